@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * net.h - small socket helpers shared by the TCP transport, the memserver and
+ * the RDMA out-of-band exchange. Every function returns 0 (or a descriptor)
+ * on success and -errno on failure; short reads/writes and EINTR are handled
+ * inside. A peer that closes mid-message gives -ECONNRESET.
+ */
+#ifndef RMEM_NET_H
+#define RMEM_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+/*
+ * Resolve host:port and connect a TCP socket (TCP_NODELAY set, close-on-exec).
+ * Waits at most timeout_ms. Returns the fd or -errno (-ECONNREFUSED,
+ * -ETIMEDOUT, -EHOSTUNREACH, -ENOENT when the name does not resolve).
+ */
+int net_connect(const char *host, uint16_t port, int timeout_ms);
+
+/*
+ * Bind and listen on addr:port (addr NULL = 127.0.0.1), SO_REUSEADDR,
+ * close-on-exec. Returns the fd or -errno (-EADDRINUSE when the port is busy,
+ * -EADDRNOTAVAIL for an address this host does not have).
+ */
+int net_listen(const char *addr, uint16_t port, int backlog);
+
+/* the port a listening socket is bound to (for port 0), or -errno */
+int net_local_port(int fd);
+
+/* true if addr (numeric or name) is a loopback address */
+int net_is_loopback(const char *addr);
+
+/* read/write exactly len bytes; 0, -ECONNRESET on EOF mid-way, or -errno */
+int net_read_full(int fd, void *buf, size_t len);
+int net_write_full(int fd, const void *buf, size_t len);
+/* write every byte of the iovec array (modified in place); 0 or -errno */
+int net_writev_full(int fd, struct iovec *iov, int iovcnt);
+
+#endif /* RMEM_NET_H */

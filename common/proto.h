@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * proto.h - the rmemfs wire format.
+ *
+ * Every message on a TCP connection, and every control message carried by RDMA
+ * SEND/RECV, is a fixed 24-byte header followed by `len` payload bytes. All
+ * multi-byte wire fields are big-endian (the __be types below); host code only
+ * ever sees the unpacked host structs (struct proto_msg, proto_rw, ...).
+ *
+ * Requests carry a client-chosen `id` that the response echoes. A response has
+ * PROTO_RESPONSE set in its type and a proto_status in `status`; a non-OK
+ * response carries no payload. One table (proto.c) maps status codes to errno.
+ *
+ * The protocol is versioned by PROTO_VERSION in every header and in the RDMA CM
+ * private data; a peer speaking another version is refused with
+ * PROTO_E_VERSION (-EPROTONOSUPPORT), never misparsed.
+ *
+ * Every unpack function validates lengths and returns 0 or -EBADMSG (or the
+ * errno named in its comment); none reads beyond the buffer it is given.
+ */
+#ifndef RMEM_PROTO_H
+#define RMEM_PROTO_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROTO_MAGIC 0x524d454dU /* "RMEM" */
+#define PROTO_VERSION 1
+#define PROTO_DEFAULT_PORT 7471
+#define PROTO_MAX_IO (16U << 20) /* largest READ/WRITE payload in one op */
+#define PROTO_MAX_CTRL (64U << 10) /* largest control-message payload */
+#define PROTO_TOKEN_HASH_LEN 32 /* SHA-256 */
+#define PROTO_MAX_REGIONS 1024 /* regions in one pool descriptor */
+
+/* message types; a response is the request type | PROTO_RESPONSE */
+enum proto_type {
+	PROTO_HELLO = 1, /* req: proto_hello_wire; resp: proto_pool (pool descriptor) */
+	PROTO_READ = 2, /* req: proto_rw_wire; resp: rw.len data bytes */
+	PROTO_WRITE = 3, /* req: proto_rw_wire + rw.len data bytes; resp: empty */
+	PROTO_CAS = 4, /* req: proto_atomic_wire; resp: proto_atomic_resp_wire */
+	PROTO_FETCH_ADD = 5, /* req: proto_atomic_wire; resp: proto_atomic_resp_wire */
+	PROTO_PING = 6, /* req: any bytes (<= PROTO_MAX_CTRL); resp: the same bytes */
+	PROTO_STATS = 7, /* req: empty; resp: proto_stats_wire */
+	PROTO_QP_EXCHANGE = 8, /* req: proto_qp_exchange_wire; resp: proto_qp_info_wire + pool */
+};
+#define PROTO_RESPONSE 0x8000U
+
+/*
+ * Status codes. The errno each maps to is what a client sees; see
+ * proto_status_to_errno(). PROTO_E_KEY and PROTO_E_RANGE are what an RDMA NIC
+ * reports as a remote access error.
+ */
+enum proto_status {
+	PROTO_OK = 0,
+	PROTO_E_AUTH = 1, /* -EPERM: missing or wrong token */
+	PROTO_E_VERSION = 2, /* -EPROTONOSUPPORT: other protocol version */
+	PROTO_E_MALFORMED = 3, /* -EBADMSG: bad magic, length, field */
+	PROTO_E_KEY = 4, /* -EACCES: rkey names no region */
+	PROTO_E_RANGE = 5, /* -EFAULT: [addr, addr+len) not inside the key's region */
+	PROTO_E_ALIGN = 6, /* -EINVAL: atomic not 8-byte aligned */
+	PROTO_E_TOOBIG = 7, /* -EMSGSIZE: payload above the type's limit */
+	PROTO_E_UNSUPPORTED = 8, /* -EOPNOTSUPP: unknown type, or feature absent */
+	PROTO_E_NOMEM = 9, /* -ENOMEM */
+	PROTO_E_INTERNAL = 10, /* -EIO */
+	PROTO_E_STATE = 11, /* -EPROTO: request not valid now (e.g. data op before HELLO) */
+	PROTO_STATUS_COUNT
+};
+
+/* ---- wire structs (big-endian, fixed width, explicit padding) ---- */
+
+struct proto_hdr {
+	__be32 magic; /* PROTO_MAGIC */
+	__be16 version; /* PROTO_VERSION */
+	__be16 type; /* enum proto_type, | PROTO_RESPONSE in responses */
+	__be32 status; /* enum proto_status; 0 in requests */
+	__be32 len; /* payload bytes that follow */
+	__be64 id; /* request id, echoed by the response */
+};
+
+struct proto_hello_wire {
+	uint8_t token_hash[PROTO_TOKEN_HASH_LEN]; /* SHA-256 of the token; zero if none */
+	__be32 flags; /* reserved, 0 */
+	__be32 reserved;
+};
+
+struct proto_region_wire {
+	__be64 addr; /* remote virtual address of the region's first byte */
+	__be64 len;
+	__be32 rkey;
+	__be32 reserved;
+};
+
+/* pool descriptor: header then nregions proto_region_wire, in pool-offset order */
+struct proto_pool_wire {
+	__be64 size; /* total bytes = sum of region lengths */
+	__be64 pool_id; /* random, chosen when the pool was created (kept with a backing file) */
+	__be32 nregions;
+	__be32 flags; /* PROTO_POOL_* */
+};
+#define PROTO_POOL_PERSISTENT 0x1U /* backed by a file: survives a server restart */
+#define PROTO_POOL_HUGEPAGES 0x2U
+
+struct proto_rw_wire {
+	__be64 addr;
+	__be32 rkey;
+	__be32 len;
+};
+
+struct proto_atomic_wire {
+	__be64 addr;
+	__be32 rkey;
+	__be32 reserved;
+	__be64 compare_add; /* CAS: compare value; FETCH_ADD: addend */
+	__be64 swap; /* CAS: value stored on match; FETCH_ADD: 0 */
+};
+
+struct proto_atomic_resp_wire {
+	__be64 old; /* the 64-bit value before the operation */
+};
+
+/* RDMA QP parameters, exchanged over TCP for the manual to_init/to_rtr/to_rts path */
+struct proto_qp_info_wire {
+	__be32 qpn;
+	__be32 psn;
+	uint8_t gid[16];
+	__be16 lid;
+	uint8_t mtu; /* enum ibv_mtu */
+	uint8_t max_rd_atomic;
+	__be32 reserved;
+};
+
+struct proto_qp_exchange_wire {
+	struct proto_hello_wire hello;
+	struct proto_qp_info_wire qp;
+};
+
+struct proto_stats_wire {
+	__be64 clients_now;
+	__be64 clients_total;
+	__be64 auth_failures;
+	__be64 bad_requests; /* malformed / refused requests */
+	__be64 reads;
+	__be64 writes;
+	__be64 atomics;
+	__be64 bytes_read;
+	__be64 bytes_written;
+	__be64 rdma_connections;
+};
+
+/* rdma_connect() private data: <= 56 bytes for RC */
+struct proto_cm_priv_wire {
+	__be32 magic;
+	__be16 version;
+	__be16 flags; /* reserved, 0 */
+	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
+};
+
+/* rdma_reject() private data */
+struct proto_cm_reject_wire {
+	__be32 magic;
+	__be32 status; /* enum proto_status */
+};
+
+/* ---- host-side forms ---- */
+
+struct proto_msg {
+	uint16_t type; /* with PROTO_RESPONSE if a response */
+	uint32_t status;
+	uint32_t len;
+	uint64_t id;
+};
+
+struct proto_region {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t rkey;
+};
+
+/* the pool as a client sees it: regions laid end to end in pool-offset space */
+struct proto_pool {
+	uint64_t size;
+	uint64_t pool_id;
+	uint32_t flags;
+	uint32_t nregions;
+	struct proto_region *regions; /* owned; freed by proto_pool_clear() */
+};
+
+struct proto_rw {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+struct proto_atomic {
+	uint64_t addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+};
+
+struct proto_qp_info {
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t gid[16];
+	uint16_t lid;
+	uint8_t mtu;
+	uint8_t max_rd_atomic;
+};
+
+struct proto_stats {
+	uint64_t clients_now;
+	uint64_t clients_total;
+	uint64_t auth_failures;
+	uint64_t bad_requests;
+	uint64_t reads;
+	uint64_t writes;
+	uint64_t atomics;
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	uint64_t rdma_connections;
+};
+
+/* ---- status and names ---- */
+
+/* PROTO_OK -> 0; known status -> its -errno; unknown -> -EIO */
+int proto_status_to_errno(uint32_t status);
+/* negative errno -> closest status (0 -> PROTO_OK, unmapped -> PROTO_E_INTERNAL) */
+uint32_t proto_errno_to_status(int err);
+const char *proto_status_str(uint32_t status);
+/* name of a type, ignoring PROTO_RESPONSE; "unknown" for others */
+const char *proto_type_str(uint16_t type);
+
+/* ---- header ---- */
+
+void proto_hdr_pack(struct proto_hdr *wire, uint16_t type, uint32_t status, uint32_t len,
+		    uint64_t id);
+/*
+ * Validate and unpack a header: -EBADMSG on bad magic, unknown type, or a len
+ * above the type's limit (PROTO_MAX_IO + sizeof(proto_rw_wire) for WRITE
+ * requests and READ responses, PROTO_MAX_CTRL otherwise); -EPROTONOSUPPORT on
+ * another version. @out is filled even on -EPROTONOSUPPORT so the peer can be
+ * answered with the right id.
+ */
+int proto_hdr_unpack(const struct proto_hdr *wire, struct proto_msg *out);
+/* the largest payload a message of this type (with or without PROTO_RESPONSE) may carry */
+uint32_t proto_max_payload(uint16_t type);
+
+/* ---- tokens ---- */
+
+/* SHA-256 of the token; all zeroes when len == 0 (no token) */
+void proto_token_hash(const void *token, size_t len, uint8_t out[PROTO_TOKEN_HASH_LEN]);
+/* constant-time comparison */
+bool proto_token_equal(const uint8_t a[PROTO_TOKEN_HASH_LEN],
+		       const uint8_t b[PROTO_TOKEN_HASH_LEN]);
+/*
+ * Read a token file (trailing newlines stripped) and hash it. -errno from
+ * open/read; -EINVAL if the file holds no token; -EFBIG above 4 KiB.
+ */
+int proto_token_load(const char *path, uint8_t out[PROTO_TOKEN_HASH_LEN]);
+
+/* ---- payloads: pack writes exactly sizeof(wire); unpack needs len == sizeof(wire) ---- */
+
+void proto_hello_pack(struct proto_hello_wire *w, const uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+int proto_hello_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+
+void proto_rw_pack(struct proto_rw_wire *w, const struct proto_rw *rw);
+/* WRITE requests carry data after the struct: unpack accepts len >= sizeof */
+int proto_rw_unpack(const void *buf, size_t len, struct proto_rw *rw);
+
+void proto_atomic_pack(struct proto_atomic_wire *w, const struct proto_atomic *a);
+int proto_atomic_unpack(const void *buf, size_t len, struct proto_atomic *a);
+
+void proto_qp_info_pack(struct proto_qp_info_wire *w, const struct proto_qp_info *qp);
+int proto_qp_info_unpack(const void *buf, size_t len, struct proto_qp_info *qp);
+
+void proto_stats_pack(struct proto_stats_wire *w, const struct proto_stats *s);
+int proto_stats_unpack(const void *buf, size_t len, struct proto_stats *s);
+
+void proto_cm_priv_pack(struct proto_cm_priv_wire *w,
+			const uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+/* -EBADMSG (short, bad magic) or -EPROTONOSUPPORT (other version) */
+int proto_cm_priv_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+
+/* ---- pool descriptor ---- */
+
+/* bytes proto_pool_pack() writes for this pool */
+size_t proto_pool_wire_size(const struct proto_pool *pool);
+/* returns bytes written, or -EMSGSIZE if cap is too small */
+ssize_t proto_pool_pack(const struct proto_pool *pool, void *buf, size_t cap);
+/*
+ * Validates: nregions in 1..PROTO_MAX_REGIONS, len == exact wire size, no
+ * zero-length region, region lengths summing to size (no overflow).
+ * On success @out owns a new regions array. -EBADMSG or -ENOMEM.
+ */
+int proto_pool_unpack(const void *buf, size_t len, struct proto_pool *out);
+/* free the regions array and zero the struct; NULL-tolerant */
+void proto_pool_clear(struct proto_pool *pool);
+/* deep copy; -ENOMEM */
+int proto_pool_copy(struct proto_pool *dst, const struct proto_pool *src);
+/*
+ * Translate a pool offset range into (remote address, rkey). -ERANGE if the
+ * range leaves the pool or crosses a region boundary (callers split there;
+ * regions are multiples of 1 MiB except possibly the last).
+ */
+int proto_pool_resolve(const struct proto_pool *pool, uint64_t off, uint64_t len,
+		       uint64_t *raddr, uint32_t *rkey);
+
+#endif /* RMEM_PROTO_H */
