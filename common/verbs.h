@@ -114,7 +114,11 @@ struct verbs_cq {
 	struct ibv_wc *wc; /* reused completion array, wc_cap entries */
 	int wc_cap;
 };
-/* cqe: CQ depth; with_channel: create and attach a completion channel */
+/*
+ * cqe: CQ depth; with_channel: create and attach a completion channel (its fd
+ * is made non-blocking and the CQ is armed once, so the first verbs_cq_wait or
+ * epoll wake-up sees the first completion); wc_cap <= 0: 32.
+ */
 int verbs_cq_create(struct ibv_context *ctx, int cqe, bool with_channel, int wc_cap,
 		    struct verbs_cq *out);
 /* acks every pending event, destroys CQ then channel; NULL/empty-tolerant */
@@ -136,6 +140,8 @@ int verbs_cq_poll(struct verbs_cq *cq, int max);
 /* IBV_WC_SUCCESS -> 0; others -> a fitting -errno (REM_ACCESS_ERR -> -EACCES, ...) */
 int verbs_wc_status_to_errno(enum ibv_wc_status status);
 const char *verbs_wc_status_str(enum ibv_wc_status status);
+/* the immediate of a completion with IBV_WC_WITH_IMM, in host byte order */
+uint32_t verbs_wc_imm(const struct ibv_wc *wc);
 
 /* ---- queue pairs ---- */
 
@@ -163,9 +169,9 @@ struct verbs_peer {
 	union ibv_gid gid;
 	bool global; /* route by GID (RoCE: always) */
 	int sgid_index; /* local GID index to send from */
-	uint8_t port; /* local port */
-	enum ibv_mtu mtu;
-	uint8_t max_dest_rd_atomic; /* 0: 16 */
+	uint8_t port; /* local port (0: 1) */
+	enum ibv_mtu mtu; /* path MTU (0: the local port's active MTU) */
+	uint8_t max_dest_rd_atomic; /* 0: 16, capped at the device's max_qp_rd_atom */
 	uint8_t min_rnr_timer; /* 0: 12 */
 };
 /* INIT -> RTR. RC: needs the full peer; UD: peer may be NULL */
@@ -176,7 +182,7 @@ struct verbs_rts_params {
 	uint8_t timeout; /* local ACK timeout: 4.096us * 2^timeout (0: 14, ~67 ms) */
 	uint8_t retry_cnt; /* 0: 7 */
 	uint8_t rnr_retry; /* 0: 7 (infinite) */
-	uint8_t max_rd_atomic; /* 0: 16 */
+	uint8_t max_rd_atomic; /* 0: 16, capped at the device's max_qp_init_rd_atom */
 };
 /* RTR -> RTS. params NULL: defaults with psn 0 */
 int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params);

@@ -197,6 +197,8 @@ void xport_close(struct xport *x); /* NULL-tolerant */
 const char *xport_name(const struct xport *x);
 /* true if this build has the named transport */
 bool xport_available(const char *name);
+/* true if this build has RDMA and at least one verbs device exists (what "auto" checks first) */
+bool xport_rdma_device_present(void);
 
 int xport_reg_mr(struct xport *x, void *addr, size_t len, struct xport_mr **out);
 void xport_dereg_mr(struct xport *x, struct xport_mr *mr);

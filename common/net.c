@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * net.c - socket helpers (see net.h) for the TCP transport, the memserver's
+ * listeners and the RDMA out-of-band QP exchange.
+ *
+ * Conventions: descriptors are close-on-exec; connected sockets have
+ * TCP_NODELAY (the transport pipelines small request frames and must not wait
+ * for Nagle); writes use MSG_NOSIGNAL so a dead peer is -ECONNRESET, never
+ * SIGPIPE. The *_full helpers also work on non-blocking descriptors: on EAGAIN
+ * they wait in poll() for the descriptor to become ready.
+ */
+#define G_LOG_DOMAIN "rmemfs-net"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "net.h"
+
+static int net_gai_errno(int gai)
+{
+	switch (gai) {
+	case EAI_NONAME:
+#ifdef EAI_NODATA
+	case EAI_NODATA:
+#endif
+	case EAI_FAIL:
+		return -ENOENT;
+	case EAI_AGAIN:
+		return -EAGAIN;
+	case EAI_MEMORY:
+		return -ENOMEM;
+	case EAI_FAMILY:
+#ifdef EAI_ADDRFAMILY
+	case EAI_ADDRFAMILY:
+#endif
+		return -EAFNOSUPPORT;
+	case EAI_SYSTEM:
+		return errno ? -errno : -EIO;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int64_t net_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int net_set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	if (fcntl(fd, F_SETFL, fl) < 0)
+		return -errno;
+	return 0;
+}
+
+/* connect one resolved address before the deadline (-1: none); fd or -errno */
+static int net_connect_one(const struct addrinfo *ai, int64_t deadline)
+{
+	int one = 1;
+	int fd, rc;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		socklen_t sl = sizeof(rc);
+
+		if (errno != EINPROGRESS) {
+			rc = -errno;
+			goto err_close;
+		}
+		for (;;) {
+			int wait = -1;
+
+			if (deadline >= 0) {
+				int64_t left = deadline - net_now_ms();
+
+				if (left <= 0) {
+					rc = -ETIMEDOUT;
+					goto err_close;
+				}
+				wait = left > INT_MAX ? INT_MAX : (int)left;
+			}
+			rc = poll(&pfd, 1, wait);
+			if (rc < 0 && errno == EINTR)
+				continue;
+			if (rc < 0) {
+				rc = -errno;
+				goto err_close;
+			}
+			if (rc > 0)
+				break;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &sl) < 0) {
+			rc = -errno;
+			goto err_close;
+		}
+		if (rc) {
+			rc = -rc;
+			goto err_close;
+		}
+	}
+	rc = net_set_nonblock(fd, false);
+	if (rc)
+		goto err_close;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+		rc = -errno;
+		goto err_close;
+	}
+	return fd;
+
+err_close:
+	close(fd);
+	return rc;
+}
+
+/* timeout_ms <= 0: no limit beyond the kernel's own connect timeout */
+int net_connect(const char *host, uint16_t port, int timeout_ms)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV,
+	};
+	struct addrinfo *res, *ai;
+	int64_t deadline = timeout_ms > 0 ? net_now_ms() + timeout_ms : -1;
+	char portstr[8];
+	int rc, fd = -ENOENT;
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	errno = 0;
+	rc = getaddrinfo(host ? host : "127.0.0.1", portstr, &hints, &res);
+	if (rc)
+		return net_gai_errno(rc);
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = net_connect_one(ai, deadline);
+		if (fd >= 0 || fd == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int net_listen(const char *addr, uint16_t port, int backlog)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	};
+	struct addrinfo *res, *ai;
+	char portstr[8];
+	int one = 1;
+	int rc, fd = -EADDRNOTAVAIL;
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	errno = 0;
+	rc = getaddrinfo(addr ? addr : "127.0.0.1", portstr, &hints, &res);
+	if (rc)
+		return net_gai_errno(rc);
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			fd = -errno;
+			continue;
+		}
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
+			rc = -errno;
+			close(fd);
+			fd = rc;
+			continue;
+		}
+		break;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int net_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return -errno;
+	switch (ss.ss_family) {
+	case AF_INET:
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	case AF_INET6:
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	default:
+		return -EAFNOSUPPORT;
+	}
+}
+
+static bool net_sockaddr_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_LOOPBACK(a6))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127;
+	}
+	return false;
+}
+
+/* every address the name resolves to must be a loopback address */
+int net_is_loopback(const char *addr)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res, *ai;
+	bool loop = true;
+
+	if (!addr)
+		return true;
+	if (getaddrinfo(addr, NULL, &hints, &res))
+		return false;
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (!net_sockaddr_is_loopback(ai->ai_addr))
+			loop = false;
+	}
+	freeaddrinfo(res);
+	return loop;
+}
+
+/* wait until fd is ready for events after an EAGAIN; 0 or -errno */
+static int net_wait(int fd, short events)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+
+	for (;;) {
+		int rc = poll(&pfd, 1, -1);
+
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int net_read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n > 0) {
+			got += n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			int rc = net_wait(fd, POLLIN);
+
+			if (rc)
+				return rc;
+			continue;
+		}
+		return -errno;
+	}
+	return 0;
+}
+
+int net_write_full(int fd, const void *buf, size_t len)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	return net_writev_full(fd, &iov, 1);
+}
+
+int net_writev_full(int fd, struct iovec *iov, int iovcnt)
+{
+	bool is_sock = true;
+
+	while (iovcnt > 0) {
+		struct msghdr msg = {
+			.msg_iov = iov,
+			.msg_iovlen = iovcnt > IOV_MAX ? IOV_MAX : iovcnt,
+		};
+		ssize_t n;
+
+		if (iov->iov_len == 0) {
+			iov++;
+			iovcnt--;
+			continue;
+		}
+		if (is_sock)
+			n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+		else
+			n = writev(fd, msg.msg_iov, msg.msg_iovlen);
+		if (n < 0) {
+			if (errno == ENOTSOCK && is_sock) {
+				is_sock = false;
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				int rc = net_wait(fd, POLLOUT);
+
+				if (rc)
+					return rc;
+				continue;
+			}
+			if (errno == EPIPE)
+				return -ECONNRESET;
+			return -errno;
+		}
+		while (n > 0 && iovcnt > 0) {
+			if ((size_t)n >= iov->iov_len) {
+				n -= iov->iov_len;
+				iov->iov_len = 0;
+				iov++;
+				iovcnt--;
+			} else {
+				iov->iov_base = (char *)iov->iov_base + n;
+				iov->iov_len -= n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * main.c - the memserver program: parse options, map the pool, start the TCP
+ * server and (when a device exists and the memlock limit allows it) the RDMA
+ * server, print one ready line, wait for SIGINT/SIGTERM, tear down.
+ *
+ * Transports: "tcp" serves TCP only; "auto" (the default) serves TCP and, when
+ * an RDMA device exists and the pool can be pinned, RDMA as well; "rdma" is
+ * auto that fails instead of falling back. TCP is served in every mode: it
+ * also carries the out-of-band QP exchange of RDMA clients. The RDMA listener
+ * uses the same port number (rdma_cm's port space is separate from TCP's).
+ *
+ * The signals are blocked in every thread and taken synchronously with
+ * sigwaitinfo() here, so no handler ever runs in the middle of anything.
+ */
+#define G_LOG_DOMAIN "rmemfs-memserver"
+
+#include <errno.h>
+#include <getopt.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "memserver.h"
+#include "net.h"
+#include "pool.h"
+#include "proto.h"
+#include "tcp_server.h"
+#include "units.h"
+#ifdef RMEM_HAVE_RDMA
+#include "rdma_server.h"
+#include "verbs.h"
+#endif
+
+#define MEMSERVER_EXIT_USAGE 2
+
+enum memserver_transport {
+	MEMSERVER_AUTO,
+	MEMSERVER_TCP,
+	MEMSERVER_RDMA,
+};
+
+struct memserver_opts {
+	uint64_t size;
+	uint64_t chunk_size;
+	const char *listen;
+	uint16_t port;
+	enum memserver_transport transport;
+	const char *token_file;
+	const char *backing_file;
+	bool hugepages;
+	bool verbose;
+	bool insecure;
+};
+
+static void memserver_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: memserver [OPTION]...\n"
+		"Serve a pool of this machine's memory to rmemfs clients over TCP and RDMA.\n"
+		"\n"
+		"  -s, --size SIZE          pool size, K/M/G/T suffixes (default 1G)\n"
+		"  -l, --listen ADDR        address to listen on (default 127.0.0.1)\n"
+		"  -p, --port PORT          TCP port, also the rdma_cm port (default %u;\n"
+		"                           0: any free port)\n"
+		"  -t, --transport T        tcp, rdma or auto (default auto: TCP, plus RDMA\n"
+		"                           when a device exists; rdma: fail if RDMA cannot\n"
+		"                           be served; TCP is served in every mode)\n"
+		"  -k, --token-file FILE    clients must present the token in FILE\n"
+		"  -b, --backing-file FILE  keep the pool in FILE (mapped shared) so it\n"
+		"                           survives a restart; created if missing or empty\n"
+		"  -H, --hugepages          back the pool with huge pages (reserve them first in\n"
+		"                           /proc/sys/vm/nr_hugepages)\n"
+		"      --chunk-size SIZE    split the pool into regions of SIZE, a power of two\n"
+		"                           >= 1M (default 1G)\n"
+		"      --insecure           allow a non-loopback --listen without --token-file\n"
+		"  -v, --verbose            debug logging\n"
+		"  -h, --help               this text\n"
+		"  -V, --version            print the version\n"
+		"\n"
+		"When ready it prints one line to stdout, e.g.\n"
+		"  memserver: serving 1.0 GiB on tcp 127.0.0.1:%u (rdma: no device)\n",
+		PROTO_DEFAULT_PORT, PROTO_DEFAULT_PORT);
+}
+
+static int memserver_bad_size(const char *opt, const char *arg, int rc)
+{
+	if (rc == -ERANGE)
+		fprintf(stderr, "memserver: %s '%s' is too large\n", opt, arg);
+	else
+		fprintf(stderr, "memserver: %s '%s' is not a size (use e.g. 512M, 4G)\n", opt,
+			arg);
+	return -EINVAL;
+}
+
+/* 0, -EINVAL after printing what is wrong, or 1 when --help/--version was handled */
+static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
+{
+	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE };
+	static const struct option longopts[] = {
+		{ "size", required_argument, NULL, 's' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "token-file", required_argument, NULL, 'k' },
+		{ "backing-file", required_argument, NULL, 'b' },
+		{ "hugepages", no_argument, NULL, 'H' },
+		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
+		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long port;
+	char *end;
+	int c, rc;
+
+	/* defaults first */
+	memset(o, 0, sizeof(*o));
+	o->size = 1ULL << 30;
+	o->chunk_size = POOL_DEFAULT_CHUNK;
+	o->listen = "127.0.0.1";
+	o->port = PROTO_DEFAULT_PORT;
+	o->transport = MEMSERVER_AUTO;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			rc = units_parse_size(optarg, &o->size);
+			if (rc)
+				return memserver_bad_size("--size", optarg, rc);
+			break;
+		case OPT_CHUNK_SIZE:
+			rc = units_parse_size(optarg, &o->chunk_size);
+			if (rc)
+				return memserver_bad_size("--chunk-size", optarg, rc);
+			if (o->chunk_size < POOL_MIN_CHUNK ||
+			    (o->chunk_size & (o->chunk_size - 1))) {
+				fprintf(stderr,
+					"memserver: --chunk-size '%s' must be a power of two of at "
+					"least 1M\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'l':
+			if (!*optarg) {
+				fprintf(stderr, "memserver: --listen needs an address\n");
+				return -EINVAL;
+			}
+			o->listen = optarg;
+			break;
+		case 'p':
+			errno = 0;
+			port = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || errno || port > 65535 || optarg[0] == '-') {
+				fprintf(stderr,
+					"memserver: --port '%s' is not a port number (0-65535; 0 "
+					"picks a free port)\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->port = port;
+			break;
+		case 't':
+			if (!strcmp(optarg, "tcp")) {
+				o->transport = MEMSERVER_TCP;
+			} else if (!strcmp(optarg, "rdma")) {
+				o->transport = MEMSERVER_RDMA;
+			} else if (!strcmp(optarg, "auto")) {
+				o->transport = MEMSERVER_AUTO;
+			} else {
+				fprintf(stderr,
+					"memserver: --transport '%s' is unknown: use tcp, rdma or "
+					"auto\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'k':
+			o->token_file = optarg;
+			break;
+		case 'b':
+			o->backing_file = optarg;
+			break;
+		case 'H':
+			o->hugepages = true;
+			break;
+		case OPT_INSECURE:
+			o->insecure = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			memserver_usage(stdout);
+			return 1;
+		case 'V':
+			printf("memserver (rmemfs) %s\n", RMEM_VERSION);
+			return 1;
+		case ':':
+			fprintf(stderr, "memserver: %s needs a value\n", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			if (optopt)
+				fprintf(stderr, "memserver: unknown option '-%c'\n", optopt);
+			else
+				fprintf(stderr, "memserver: unknown option '%s'\n",
+					argv[optind - 1]);
+			fprintf(stderr, "Try 'memserver --help'.\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "memserver: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+
+	/* combinations */
+	if (o->size < POOL_MIN_SIZE) {
+		fprintf(stderr, "memserver: --size must be at least 1M\n");
+		return -EINVAL;
+	}
+	if (o->hugepages && o->backing_file) {
+		fprintf(stderr,
+			"memserver: --hugepages and --backing-file cannot be combined (the "
+			"backing file is mapped with normal pages)\n");
+		return -EINVAL;
+	}
+#ifndef RMEM_HAVE_RDMA
+	if (o->transport == MEMSERVER_RDMA) {
+		fprintf(stderr,
+			"memserver: --transport rdma: this memserver was built without RDMA "
+			"(meson -Drdma=disabled, or rdma-core was missing)\n");
+		return -EINVAL;
+	}
+#endif
+	if (net_is_loopback(o->listen) <= 0 && !o->token_file && !o->insecure) {
+		fprintf(stderr,
+			"memserver: refusing to listen on %s without --token-file: anyone who can "
+			"reach it could read and write the pool. Give a token (--token-file FILE), "
+			"listen on loopback, or pass --insecure.\n",
+			o->listen);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void memserver_setup_logging(bool verbose)
+{
+#if GLIB_CHECK_VERSION(2, 68, 0)
+	/* stdout carries the ready line and nothing else */
+	g_log_writer_default_set_use_stderr(TRUE);
+#endif
+	if (!verbose)
+		return;
+#if GLIB_CHECK_VERSION(2, 72, 0)
+	g_log_set_debug_enabled(TRUE);
+#else
+	g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
+#endif
+}
+
+static int memserver_load_token(struct memserver *ms, const char *path)
+{
+	int rc;
+
+	if (!path)
+		return 0;
+	rc = proto_token_load(path, ms->token_hash);
+	if (rc == -EINVAL)
+		fprintf(stderr, "memserver: --token-file %s holds no token (it is empty)\n", path);
+	else if (rc == -EFBIG)
+		fprintf(stderr, "memserver: --token-file %s is larger than 4 KiB; a token is a "
+			"short secret\n", path);
+	else if (rc)
+		fprintf(stderr, "memserver: cannot read --token-file %s: %s\n", path,
+			g_strerror(-rc));
+	else
+		ms->have_token = true;
+	return rc;
+}
+
+/* "host:port", bracketing IPv6 literals */
+static void memserver_hostport(const char *host, unsigned int port, char *buf, size_t cap)
+{
+	snprintf(buf, cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+#ifdef RMEM_HAVE_RDMA
+/* true if this process holds CAP_IPC_LOCK (then RLIMIT_MEMLOCK does not apply) */
+static bool memserver_has_ipc_lock(void)
+{
+	unsigned long long caps = 0;
+	bool found = false;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "CapEff: %llx", &caps) == 1;
+	fclose(f);
+	return found && (caps & (1ULL << 14)); /* CAP_IPC_LOCK */
+}
+
+/* 0 if the pool can be pinned for RDMA; -ENOMEM after explaining how to raise the limit */
+static int memserver_check_memlock(uint64_t size, bool fatal)
+{
+	char lim[32], need[32];
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= size || memserver_has_ipc_lock())
+		return 0;
+	units_format_size(rl.rlim_cur, lim, sizeof(lim));
+	units_format_size(size, need, sizeof(need));
+	fprintf(stderr,
+		"memserver: the locked-memory limit (RLIMIT_MEMLOCK) is %s but RDMA must pin the "
+		"whole %s pool. Raise it: run 'ulimit -l unlimited' (as root) in the shell that "
+		"starts memserver, or add '* - memlock unlimited' to "
+		"/etc/security/limits.conf, or set LimitMEMLOCK=infinity in its systemd unit.%s\n",
+		lim, need, fatal ? "" : " Serving TCP only.");
+	return -ENOMEM;
+}
+
+/*
+ * Start the RDMA listener unless told not to. Fills @note with the ready
+ * line's RDMA part. -errno only when RDMA was demanded and cannot be served.
+ */
+static int memserver_start_rdma(struct memserver *ms, const struct memserver_opts *o,
+				uint16_t port, struct rdma_server **rs, char *note, size_t cap)
+{
+	bool fatal = o->transport == MEMSERVER_RDMA;
+	struct verbs_device_list devs;
+	char hp[96];
+	int rc;
+
+	*rs = NULL;
+	if (o->transport == MEMSERVER_TCP) {
+		snprintf(note, cap, " (rdma: off)");
+		return 0;
+	}
+	rc = verbs_device_list_get(&devs);
+	if (rc == 0)
+		verbs_device_list_free(&devs);
+	if (rc == -ENODEV)
+		goto no_device;
+	if (rc) {
+		if (fatal) {
+			fprintf(stderr, "memserver: cannot list RDMA devices: %s\n",
+				g_strerror(-rc));
+			return rc;
+		}
+		snprintf(note, cap, " (rdma: %s)", g_strerror(-rc));
+		return 0;
+	}
+	rc = memserver_check_memlock(pool_size(ms->pool), fatal);
+	if (rc) {
+		if (fatal)
+			return rc;
+		snprintf(note, cap, " (rdma: memlock limit too low)");
+		return 0;
+	}
+	rc = rdma_server_start(ms, o->listen, port, rs);
+	if (rc == -ENODEV)
+		goto no_device;
+	if (rc) {
+		*rs = NULL;
+		if (fatal) {
+			fprintf(stderr, "memserver: cannot serve RDMA on %s port %u: %s\n",
+				o->listen, port, g_strerror(-rc));
+			return rc;
+		}
+		g_message("not serving RDMA: rdma_server_start on %s port %u: %s", o->listen,
+			  port, g_strerror(-rc));
+		snprintf(note, cap, " (rdma: %s)", g_strerror(-rc));
+		return 0;
+	}
+	memserver_hostport(o->listen, port, hp, sizeof(hp));
+	snprintf(note, cap, ", rdma %s (%s)", hp, rdma_server_devices(*rs));
+	return 0;
+
+no_device:
+	if (fatal) {
+		fprintf(stderr,
+			"memserver: --transport rdma: this host has no RDMA device (see "
+			"'ibv_devices'; for soft-RoCE: 'rdma link add rxe0 type rxe netdev "
+			"IFACE')\n");
+		return -ENODEV;
+	}
+	snprintf(note, cap, " (rdma: no device)");
+	return 0;
+}
+#endif /* RMEM_HAVE_RDMA */
+
+static int memserver_wait_for_signal(const sigset_t *set)
+{
+	siginfo_t si;
+	int sig;
+
+	do
+		sig = sigwaitinfo(set, &si);
+	while (sig < 0 && errno == EINTR);
+	return sig;
+}
+
+int main(int argc, char **argv)
+{
+	char why[512], size_str[32], hp[96], rdma_note[160] = "";
+	struct memserver_opts o;
+	struct memserver ms;
+	struct pool_params pp;
+	struct tcp_server *ts = NULL;
+#ifdef RMEM_HAVE_RDMA
+	struct rdma_server *rs = NULL;
+#endif
+	sigset_t sigs;
+	int rc, sig, status = EXIT_FAILURE;
+
+	rc = memserver_parse(argc, argv, &o);
+	if (rc > 0)
+		return EXIT_SUCCESS;
+	if (rc < 0)
+		return MEMSERVER_EXIT_USAGE;
+#ifndef RMEM_HAVE_RDMA
+	if (o.transport != MEMSERVER_TCP)
+		snprintf(rdma_note, sizeof(rdma_note), " (rdma: not built)");
+	else
+		snprintf(rdma_note, sizeof(rdma_note), " (rdma: off)");
+#endif
+	memserver_setup_logging(o.verbose);
+
+	/* every thread started from here on inherits the blocked set */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&ms, 0, sizeof(ms));
+	ms.verbose = o.verbose;
+	if (memserver_load_token(&ms, o.token_file))
+		return EXIT_FAILURE;
+
+	memset(&pp, 0, sizeof(pp));
+	pp.size = o.size;
+	pp.chunk_size = o.chunk_size;
+	pp.hugepages = o.hugepages;
+	pp.backing_file = o.backing_file;
+	rc = pool_open(&pp, &ms.pool, why, sizeof(why));
+	if (rc) {
+		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
+		return EXIT_FAILURE;
+	}
+
+	rc = tcp_server_create(&ms, o.listen, o.port, &ts);
+	if (rc == -EADDRINUSE) {
+		fprintf(stderr,
+			"memserver: port %u on %s is already in use (another memserver?); pick "
+			"another with --port\n",
+			o.port, o.listen);
+		goto close_pool;
+	} else if (rc == -EADDRNOTAVAIL || rc == -ENOENT) {
+		fprintf(stderr, "memserver: cannot listen on %s: %s\n", o.listen,
+			rc == -ENOENT ? "no such host" : "this host has no such address");
+		goto close_pool;
+	} else if (rc) {
+		fprintf(stderr, "memserver: cannot listen on %s port %u: %s\n", o.listen, o.port,
+			g_strerror(-rc));
+		goto close_pool;
+	}
+
+#ifdef RMEM_HAVE_RDMA
+	rc = memserver_start_rdma(&ms, &o, tcp_server_port(ts), &rs, rdma_note,
+				  sizeof(rdma_note));
+	if (rc)
+		goto close_tcp;
+#endif
+	rc = tcp_server_run(ts);
+	if (rc) {
+		fprintf(stderr, "memserver: cannot start the TCP server: %s\n", g_strerror(-rc));
+		goto stop_rdma;
+	}
+
+	units_format_size(pool_size(ms.pool), size_str, sizeof(size_str));
+	memserver_hostport(o.listen, tcp_server_port(ts), hp, sizeof(hp));
+	printf("memserver: serving %s on tcp %s%s\n", size_str, hp, rdma_note);
+	fflush(stdout);
+	g_debug("pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64 " bytes%s%s",
+		pool_id(ms.pool), pool_region_count(ms.pool), pool_chunk_size(ms.pool),
+		ms.have_token ? ", token required" : "", o.backing_file ? ", backing file" : "");
+
+	sig = memserver_wait_for_signal(&sigs);
+	if (sig > 0)
+		g_message("%s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	else
+		g_warning("sigwaitinfo: %s; shutting down", g_strerror(errno));
+	status = sig > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+
+	/* teardown in reverse order; client threads go before RDMA (they hold oob handles) */
+	tcp_server_destroy(ts);
+	ts = NULL;
+stop_rdma:
+#ifdef RMEM_HAVE_RDMA
+	rdma_server_stop(rs);
+close_tcp:
+#endif
+	tcp_server_destroy(ts);
+close_pool:
+	pool_close(ms.pool); /* flushes a backing file */
+	return status;
+}

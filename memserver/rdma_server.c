@@ -1,0 +1,1220 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rdma_server.c - the memserver's RDMA side (rdma_server.h).
+ *
+ * An rdma_cm listener accepts RC connections; the token hash and protocol
+ * version arrive in the connect private data and a refusal goes back as a
+ * REJECT carrying struct proto_cm_reject_wire. Per device a client arrives on,
+ * the pool is registered once (local write + remote read/write/atomic), in
+ * pieces no larger than the device's max MR size; those pieces are the regions
+ * of that device's RDMA pool descriptor. One-sided READ/WRITE/atomics then need
+ * no server CPU at all; the server only answers control SENDs (HELLO -> the
+ * descriptor, PING, STATS).
+ *
+ * As in the client (xport_rdma.c), a QP is never attached to its cm_id: it is
+ * created with the verbs wrappers and brought to RTS with the parameters
+ * rdma_cm negotiated (rdma_init_qp_attr) before rdma_accept. Every verbs object
+ * lives on a device context this file opens itself, so nothing depends on the
+ * lifetime of librdmacm's internal contexts.
+ *
+ * The out-of-band path (ms->oob_accept / oob_release, called from the TCP
+ * server's connection threads for PROTO_QP_EXCHANGE) brings a QP up by hand
+ * toward the client's parameters on the same per-device state.
+ *
+ * Threads. The cm thread polls the event channel and a stop eventfd; the
+ * completion thread waits in epoll on every cm client's completion channel and
+ * the same eventfd. Both stop through the eventfd and are joined. rs->lock
+ * (the only lock here) protects the device list, both client lists and each
+ * client's verbs objects; it is held while a client's completions are
+ * processed, so the cm thread can never free a client under the completion
+ * thread. The completion thread names clients by serial number (epoll data),
+ * never by pointer, so an event that races with a client's teardown finds
+ * nothing instead of freed memory.
+ */
+#define G_LOG_DOMAIN "rmemfs-rdma-server"
+
+#include "config.h"
+
+#include "rdma_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <rdma/rdma_cma.h>
+
+#include "memserver.h"
+#include "pool.h"
+#include "proto.h"
+#include "verbs.h"
+
+#define RS_NRECV 2 /* control receives per client; send buffer i answers receive i */
+#define RS_CTRL_BUF (sizeof(struct proto_hdr) + PROTO_MAX_CTRL)
+#define RS_BACKLOG 64
+#define RS_MAX_RD_ATOMIC 16
+#define RS_ACK_TIMEOUT 16 /* 268 ms, as the client: a vanished client is noticed in ~1.6 s */
+#define RS_RETRY_CNT 5
+#define RS_RNR_RETRY 7
+#define RS_MR_ALIGN (1ULL << 20) /* RDMA region pieces are whole MiBs (proto_pool_resolve) */
+#define RS_GID_SCAN_GAP 8 /* stop scanning a GID table after this many empty entries */
+#define RS_EPOLL_STOP 0 /* epoll data of the stop eventfd; clients have serials >= 1 */
+
+#define RS_WRID_RECV 0x100U
+#define RS_WRID_SEND 0x200U
+
+/* one RDMA device the pool is registered with */
+struct rdma_dev {
+	struct rdma_dev *next;
+	struct ibv_context *ctx; /* our own */
+	struct verbs_device_attr attr;
+	struct ibv_pd *pd;
+	struct verbs_mr *mrs;
+	unsigned int nmrs;
+	struct proto_pool pool; /* the descriptor with this device's rkeys */
+	void *pool_wire; /* packed once for every HELLO */
+	size_t pool_wire_len;
+	/* the out-of-band path's port, filled when that path first uses the device */
+	bool oob_ready;
+	uint8_t oob_port;
+	int oob_gid_index;
+	union ibv_gid oob_gid;
+	struct verbs_port_attr oob_pattr;
+};
+
+struct rdma_client {
+	struct rdma_client *next;
+	uint64_t serial;
+	struct rdma_dev *dev;
+	struct rdma_cm_id *id; /* NULL on the out-of-band path */
+	struct verbs_cq cq;
+	struct ibv_qp *qp;
+	struct verbs_mr ctrl; /* RS_NRECV receive buffers, then RS_NRECV send buffers */
+	bool in_epoll;
+	bool established;
+	char peer[64];
+};
+
+struct rdma_server {
+	struct memserver *ms;
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *listen_id;
+	int stop_fd;
+	int epfd;
+	pthread_t cm_thread;
+	pthread_t comp_thread;
+	bool cm_running;
+	bool comp_running;
+	char devices[256];
+
+	pthread_mutex_t lock; /* protects everything below */
+	struct rdma_dev *devs;
+	struct rdma_client *clients; /* rdma_cm clients */
+	struct rdma_client *oob_clients;
+	uint64_t next_serial;
+};
+
+static void rs_uncount(uint64_t *counter)
+{
+	__atomic_sub_fetch(counter, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- per-device state: PD and the registered pool ---- */
+
+static void rdma_dev_free(struct rdma_dev *d)
+{
+	unsigned int i;
+
+	if (!d)
+		return;
+	for (i = 0; i < d->nmrs; i++)
+		verbs_mr_dereg(&d->mrs[i]);
+	free(d->mrs);
+	free(d->pool_wire);
+	proto_pool_clear(&d->pool);
+	verbs_pd_free(d->pd);
+	verbs_close(d->ctx);
+	free(d);
+}
+
+static void rdma_explain_memlock(size_t len, int rc)
+{
+	struct rlimit rl;
+	char cur[32] = "unknown";
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+		if (rl.rlim_cur == RLIM_INFINITY)
+			snprintf(cur, sizeof(cur), "unlimited");
+		else
+			snprintf(cur, sizeof(cur), "%llu KiB",
+				 (unsigned long long)rl.rlim_cur / 1024);
+	}
+	g_message("registering %zu bytes of the pool with the RDMA device failed: %s. The "
+		  "locked-memory limit (RLIMIT_MEMLOCK, now %s) must cover the whole pool: raise "
+		  "it with 'ulimit -l unlimited' (or a memlock line in "
+		  "/etc/security/limits.conf, or LimitMEMLOCK=infinity in a systemd unit), or "
+		  "run the memserver with CAP_IPC_LOCK",
+		  len, g_strerror(-rc), cur);
+}
+
+/*
+ * Register every pool region, split into pieces of at most the device's max
+ * MR size (rounded down to whole MiBs), and describe the pieces as the
+ * regions of this device's pool descriptor.
+ */
+static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
+{
+	uint64_t piece = d->attr.max_mr_size & ~(RS_MR_ALIGN - 1);
+	unsigned int nreg = pool_region_count(pool);
+	unsigned int n = 0, i, k = 0;
+	ssize_t packed;
+	int rc;
+
+	if (!piece) {
+		g_message("%s: max MR size %" PRIu64 " is below 1 MiB", d->attr.name,
+			  d->attr.max_mr_size);
+		return -EINVAL;
+	}
+	for (i = 0; i < nreg; i++) {
+		const struct pool_region *r = pool_region_get(pool, i);
+
+		n += (unsigned int)((r->len + piece - 1) / piece);
+	}
+	if (n == 0 || n > PROTO_MAX_REGIONS) {
+		g_message("%s: the pool needs %u memory regions (max MR size %" PRIu64
+			  "), more than a descriptor holds (%u)",
+			  d->attr.name, n, d->attr.max_mr_size, PROTO_MAX_REGIONS);
+		return -E2BIG;
+	}
+	d->mrs = calloc(n, sizeof(*d->mrs));
+	d->pool.regions = calloc(n, sizeof(*d->pool.regions));
+	if (!d->mrs || !d->pool.regions)
+		return -ENOMEM;
+
+	for (i = 0; i < nreg; i++) {
+		const struct pool_region *r = pool_region_get(pool, i);
+		uint64_t off;
+
+		for (off = 0; off < r->len; off += piece) {
+			uint64_t len = MIN(piece, r->len - off);
+			char *addr = (char *)r->base + off;
+
+			rc = verbs_mr_reg(d->pd, addr, len, VERBS_ACCESS_REMOTE_ALL, &d->mrs[k]);
+			if (rc) {
+				if (rc == -ENOMEM || rc == -EPERM || rc == -EAGAIN)
+					rdma_explain_memlock(len, rc);
+				return rc;
+			}
+			d->nmrs = k + 1;
+			d->pool.regions[k].addr = (uint64_t)(uintptr_t)addr;
+			d->pool.regions[k].len = len;
+			d->pool.regions[k].rkey = d->mrs[k].rkey;
+			k++;
+		}
+	}
+	d->pool.nregions = k;
+	d->pool.size = pool_size(pool);
+	d->pool.pool_id = pool_id(pool);
+	d->pool.flags = pool_flags(pool);
+
+	d->pool_wire_len = proto_pool_wire_size(&d->pool);
+	d->pool_wire = malloc(d->pool_wire_len);
+	if (!d->pool_wire)
+		return -ENOMEM;
+	packed = proto_pool_pack(&d->pool, d->pool_wire, d->pool_wire_len);
+	if (packed < 0)
+		return (int)packed;
+	if (d->pool_wire_len + sizeof(struct proto_hdr) > RS_CTRL_BUF)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* the state for device @name (NULL: the first with an ACTIVE port), made on first use */
+static int rdma_dev_get(struct rdma_server *rs, const char *name, struct rdma_dev **out)
+{
+	struct ibv_context *ctx = NULL;
+	struct rdma_dev *d;
+	const char *dev_name;
+	int rc;
+
+	for (d = rs->devs; name && d; d = d->next) {
+		if (strcmp(d->attr.name, name) == 0) {
+			*out = d;
+			return 0;
+		}
+	}
+	rc = verbs_open_by_name(name, &ctx);
+	if (rc)
+		return rc;
+	dev_name = ibv_get_device_name(ctx->device);
+	for (d = rs->devs; d; d = d->next) {
+		if (strcmp(d->attr.name, dev_name) == 0) {
+			verbs_close(ctx);
+			*out = d;
+			return 0;
+		}
+	}
+
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		verbs_close(ctx);
+		return -ENOMEM;
+	}
+	d->ctx = ctx;
+	rc = verbs_query_device(ctx, &d->attr);
+	if (rc)
+		goto free_dev;
+	rc = verbs_pd_alloc(ctx, &d->pd);
+	if (rc)
+		goto free_dev;
+	rc = rdma_dev_register_pool(d, rs->ms->pool);
+	if (rc)
+		goto free_dev;
+	g_debug("%s: pool registered as %u region(s), atomics %s", d->attr.name, d->pool.nregions,
+		d->attr.atomics ? "yes" : "no");
+	d->next = rs->devs;
+	rs->devs = d;
+	*out = d;
+	return 0;
+
+free_dev:
+	rdma_dev_free(d);
+	return rc;
+}
+
+/* ---- clients ---- */
+
+static void *rdma_client_recv_buf(struct rdma_client *c, unsigned int i)
+{
+	return (char *)c->ctrl.addr + (size_t)i * RS_CTRL_BUF;
+}
+
+static void *rdma_client_send_buf(struct rdma_client *c, unsigned int i)
+{
+	return (char *)c->ctrl.addr + (size_t)(RS_NRECV + i) * RS_CTRL_BUF;
+}
+
+static int rdma_client_post_recv(struct rdma_client *c, unsigned int i)
+{
+	struct ibv_recv_wr wr;
+	struct ibv_sge sge;
+	int rc;
+
+	rc = verbs_sge(&sge, &c->ctrl, rdma_client_recv_buf(c, i), RS_CTRL_BUF);
+	if (rc)
+		return rc;
+	verbs_wr_recv(&wr, RS_WRID_RECV | i, &sge, 1);
+	return verbs_post_recv(c->qp, &wr, NULL);
+}
+
+/* NULL-tolerant; the caller holds rs->lock and has unlinked c */
+static void rdma_client_destroy(struct rdma_server *rs, struct rdma_client *c)
+{
+	if (!c)
+		return;
+	if (c->in_epoll && epoll_ctl(rs->epfd, EPOLL_CTL_DEL, verbs_cq_fd(&c->cq), NULL))
+		g_warning("epoll_ctl(DEL) failed: %s", g_strerror(errno));
+	if (c->id && c->established && rdma_disconnect(c->id))
+		g_debug("%s: rdma_disconnect: %s", c->peer, g_strerror(errno));
+	if (c->established && c->id)
+		rs_uncount(&rs->ms->stats.clients_now);
+	if (c->cq.cq)
+		verbs_cq_ack(&c->cq);
+	verbs_qp_destroy(c->qp);
+	verbs_mr_dereg(&c->ctrl);
+	verbs_cq_destroy(&c->cq);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	free(c);
+}
+
+static void rdma_client_unlink(struct rdma_client **list, struct rdma_client *c)
+{
+	struct rdma_client **pp;
+
+	for (pp = list; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			return;
+		}
+	}
+}
+
+/* CQ, QP (RESET) and, with @ctrl, the control buffers */
+static int rdma_client_setup(struct rdma_client *c, bool ctrl)
+{
+	struct verbs_qp_caps caps;
+	int rc;
+
+	rc = verbs_cq_create(c->dev->ctx, 2 * RS_NRECV + 2, ctrl, 2 * RS_NRECV + 2, &c->cq);
+	if (rc)
+		return rc;
+	verbs_qp_caps_default(&caps);
+	caps.max_send_wr = RS_NRECV + 1;
+	caps.max_recv_wr = RS_NRECV;
+	caps.max_send_sge = 1;
+	caps.max_recv_sge = 1;
+	caps.max_inline_data = 0;
+	rc = verbs_qp_create(c->dev->pd, IBV_QPT_RC, &c->cq, &c->cq, &caps, &c->qp);
+	if (rc)
+		return rc;
+	if (ctrl) {
+		rc = verbs_mr_alloc(c->dev->pd, 2 * RS_NRECV * RS_CTRL_BUF, IBV_ACCESS_LOCAL_WRITE,
+				    &c->ctrl);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int rs_rd_atomic(uint32_t dev_limit, uint32_t peer_limit)
+{
+	uint32_t v = MIN(dev_limit ? dev_limit : 1, RS_MAX_RD_ATOMIC);
+
+	if (peer_limit && peer_limit < v)
+		v = peer_limit;
+	return v ? (int)v : 1;
+}
+
+/* ---- control messages (completion thread, rs->lock held) ---- */
+
+static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t type,
+				uint32_t status, uint64_t id, const void *payload, uint32_t len)
+{
+	struct proto_hdr *hdr = rdma_client_send_buf(c, i);
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+
+	if (status != PROTO_OK)
+		len = 0;
+	proto_hdr_pack(hdr, type | PROTO_RESPONSE, status, len, id);
+	if (len)
+		memmove(hdr + 1, payload, len);
+	if (verbs_sge(&sge, &c->ctrl, hdr, (uint32_t)(sizeof(*hdr) + len)))
+		return;
+	verbs_wr_send(&wr, RS_WRID_SEND | i, &sge, 1, IBV_SEND_SIGNALED);
+	if (verbs_post_send(c->qp, &wr, NULL) == 0)
+		return;
+	/* no SEND completion will re-post the receive: do it now */
+	if (rdma_client_post_recv(c, i))
+		g_message("%s: control receive not re-posted", c->peer);
+}
+
+static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, unsigned int i,
+				uint32_t len)
+{
+	struct memserver *ms = rs->ms;
+	const struct proto_hdr *hdr = rdma_client_recv_buf(c, i);
+	const void *payload = hdr + 1;
+	uint8_t hash[PROTO_TOKEN_HASH_LEN];
+	struct proto_stats_wire sw;
+	struct proto_stats st;
+	struct proto_msg m;
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	rc = len >= sizeof(*hdr) ? proto_hdr_unpack(hdr, &m) : -EBADMSG;
+	if (rc == 0 && ((m.type & PROTO_RESPONSE) || m.len != len - sizeof(*hdr)))
+		rc = -EBADMSG;
+	if (rc) {
+		g_message("%s: malformed control message (%u bytes): %s", c->peer, len,
+			  g_strerror(-rc));
+		memserver_count(&ms->stats.bad_requests, 1);
+		rdma_client_respond(c, i, m.type & ~PROTO_RESPONSE,
+				    rc == -EPROTONOSUPPORT ? PROTO_E_VERSION : PROTO_E_MALFORMED,
+				    m.id, NULL, 0);
+		return;
+	}
+
+	switch (m.type) {
+	case PROTO_HELLO:
+		if (proto_hello_unpack(payload, m.len, hash)) {
+			memserver_count(&ms->stats.bad_requests, 1);
+			rdma_client_respond(c, i, m.type, PROTO_E_MALFORMED, m.id, NULL, 0);
+			return;
+		}
+		if (ms->have_token && !proto_token_equal(hash, ms->token_hash)) {
+			g_message("%s: HELLO with a wrong token, refused", c->peer);
+			memserver_count(&ms->stats.auth_failures, 1);
+			rdma_client_respond(c, i, m.type, PROTO_E_AUTH, m.id, NULL, 0);
+			return;
+		}
+		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, c->dev->pool_wire,
+				    (uint32_t)c->dev->pool_wire_len);
+		return;
+	case PROTO_PING:
+		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, payload, m.len);
+		return;
+	case PROTO_STATS:
+		memserver_stats_snapshot(ms, &st);
+		proto_stats_pack(&sw, &st);
+		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, &sw, sizeof(sw));
+		return;
+	default:
+		/* data travels one-sided; the TCP emulation's messages have no place here */
+		g_message("%s: %s over RDMA SEND is not supported", c->peer,
+			  proto_type_str(m.type));
+		memserver_count(&ms->stats.bad_requests, 1);
+		rdma_client_respond(c, i, m.type, PROTO_E_UNSUPPORTED, m.id, NULL, 0);
+		return;
+	}
+}
+
+static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c)
+{
+	int rc, n, k;
+
+	/* consume the event and re-arm before draining, so no completion is missed */
+	rc = verbs_cq_wait(&c->cq, 0);
+	if (rc && rc != -ETIMEDOUT)
+		g_message("%s: completion channel: %s", c->peer, g_strerror(-rc));
+	do {
+		n = verbs_cq_poll(&c->cq, 0);
+		for (k = 0; k < n; k++) {
+			const struct ibv_wc *wc = &c->cq.wc[k];
+			unsigned int i = (unsigned int)(wc->wr_id & 0xff);
+
+			if (i >= RS_NRECV)
+				continue;
+			if (wc->status != IBV_WC_SUCCESS) {
+				if (wc->status != IBV_WC_WR_FLUSH_ERR)
+					g_message("%s: control %s failed: %s", c->peer,
+						  (wc->wr_id & RS_WRID_RECV) ? "receive" : "send",
+						  verbs_wc_status_str(wc->status));
+				continue;
+			}
+			if (wc->wr_id & RS_WRID_RECV) {
+				rdma_client_request(rs, c, i, wc->byte_len);
+			} else if (rdma_client_post_recv(c, i)) {
+				g_message("%s: control receive not re-posted", c->peer);
+			}
+		}
+	} while (n == c->cq.wc_cap);
+}
+
+static void *rdma_server_comp_thread(void *arg)
+{
+	struct rdma_server *rs = arg;
+	struct epoll_event evs[16];
+
+	for (;;) {
+		int n = epoll_wait(rs->epfd, evs, G_N_ELEMENTS(evs), -1);
+		int i;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			g_warning("epoll_wait failed: %s", g_strerror(errno));
+			return NULL;
+		}
+		for (i = 0; i < n; i++) {
+			struct rdma_client *c;
+
+			if (evs[i].data.u64 == RS_EPOLL_STOP)
+				return NULL;
+			pthread_mutex_lock(&rs->lock);
+			for (c = rs->clients; c; c = c->next) {
+				if (c->serial == evs[i].data.u64)
+					break;
+			}
+			if (c)
+				rdma_client_service(rs, c);
+			pthread_mutex_unlock(&rs->lock);
+		}
+	}
+}
+
+/* ---- rdma_cm: connection requests (cm thread) ---- */
+
+static int rdma_cm_qp_attr(struct rdma_cm_id *id, enum ibv_qp_state state,
+			   struct ibv_qp_attr *attr)
+{
+	int mask = 0;
+	int rc;
+
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = state;
+	if (rdma_init_qp_attr(id, attr, &mask)) {
+		rc = -errno;
+		g_message("rdma_init_qp_attr(%s) failed: %s", verbs_qp_state_str(state),
+			  g_strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* INIT -> RTR -> RTS before rdma_accept, with what the REQ negotiated */
+static int rdma_client_cm_qp_up(struct rdma_client *c, uint8_t resp_res, uint8_t init_depth)
+{
+	struct verbs_rts_params rts;
+	struct verbs_peer peer;
+	struct ibv_qp_attr attr;
+	int rc;
+
+	rc = verbs_qp_to_init(c->qp, c->id->port_num, VERBS_ACCESS_REMOTE_ALL, 0);
+	if (rc)
+		return rc;
+	rc = rdma_cm_qp_attr(c->id, IBV_QPS_RTR, &attr);
+	if (rc)
+		return rc;
+	memset(&peer, 0, sizeof(peer));
+	peer.qpn = attr.dest_qp_num;
+	peer.psn = attr.rq_psn;
+	peer.lid = attr.ah_attr.dlid;
+	peer.gid = attr.ah_attr.grh.dgid;
+	peer.global = attr.ah_attr.is_global;
+	peer.sgid_index = attr.ah_attr.grh.sgid_index;
+	peer.port = attr.ah_attr.port_num ? attr.ah_attr.port_num : c->id->port_num;
+	peer.mtu = attr.path_mtu;
+	peer.max_dest_rd_atomic = resp_res;
+	peer.min_rnr_timer = attr.min_rnr_timer;
+	rc = verbs_qp_to_rtr(c->qp, &peer);
+	if (rc)
+		return rc;
+	rc = rdma_cm_qp_attr(c->id, IBV_QPS_RTS, &attr);
+	if (rc)
+		return rc;
+	memset(&rts, 0, sizeof(rts));
+	rts.psn = attr.sq_psn;
+	rts.timeout = RS_ACK_TIMEOUT;
+	rts.retry_cnt = RS_RETRY_CNT;
+	rts.rnr_retry = RS_RNR_RETRY;
+	rts.max_rd_atomic = init_depth;
+	return verbs_qp_to_rts(c->qp, &rts);
+}
+
+static void rdma_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa && getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+							      sizeof(struct sockaddr_in),
+			      host, sizeof(host), NULL, 0, NI_NUMERICHOST) == 0)
+		snprintf(buf, cap, "rdma %s:%u", host, ntohs(rdma_get_dst_port(id)));
+	else
+		snprintf(buf, cap, "rdma ?");
+}
+
+/* accept (rs->lock held); fills *status for the REJECT on failure */
+static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, const char *peer,
+			      uint32_t *status)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct rdma_conn_param param;
+	struct rdma_client *c;
+	struct rdma_dev *d;
+	struct epoll_event pev;
+	uint8_t resp_res, init_depth;
+	unsigned int i;
+	int rc;
+
+	*status = PROTO_E_INTERNAL;
+	rc = rdma_dev_get(rs, ibv_get_device_name(id->verbs->device), &d);
+	if (rc) {
+		*status = rc == -ENOMEM ? PROTO_E_NOMEM : PROTO_E_INTERNAL;
+		return rc;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*status = PROTO_E_NOMEM;
+		return -ENOMEM;
+	}
+	c->dev = d;
+	c->id = id;
+	c->serial = ++rs->next_serial;
+	g_strlcpy(c->peer, peer, sizeof(c->peer));
+
+	rc = rdma_client_setup(c, true);
+	if (rc)
+		goto destroy_client;
+	/* what the client may have outstanding against us, and we against it */
+	resp_res = (uint8_t)rs_rd_atomic(d->attr.max_qp_rd_atom, ev->param.conn.initiator_depth);
+	init_depth = (uint8_t)rs_rd_atomic(d->attr.max_qp_init_rd_atom,
+					   ev->param.conn.responder_resources);
+	rc = rdma_client_cm_qp_up(c, resp_res, init_depth);
+	if (rc)
+		goto destroy_client;
+	for (i = 0; i < RS_NRECV; i++) {
+		rc = rdma_client_post_recv(c, i);
+		if (rc)
+			goto destroy_client;
+	}
+	memset(&pev, 0, sizeof(pev));
+	pev.events = EPOLLIN;
+	pev.data.u64 = c->serial;
+	if (epoll_ctl(rs->epfd, EPOLL_CTL_ADD, verbs_cq_fd(&c->cq), &pev)) {
+		rc = -errno;
+		g_warning("epoll_ctl(ADD) failed: %s", g_strerror(-rc));
+		goto destroy_client;
+	}
+	c->in_epoll = true;
+
+	memset(&param, 0, sizeof(param));
+	param.responder_resources = resp_res;
+	param.initiator_depth = init_depth;
+	param.rnr_retry_count = RS_RNR_RETRY;
+	param.qp_num = c->qp->qp_num;
+	if (rdma_accept(id, &param)) {
+		rc = -errno;
+		g_message("%s: rdma_accept failed: %s", peer, g_strerror(-rc));
+		goto destroy_client;
+	}
+	id->context = c;
+	c->next = rs->clients;
+	rs->clients = c;
+	g_debug("%s: accepted on %s, QP 0x%x", peer, d->attr.name, c->qp->qp_num);
+	return 0;
+
+destroy_client:
+	c->id = NULL; /* the caller rejects and destroys the id */
+	rdma_client_destroy(rs, c);
+	return rc;
+}
+
+/* returns true when the event's id must be destroyed (after the ack) */
+static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event *ev)
+{
+	struct memserver *ms = rs->ms;
+	const struct rdma_conn_param *cp = &ev->param.conn;
+	uint8_t hash[PROTO_TOKEN_HASH_LEN];
+	struct proto_cm_reject_wire rej;
+	uint32_t status = PROTO_OK;
+	char peer[64];
+	size_t len;
+	int rc;
+
+	rdma_peer_str(ev->id, peer, sizeof(peer));
+	len = cp->private_data_len;
+	if (len > sizeof(struct proto_cm_priv_wire))
+		len = sizeof(struct proto_cm_priv_wire);
+	rc = cp->private_data ? proto_cm_priv_unpack(cp->private_data, len, hash) : -EBADMSG;
+	if (rc == -EPROTONOSUPPORT) {
+		g_message("%s: other protocol version, refused", peer);
+		memserver_count(&ms->stats.bad_requests, 1);
+		status = PROTO_E_VERSION;
+	} else if (rc) {
+		g_message("%s: malformed connect private data, refused", peer);
+		memserver_count(&ms->stats.bad_requests, 1);
+		status = PROTO_E_MALFORMED;
+	} else if (ms->have_token && !proto_token_equal(hash, ms->token_hash)) {
+		g_message("%s: wrong or missing token, refused", peer);
+		memserver_count(&ms->stats.auth_failures, 1);
+		status = PROTO_E_AUTH;
+	} else {
+		pthread_mutex_lock(&rs->lock);
+		rc = rdma_server_accept(rs, ev, peer, &status);
+		pthread_mutex_unlock(&rs->lock);
+		if (rc == 0)
+			return false;
+		g_message("%s: cannot accept: %s", peer, g_strerror(-rc));
+	}
+
+	rej.magic = htonl(PROTO_MAGIC);
+	rej.status = htonl(status);
+	if (rdma_reject(ev->id, &rej, sizeof(rej)))
+		g_message("%s: rdma_reject failed: %s", peer, g_strerror(errno));
+	return true;
+}
+
+static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *ev)
+{
+	struct rdma_client *c = ev->id && ev->id != rs->listen_id ? ev->id->context : NULL;
+	struct rdma_client *doomed = NULL;
+	struct rdma_cm_id *doomed_id = NULL;
+	struct memserver *ms = rs->ms;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		if (rdma_server_on_request(rs, ev))
+			doomed_id = ev->id;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (!c)
+			break;
+		pthread_mutex_lock(&rs->lock);
+		c->established = true;
+		pthread_mutex_unlock(&rs->lock);
+		memserver_count(&ms->stats.rdma_connections, 1);
+		memserver_count(&ms->stats.clients_total, 1);
+		memserver_count(&ms->stats.clients_now, 1);
+		g_debug("%s: connected", c->peer);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		if (!c) {
+			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+				g_message("RDMA device of the listener removed");
+			break;
+		}
+		g_debug("%s: %s", c->peer, rdma_event_str(ev->event));
+		pthread_mutex_lock(&rs->lock);
+		rdma_client_unlink(&rs->clients, c);
+		pthread_mutex_unlock(&rs->lock);
+		doomed = c;
+		break;
+	default:
+		g_debug("cm event %s (status %d)", rdma_event_str(ev->event), ev->status);
+		break;
+	}
+	/* rdma_destroy_id waits for the acks of its events: ack first */
+	rdma_ack_cm_event(ev);
+	if (doomed) {
+		pthread_mutex_lock(&rs->lock);
+		/* the peer is gone: no DREQ back; the counters still see it leave */
+		if (doomed->established) {
+			rs_uncount(&ms->stats.clients_now);
+			doomed->established = false;
+		}
+		rdma_client_destroy(rs, doomed);
+		pthread_mutex_unlock(&rs->lock);
+	}
+	if (doomed_id)
+		rdma_destroy_id(doomed_id);
+}
+
+static void *rdma_server_cm_thread(void *arg)
+{
+	struct rdma_server *rs = arg;
+	struct pollfd pfd[2];
+	struct rdma_cm_event *ev;
+
+	pfd[0].fd = rs->ec->fd;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = rs->stop_fd;
+	pfd[1].events = POLLIN;
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			g_warning("poll on the rdma_cm channel failed: %s", g_strerror(errno));
+			return NULL;
+		}
+		if (pfd[1].revents)
+			return NULL;
+		while (rdma_get_cm_event(rs->ec, &ev) == 0)
+			rdma_server_cm_event(rs, ev);
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			g_warning("rdma_get_cm_event failed: %s", g_strerror(errno));
+			return NULL;
+		}
+	}
+}
+
+/* ---- the out-of-band path (TCP connection threads) ---- */
+
+static bool rdma_ctx_has_gid(struct ibv_context *ctx, const uint8_t gid[16])
+{
+	struct verbs_device_attr attr;
+	struct verbs_port_attr pattr;
+	union ibv_gid g;
+	uint8_t port;
+	int i, gap;
+
+	if (verbs_query_device(ctx, &attr))
+		return false;
+	for (port = 1; port <= attr.phys_port_cnt; port++) {
+		if (verbs_query_port(ctx, port, &pattr) || pattr.state != IBV_PORT_ACTIVE)
+			continue;
+		for (i = 0, gap = 0; i < pattr.gid_tbl_len && gap < RS_GID_SCAN_GAP; i++) {
+			static const uint8_t zero[16];
+
+			if (verbs_query_gid(ctx, port, i, &g))
+				break;
+			if (memcmp(g.raw, zero, sizeof(zero)) == 0) {
+				gap++;
+				continue;
+			}
+			gap = 0;
+			if (memcmp(g.raw, gid, 16) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Which device faces this client: $RMEM_RDMA_DEV if set; else the device
+ * whose GID table holds the client's GID (client on this host); else NULL,
+ * the first device with an ACTIVE port. @buf receives a name.
+ */
+static const char *rdma_oob_pick_device(const struct proto_qp_info *client, char *buf,
+					size_t cap)
+{
+	const char *env = getenv("RMEM_RDMA_DEV");
+	struct verbs_device_list list;
+	const char *found = NULL;
+	int i;
+
+	if (env && *env)
+		return env;
+	if (verbs_device_list_get(&list))
+		return NULL;
+	for (i = 0; i < list.num && !found; i++) {
+		struct ibv_context *ctx;
+
+		if (verbs_open(list.devs[i], &ctx))
+			continue;
+		if (rdma_ctx_has_gid(ctx, client->gid)) {
+			g_strlcpy(buf, ibv_get_device_name(list.devs[i]), cap);
+			found = buf;
+		}
+		verbs_close(ctx);
+	}
+	verbs_device_list_free(&list);
+	return found;
+}
+
+static int rdma_dev_oob_prepare(struct rdma_dev *d)
+{
+	uint8_t port;
+	int rc;
+
+	if (d->oob_ready)
+		return 0;
+	for (port = 1; port <= d->attr.phys_port_cnt; port++) {
+		if (verbs_query_port(d->ctx, port, &d->oob_pattr) == 0 &&
+		    d->oob_pattr.state == IBV_PORT_ACTIVE)
+			break;
+	}
+	if (port > d->attr.phys_port_cnt) {
+		g_message("%s has no ACTIVE port", d->attr.name);
+		return -ENODEV;
+	}
+	rc = verbs_find_gid(d->ctx, port, &d->oob_gid_index, &d->oob_gid);
+	if (rc)
+		return rc == -ENOENT ? -ENODEV : rc;
+	d->oob_port = port;
+	d->oob_ready = true;
+	return 0;
+}
+
+static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *client,
+				  struct proto_qp_info *server, struct proto_pool *pool,
+				  void **handle)
+{
+	struct rdma_server *rs = oob_ctx;
+	struct verbs_rts_params rts;
+	struct verbs_peer peer;
+	struct rdma_client *c;
+	struct rdma_dev *d;
+	const char *name;
+	char buf[64];
+	int rc;
+
+	*handle = NULL;
+	name = rdma_oob_pick_device(client, buf, sizeof(buf));
+	pthread_mutex_lock(&rs->lock);
+	rc = rdma_dev_get(rs, name, &d);
+	if (rc)
+		goto unlock;
+	rc = rdma_dev_oob_prepare(d);
+	if (rc)
+		goto unlock;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		rc = -ENOMEM;
+		goto unlock;
+	}
+	c->dev = d;
+	c->serial = ++rs->next_serial;
+	snprintf(c->peer, sizeof(c->peer), "rdma-oob QP 0x%x", client->qpn);
+	rc = rdma_client_setup(c, false);
+	if (rc)
+		goto destroy_client;
+	rc = verbs_qp_to_init(c->qp, d->oob_port, VERBS_ACCESS_REMOTE_ALL, 0);
+	if (rc)
+		goto destroy_client;
+
+	memset(server, 0, sizeof(*server));
+	server->qpn = c->qp->qp_num;
+	server->psn = g_random_int() & 0xffffff;
+	memcpy(server->gid, d->oob_gid.raw, sizeof(server->gid));
+	server->lid = d->oob_pattr.lid;
+	server->mtu = (uint8_t)MIN(d->oob_pattr.active_mtu, (enum ibv_mtu)client->mtu);
+	server->max_rd_atomic = (uint8_t)rs_rd_atomic(d->attr.max_qp_rd_atom, 0);
+
+	memset(&peer, 0, sizeof(peer));
+	peer.qpn = client->qpn;
+	peer.psn = client->psn;
+	peer.lid = client->lid;
+	memcpy(peer.gid.raw, client->gid, sizeof(peer.gid.raw));
+	peer.global = d->oob_pattr.link_layer == IBV_LINK_LAYER_ETHERNET || client->lid == 0;
+	peer.sgid_index = d->oob_gid_index;
+	peer.port = d->oob_port;
+	peer.mtu = (enum ibv_mtu)server->mtu;
+	peer.max_dest_rd_atomic = server->max_rd_atomic;
+	rc = verbs_qp_to_rtr(c->qp, &peer);
+	if (rc)
+		goto destroy_client;
+	memset(&rts, 0, sizeof(rts));
+	rts.psn = server->psn;
+	rts.timeout = RS_ACK_TIMEOUT;
+	rts.retry_cnt = RS_RETRY_CNT;
+	rts.rnr_retry = RS_RNR_RETRY;
+	rts.max_rd_atomic = (uint8_t)rs_rd_atomic(d->attr.max_qp_init_rd_atom,
+						  client->max_rd_atomic);
+	rc = verbs_qp_to_rts(c->qp, &rts);
+	if (rc)
+		goto destroy_client;
+	rc = proto_pool_copy(pool, &d->pool);
+	if (rc)
+		goto destroy_client;
+
+	c->next = rs->oob_clients;
+	rs->oob_clients = c;
+	*handle = c;
+	g_debug("out-of-band QP 0x%x on %s faces client QP 0x%x", c->qp->qp_num, d->attr.name,
+		client->qpn);
+	pthread_mutex_unlock(&rs->lock);
+	return 0;
+
+destroy_client:
+	rdma_client_destroy(rs, c);
+unlock:
+	pthread_mutex_unlock(&rs->lock);
+	return rc;
+}
+
+static void rdma_server_oob_release(void *oob_ctx, void *handle)
+{
+	struct rdma_server *rs = oob_ctx;
+	struct rdma_client *c = handle;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	rdma_client_unlink(&rs->oob_clients, c);
+	g_debug("out-of-band QP 0x%x released", c->qp ? c->qp->qp_num : 0);
+	rdma_client_destroy(rs, c);
+	pthread_mutex_unlock(&rs->lock);
+}
+
+/* ---- start / stop ---- */
+
+static int rdma_server_bind(struct rdma_server *rs, const char *addr, uint16_t port)
+{
+	struct addrinfo hints, *res = NULL;
+	char pstr[8];
+	int rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(pstr, sizeof(pstr), "%u", port);
+	rc = getaddrinfo(addr ? addr : "127.0.0.1", pstr, &hints, &res);
+	if (rc) {
+		g_message("cannot resolve %s: %s", addr, gai_strerror(rc));
+		return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	}
+	rc = rdma_bind_addr(rs->listen_id, res->ai_addr);
+	freeaddrinfo(res);
+	if (rc) {
+		rc = -errno;
+		g_message("rdma_bind_addr(%s port %u) failed: %s", addr, port, g_strerror(-rc));
+		return rc;
+	}
+	if (rdma_listen(rs->listen_id, RS_BACKLOG)) {
+		rc = -errno;
+		g_message("rdma_listen(%s port %u) failed: %s", addr, port, g_strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static void rdma_server_name_devices(struct rdma_server *rs)
+{
+	struct verbs_device_list list;
+	size_t used = 0;
+	int i;
+
+	rs->devices[0] = '\0';
+	if (rs->listen_id->verbs) {
+		g_strlcpy(rs->devices, ibv_get_device_name(rs->listen_id->verbs->device),
+			  sizeof(rs->devices));
+		return;
+	}
+	/* a wildcard listener serves every device */
+	if (verbs_device_list_get(&list))
+		return;
+	for (i = 0; i < list.num && used < sizeof(rs->devices); i++)
+		used += (size_t)snprintf(rs->devices + used, sizeof(rs->devices) - used, "%s%s",
+					 i ? "," : "", ibv_get_device_name(list.devs[i]));
+	verbs_device_list_free(&list);
+}
+
+static void rdma_server_release_all(struct rdma_server *rs)
+{
+	pthread_mutex_lock(&rs->lock);
+	while (rs->clients) {
+		struct rdma_client *c = rs->clients;
+
+		rs->clients = c->next;
+		rdma_client_destroy(rs, c);
+	}
+	while (rs->oob_clients) {
+		struct rdma_client *c = rs->oob_clients;
+
+		rs->oob_clients = c->next;
+		g_message("out-of-band QP 0x%x still up at stop, released", c->qp->qp_num);
+		rdma_client_destroy(rs, c);
+	}
+	while (rs->devs) {
+		struct rdma_dev *d = rs->devs;
+
+		rs->devs = d->next;
+		rdma_dev_free(d);
+	}
+	pthread_mutex_unlock(&rs->lock);
+}
+
+int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
+		      struct rdma_server **out)
+{
+	struct verbs_device_list list;
+	struct epoll_event pev;
+	struct rdma_server *rs;
+	struct rdma_dev *d;
+	int rc;
+
+	*out = NULL;
+	rc = verbs_device_list_get(&list);
+	if (rc)
+		return rc;
+	verbs_device_list_free(&list);
+
+	rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	rs->ms = ms;
+	rs->stop_fd = -1;
+	rs->epfd = -1;
+	pthread_mutex_init(&rs->lock, NULL);
+
+	errno = 0;
+	rs->ec = rdma_create_event_channel();
+	if (!rs->ec) {
+		rc = errno ? -errno : -ENODEV;
+		g_message("rdma_create_event_channel failed: %s", g_strerror(-rc));
+		if (rc == -ENOENT || rc == -ENXIO)
+			rc = -ENODEV;
+		goto free_rs;
+	}
+	if (fcntl(rs->ec->fd, F_SETFL, fcntl(rs->ec->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = -errno;
+		goto destroy_channel;
+	}
+	if (rdma_create_id(rs->ec, &rs->listen_id, NULL, RDMA_PS_TCP)) {
+		rc = -errno;
+		g_message("rdma_create_id failed: %s", g_strerror(-rc));
+		goto destroy_channel;
+	}
+	rc = rdma_server_bind(rs, addr, port);
+	if (rc)
+		goto destroy_listen_id;
+	rdma_server_name_devices(rs);
+
+	/* pin the pool now on the listener's device: a memlock problem shows at start */
+	if (rs->listen_id->verbs) {
+		rc = rdma_dev_get(rs, ibv_get_device_name(rs->listen_id->verbs->device), &d);
+		if (rc)
+			goto free_devs;
+	}
+
+	rs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (rs->stop_fd < 0) {
+		rc = -errno;
+		goto free_devs;
+	}
+	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (rs->epfd < 0) {
+		rc = -errno;
+		goto close_stop_fd;
+	}
+	memset(&pev, 0, sizeof(pev));
+	pev.events = EPOLLIN;
+	pev.data.u64 = RS_EPOLL_STOP;
+	if (epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->stop_fd, &pev)) {
+		rc = -errno;
+		goto close_epfd;
+	}
+	rc = -pthread_create(&rs->comp_thread, NULL, rdma_server_comp_thread, rs);
+	if (rc)
+		goto close_epfd;
+	rs->comp_running = true;
+	rc = -pthread_create(&rs->cm_thread, NULL, rdma_server_cm_thread, rs);
+	if (rc)
+		goto stop_threads;
+	rs->cm_running = true;
+
+	ms->oob_ctx = rs;
+	ms->oob_accept = rdma_server_oob_accept;
+	ms->oob_release = rdma_server_oob_release;
+	*out = rs;
+	return 0;
+
+stop_threads:
+	rdma_server_stop(rs);
+	return rc;
+close_epfd:
+	close(rs->epfd);
+close_stop_fd:
+	close(rs->stop_fd);
+free_devs:
+	rdma_server_release_all(rs);
+destroy_listen_id:
+	rdma_destroy_id(rs->listen_id);
+destroy_channel:
+	rdma_destroy_event_channel(rs->ec);
+free_rs:
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
+	return rc;
+}
+
+void rdma_server_stop(struct rdma_server *rs)
+{
+	uint64_t one = 1;
+
+	if (!rs)
+		return;
+	if (rs->ms->oob_ctx == rs) {
+		rs->ms->oob_accept = NULL;
+		rs->ms->oob_release = NULL;
+		rs->ms->oob_ctx = NULL;
+	}
+	if (write(rs->stop_fd, &one, sizeof(one)) != sizeof(one))
+		g_warning("waking the RDMA threads failed: %s", g_strerror(errno));
+	if (rs->cm_running)
+		pthread_join(rs->cm_thread, NULL);
+	if (rs->comp_running)
+		pthread_join(rs->comp_thread, NULL);
+	/* disconnect, ack, QP, MRs, CQ, channel, PD, ids, event channel */
+	rdma_server_release_all(rs);
+	rdma_destroy_id(rs->listen_id);
+	rdma_destroy_event_channel(rs->ec);
+	close(rs->epfd);
+	close(rs->stop_fd);
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
+}
+
+const char *rdma_server_devices(const struct rdma_server *rs)
+{
+	return rs && rs->devices[0] ? rs->devices : "none";
+}

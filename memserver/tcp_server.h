@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tcp_server.h - the memserver's TCP side: an acceptor thread and one thread
+ * per client connection, speaking the proto.h wire format. It emulates a
+ * NIC's one-sided operations on the pool (every access checked by
+ * pool_check()), answers the control messages (HELLO, PING, STATS) and
+ * carries the out-of-band RDMA QP exchange (PROTO_QP_EXCHANGE) through the
+ * hooks in struct memserver.
+ *
+ * Every function returns 0 on success and -errno on failure.
+ */
+#ifndef RMEM_TCP_SERVER_H
+#define RMEM_TCP_SERVER_H
+
+#include <stdint.h>
+
+struct memserver;
+struct tcp_server;
+
+/*
+ * Bind and listen on addr:port (port 0: an ephemeral port, see
+ * tcp_server_port()); no thread runs yet, so the caller can learn the port
+ * and start the RDMA side (which installs the oob hooks in ms) before any
+ * client is served. ms must outlive the server. -EADDRINUSE when the port is
+ * busy, -EADDRNOTAVAIL for an address this host does not have, -errno.
+ */
+int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
+		      struct tcp_server **out);
+
+/* the TCP port actually bound */
+uint16_t tcp_server_port(const struct tcp_server *ts);
+
+/* start the acceptor thread: clients are served from now on. 0 or -errno */
+int tcp_server_run(struct tcp_server *ts);
+
+/*
+ * Stop accepting, shut down every client connection, join every thread
+ * (releasing out-of-band RDMA handles through ms->oob_release), close the
+ * listener, free. NULL-tolerant.
+ */
+void tcp_server_destroy(struct tcp_server *ts);
+
+#endif /* RMEM_TCP_SERVER_H */
