@@ -14,26 +14,13 @@
 
 struct pool;
 
-/* counters: updated with __atomic builtins (relaxed), read for PROTO_STATS */
-struct memserver_stats {
-	uint64_t clients_now;
-	uint64_t clients_total;
-	uint64_t auth_failures;
-	uint64_t bad_requests;
-	uint64_t reads;
-	uint64_t writes;
-	uint64_t atomics;
-	uint64_t bytes_read;
-	uint64_t bytes_written;
-	uint64_t rdma_connections;
-};
-
 struct memserver {
 	struct pool *pool;
 	bool have_token;
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
 	bool verbose;
-	struct memserver_stats stats;
+	/* counters, bumped with memserver_count() (relaxed atomics), read for PROTO_STATS */
+	struct proto_stats stats;
 
 	/*
 	 * Out-of-band RDMA QP setup (PROTO_QP_EXCHANGE over TCP), installed by

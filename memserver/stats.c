@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * stats.c - the memserver's counters as a client sees them (PROTO_STATS).
- * The counters in struct memserver_stats are bumped with relaxed atomics by
+ * The counters in memserver.stats (a struct proto_stats) are bumped with relaxed atomics by
  * every connection thread; a snapshot reads each one atomically (the set as a
  * whole is not a consistent cut, which is fine for statistics).
  */
@@ -16,7 +16,7 @@ static uint64_t stats_load(const uint64_t *counter)
 
 void memserver_stats_snapshot(const struct memserver *ms, struct proto_stats *out)
 {
-	const struct memserver_stats *s = &ms->stats;
+	const struct proto_stats *s = &ms->stats;
 
 	memset(out, 0, sizeof(*out));
 	out->clients_now = stats_load(&s->clients_now);
