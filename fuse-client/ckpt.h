@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ckpt.h - checkpoints: the whole metadata serialised into one of the two
+ * checkpoint slots (slot gen & 1), so the journal can start over.
+ *
+ * A checkpoint is struct layout_ckpt_hdr (CRC'd) and a CRC'd payload: every
+ * inode in ino order (attributes, xattrs, symlink target, extents, directory
+ * entries in cookie order; encoding in inode.c's header comment), then the
+ * allocation bitmap of the data area built from those extents. Committing it
+ * is commit.c's job: write the slot, then CAS the superblock's ckpt_gen.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef RMEM_CKPT_H
+#define RMEM_CKPT_H
+
+#include <stdint.h>
+
+#include <glib.h>
+
+struct meta;
+
+/*
+ * Serialise m (m->lock held) as generation gen whose journal starts at
+ * first_seq. FRESH extents are left out. -ENOSPC if it would not fit a slot.
+ */
+int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray **out);
+/* write a serialised checkpoint to the slot of its generation (no lock needed) */
+int ckpt_write(struct meta *m, uint64_t gen, const GByteArray *buf);
+/*
+ * Load checkpoint gen into an empty meta (no allocator yet). Damage that
+ * can be worked around is recorded in m->load.problems; -EUCLEAN (with
+ * *why, g_malloc'd) when the checkpoint cannot be used at all.
+ */
+int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why);
+
+#endif /* RMEM_CKPT_H */

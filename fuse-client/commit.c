@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * commit.c - making metadata durable: journal flushes, checkpoints, the
+ * flusher thread, meta_sync().
+ *
+ * One writer at a time holds m->flush_lock (before m->lock). A flush takes
+ * the pending transactions under m->lock, writes them after the journal's
+ * tail WITHOUT m->lock (metadata operations go on meanwhile and queue new
+ * transactions), then marks them durable and releases the block frees they
+ * carried. A failed write puts the bytes back in front of the queue; the
+ * next attempt writes the same bytes at the same place.
+ *
+ * A checkpoint replaces the flush when the journal would pass 3/4 of its
+ * area (or when forced): serialise everything under m->lock - that includes
+ * every committed transaction, so the queue is dropped - and tag new
+ * transactions with the next generation from now on; write the slot of
+ * that generation (the other slot holds the committed checkpoint, intact),
+ * then CAS the superblock's ckpt_gen from the old generation to the new one.
+ * That 8-byte atomic is the commit point. Until it succeeds no transaction
+ * of the new generation is written (they would overwrite the old
+ * generation's journal, still needed if we crash now): need_ckpt stays set
+ * and the next flush retries the whole checkpoint.
+ */
+#define G_LOG_DOMAIN "rmemfs-commit"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "ckpt.h"
+#include "journal.h"
+#include "meta_int.h"
+#include "remote.h"
+#include "super.h"
+
+static bool lost(struct meta *m)
+{
+	return remote_fenced(m->r) || (m->sb && super_lease_lost(m->sb));
+}
+
+/* flush_lock and m->lock held; m->lock is dropped around pool I/O */
+static int do_checkpoint(struct meta *m)
+{
+	uint64_t gen = m->durable_gen + 1;
+	uint64_t first_seq = journal_next_seq(m->j);
+	GByteArray *buf;
+	int rc;
+
+	rc = ckpt_serialize(m, gen, first_seq, &buf);
+	if (rc < 0)
+		return rc;
+	journal_drop_pending(m->j);
+	journal_reset(m->j, gen, 0, first_seq);
+	m->need_ckpt = true;
+	pthread_mutex_unlock(&m->lock);
+	rc = ckpt_write(m, gen, buf);
+	if (!rc)
+		rc = super_commit_ckpt_gen(m->sb, m->durable_gen, gen);
+	pthread_mutex_lock(&m->lock);
+	g_byte_array_unref(buf);
+	if (rc < 0) {
+		g_message("checkpoint %" G_GUINT64_FORMAT " not committed: %s", (guint64)gen,
+			  g_strerror(-rc));
+		return -EIO;
+	}
+	g_debug("checkpoint %" G_GUINT64_FORMAT " committed (%" G_GUINT64_FORMAT " bytes)",
+		(guint64)gen, (guint64)m->ckpt_bytes);
+	m->durable_gen = gen;
+	m->need_ckpt = false;
+	m->ckpts++;
+	m->durable_seq = first_seq - 1;
+	alloc_release(m->alloc, m->durable_seq);
+	return 0;
+}
+
+static bool ckpt_due(struct meta *m)
+{
+	return journal_tail(m->j) + journal_pending_bytes(m->j) > journal_len(m->j) / 4 * 3;
+}
+
+static int commit_locked(struct meta *m, bool force_ckpt)
+{
+	GByteArray *buf;
+	uint64_t off, last;
+	int rc;
+
+	if (m->read_only)
+		return -EROFS;
+	if (lost(m))
+		return -EIO;
+	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j) || ckpt_due(m))
+		return do_checkpoint(m);
+	buf = journal_take(m->j, &off, &last);
+	if (!buf)
+		return 0;
+	pthread_mutex_unlock(&m->lock);
+	rc = remote_write(m->r, off, buf->data, buf->len);
+	pthread_mutex_lock(&m->lock);
+	if (rc < 0) {
+		g_message("journal write of %u bytes: %s", buf->len, g_strerror(-rc));
+		journal_unwrite(m->j, buf);
+		return -EIO;
+	}
+	g_byte_array_unref(buf);
+	m->durable_seq = last;
+	alloc_release(m->alloc, last);
+	return 0;
+}
+
+int meta_commit(struct meta *m, bool force_ckpt)
+{
+	int rc;
+
+	pthread_mutex_lock(&m->flush_lock);
+	pthread_mutex_lock(&m->lock);
+	rc = commit_locked(m, force_ckpt);
+	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->flush_lock);
+	return rc;
+}
+
+int meta_sync(struct meta *m)
+{
+	uint64_t target;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->read_only) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
+	target = journal_next_seq(m->j) - 1;
+	if (m->durable_seq >= target && !m->need_ckpt) {
+		rc = lost(m) ? -EIO : 0;
+		pthread_mutex_unlock(&m->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&m->lock);
+
+	pthread_mutex_lock(&m->flush_lock);
+	pthread_mutex_lock(&m->lock);
+	if (m->durable_seq < target || m->need_ckpt)
+		rc = commit_locked(m, false);
+	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->flush_lock);
+	return rc;
+}
+
+/* ---- flusher thread ---- */
+
+static void *flusher_main(void *arg)
+{
+	struct meta *m = arg;
+	struct pollfd pfd = { .fd = m->flusher_efd, .events = POLLIN };
+	bool failing = false;
+
+	for (;;) {
+		uint64_t v;
+		bool stop, work;
+		int rc, n;
+
+		n = poll(&pfd, 1, META_COMMIT_INTERVAL_MS);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0 && read(m->flusher_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			break;
+		pthread_mutex_lock(&m->lock);
+		stop = m->stopping;
+		work = journal_pending_bytes(m->j) || m->need_ckpt;
+		pthread_mutex_unlock(&m->lock);
+		if (stop)
+			break;
+		if (!work)
+			continue;
+		rc = meta_commit(m, false);
+		if (rc < 0 && !failing)
+			g_message("background metadata commit failed: %s (will retry)",
+				  g_strerror(-rc));
+		else if (rc == 0 && failing)
+			g_message("background metadata commit works again");
+		failing = rc < 0;
+	}
+	return NULL;
+}
+
+int meta_flusher_start(struct meta *m)
+{
+	int rc;
+
+	m->flusher_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (m->flusher_efd < 0) {
+		rc = -errno;
+		g_message("eventfd: %s", g_strerror(-rc));
+		return rc;
+	}
+	rc = -pthread_create(&m->flusher, NULL, flusher_main, m);
+	if (rc < 0) {
+		g_message("pthread_create(flusher): %s", g_strerror(-rc));
+		close(m->flusher_efd);
+		m->flusher_efd = -1;
+		return rc;
+	}
+	m->flusher_running = true;
+	return 0;
+}
+
+static void kick(struct meta *m)
+{
+	uint64_t one = 1;
+
+	if (m->flusher_efd >= 0 && write(m->flusher_efd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
+		g_debug("flusher eventfd: %s", g_strerror(errno));
+}
+
+void meta_flusher_stop(struct meta *m)
+{
+	if (!m->flusher_running)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_mutex_unlock(&m->lock);
+	kick(m);
+	pthread_join(m->flusher, NULL);
+	close(m->flusher_efd);
+	m->flusher_efd = -1;
+	m->flusher_running = false;
+}
+
+void meta_commit_kick(struct meta *m)
+{
+	if (journal_pending_bytes(m->j) > journal_len(m->j) / 4)
+		kick(m);
+}

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fsck.c - the checks and repairs listed in fsck.h, and fsck_pool() for the
+ * rmemfs-fsck program.
+ *
+ * The namespace is walked breadth-first from the root over the directory
+ * entries (in cookie order, so the result is deterministic): a directory
+ * reached a second time has a second name, anything never reached is
+ * unreachable. Repairs of unreachable inodes link the top of each detached
+ * subtree into /lost+found and walk again, until everything is reached.
+ */
+#define G_LOG_DOMAIN "rmemfs-fsck"
+
+#include "fsck.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "meta_int.h"
+#include "remote.h"
+#include "super.h"
+
+struct fsck_ctx {
+	struct meta *m;
+	enum fsck_mode mode;
+	struct fsck_report *rep;
+};
+
+void fsck_report_init(struct fsck_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->lines = g_ptr_array_new_with_free_func(g_free);
+}
+
+void fsck_report_clear(struct fsck_report *rep)
+{
+	if (rep->lines)
+		g_ptr_array_free(rep->lines, TRUE);
+	g_free(rep->first_unsafe);
+	memset(rep, 0, sizeof(*rep));
+}
+
+static void note(struct fsck_ctx *c, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void note(struct fsck_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	g_ptr_array_add(c->rep->lines, g_strdup_vprintf(fmt, ap));
+	va_end(ap);
+}
+
+/*
+ * Record a problem. Returns true when the caller shall repair it now (mode
+ * REPAIR, or MOUNT and the repair is safe).
+ */
+static bool finding(struct fsck_ctx *c, bool safe, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static bool finding(struct fsck_ctx *c, bool safe, const char *fmt, ...)
+{
+	bool fix = c->mode == FSCK_REPAIR || (c->mode == FSCK_MOUNT && safe);
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	msg = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	c->rep->problems++;
+	if (fix) {
+		c->rep->repaired++;
+	} else if (c->mode != FSCK_CHECK || !safe) {
+		c->rep->unsafe += !safe;
+		if (!safe && !c->rep->first_unsafe)
+			c->rep->first_unsafe = g_strdup(msg);
+	}
+	g_ptr_array_add(c->rep->lines,
+			g_strdup_printf("%s%s", msg,
+					fix ? " [repaired]" :
+					(c->mode == FSCK_CHECK ? "" : " [needs rmemfs-fsck --repair]")));
+	if (c->mode == FSCK_MOUNT)
+		g_message("check: %s%s", msg, fix ? " (repaired)" : "");
+	g_free(msg);
+	return fix;
+}
+
+static const char *type_name(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "file";
+	case S_IFDIR:
+		return "directory";
+	case S_IFLNK:
+		return "symlink";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFSOCK:
+		return "socket";
+	case S_IFCHR:
+		return "char device";
+	case S_IFBLK:
+		return "block device";
+	}
+	return "?";
+}
+
+/* ---- shared blocks ---- */
+
+struct conflict {
+	uint64_t ino, fblock, pblock, count;
+	uint8_t state;
+};
+
+struct dup_scan {
+	struct alloc *seen;
+	GArray *conflicts;
+	uint64_t ino;
+	uint64_t extents;
+	uint64_t blocks;
+};
+
+static bool scan_ext(struct meta_ext *e, void *ctx)
+{
+	struct dup_scan *s = ctx;
+	uint64_t i = 0;
+
+	s->extents++;
+	s->blocks += e->count;
+	while (i < e->count) {
+		struct conflict cf;
+
+		if (!alloc_is_used(s->seen, e->pblock + i)) {
+			i++;
+			continue;
+		}
+		cf.ino = s->ino;
+		cf.fblock = e->fblock + i;
+		cf.pblock = e->pblock + i;
+		cf.state = e->state;
+		cf.count = 0;
+		while (i < e->count && alloc_is_used(s->seen, e->pblock + i)) {
+			cf.count++;
+			i++;
+		}
+		g_array_append_val(s->conflicts, cf);
+	}
+	alloc_mark(s->seen, e->pblock, e->count);
+	return true;
+}
+
+static int copy_blocks(struct meta *m, uint64_t from, uint64_t to, uint64_t count)
+{
+	const uint64_t chunk = 256;
+	uint8_t *buf = g_malloc(chunk * META_BLOCK_SIZE);
+	int rc = 0;
+
+	while (count && !rc) {
+		uint64_t n = MIN(count, chunk);
+		size_t bytes = (size_t)(n * META_BLOCK_SIZE);
+
+		rc = remote_read(m->r, m->g.data_off + from * META_BLOCK_SIZE, buf, bytes);
+		if (!rc)
+			rc = remote_write(m->r, m->g.data_off + to * META_BLOCK_SIZE, buf, bytes);
+		from += n;
+		to += n;
+		count -= n;
+	}
+	g_free(buf);
+	return rc;
+}
+
+/* give the file its own copy of the shared blocks (or a hole if the pool is full) */
+static int unshare_blocks(struct fsck_ctx *c, struct meta_inode *in, const struct conflict *cf)
+{
+	struct meta *m = c->m;
+	uint64_t done = 0;
+	int rc;
+
+	while (done < cf->count) {
+		uint64_t start, got;
+
+		rc = m->alloc ? alloc_get(m->alloc, UINT64_MAX, cf->count - done, &start, &got) :
+				-ENOSPC;
+		if (rc == -ENOSPC) {
+			meta_ext_clear(m, in, cf->fblock + done, cf->count - done, false);
+			note(c, "inode %" G_GUINT64_FORMAT ": no free space to copy %" G_GUINT64_FORMAT
+			     " shared blocks: they are a hole now",
+			     (guint64)in->a.ino, (guint64)(cf->count - done));
+			return 0;
+		}
+		rc = copy_blocks(m, cf->pblock + done, start, got);
+		if (rc < 0) {
+			alloc_put(m->alloc, start, got);
+			return rc;
+		}
+		meta_ext_clear(m, in, cf->fblock + done, got, false);
+		meta_ext_set(m, in, cf->fblock + done, got, start, cf->state);
+		done += got;
+	}
+	return 0;
+}
+
+static int check_blocks(struct fsck_ctx *c)
+{
+	struct meta *m = c->m;
+	struct dup_scan s = { 0 };
+	struct meta_inode **arr;
+	guint n, i;
+	int rc = 0;
+
+	rc = alloc_new(m->g.data_blocks, &s.seen);
+	if (rc < 0)
+		return rc;
+	s.conflicts = g_array_new(FALSE, FALSE, sizeof(struct conflict));
+	arr = meta_inodes_sorted(m, &n);
+	for (i = 0; i < n; i++) {
+		s.ino = arr[i]->a.ino;
+		meta_ext_foreach(arr[i], scan_ext, &s);
+	}
+	g_free(arr);
+	c->rep->blocks_used = s.blocks;
+	for (i = 0; i < s.conflicts->len && !rc; i++) {
+		struct conflict *cf = &g_array_index(s.conflicts, struct conflict, i);
+		struct meta_inode *in = meta_inode_get(m, cf->ino);
+
+		if (finding(c, false,
+			    "inode %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT
+			    " blocks at file block %" G_GUINT64_FORMAT " (pool block %"
+			    G_GUINT64_FORMAT ") are also used by another file",
+			    (guint64)cf->ino, (guint64)cf->count, (guint64)cf->fblock,
+			    (guint64)cf->pblock) && in)
+			rc = unshare_blocks(c, in, cf);
+	}
+	g_array_free(s.conflicts, TRUE);
+	alloc_destroy(s.seen);
+	return rc;
+}
+
+/* ---- namespace ---- */
+
+struct walk {
+	GHashTable *reached; /* ino -> count of names (non-dirs) or 1 (dirs) */
+	GHashTable *subdirs; /* dir ino -> subdirectories */
+};
+
+static void walk_free(struct walk *w)
+{
+	if (w->reached)
+		g_hash_table_destroy(w->reached);
+	if (w->subdirs)
+		g_hash_table_destroy(w->subdirs);
+	memset(w, 0, sizeof(*w));
+}
+
+static void bump(GHashTable *h, uint64_t ino)
+{
+	gpointer key = GSIZE_TO_POINTER(ino);
+
+	g_hash_table_insert(h, key, GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(h, key)) + 1));
+}
+
+static uint64_t count_of(GHashTable *h, uint64_t ino)
+{
+	return GPOINTER_TO_SIZE(g_hash_table_lookup(h, GSIZE_TO_POINTER(ino)));
+}
+
+struct entry_ref {
+	char *name;
+	uint64_t ino;
+};
+
+/* walk from the root; report (first walk) and repair entries per mode */
+static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
+{
+	struct meta *m = c->m;
+	GQueue queue = G_QUEUE_INIT;
+	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
+
+	walk_free(w);
+	w->reached = g_hash_table_new(g_direct_hash, g_direct_equal);
+	w->subdirs = g_hash_table_new(g_direct_hash, g_direct_equal);
+	if (!root || !root->dir)
+		return;
+	bump(w->reached, META_ROOT_INO);
+	root->parent = META_ROOT_INO;
+	g_queue_push_tail(&queue, root);
+	while (!g_queue_is_empty(&queue)) {
+		struct meta_inode *dir = g_queue_pop_head(&queue);
+		GPtrArray *drop = g_ptr_array_new();
+		GTreeNode *node;
+		guint i;
+
+		for (node = g_tree_node_first(dir->dir->by_cookie); node;
+		     node = g_tree_node_next(node)) {
+			struct meta_dirent *d = g_tree_node_value(node);
+			struct meta_inode *t = meta_inode_get(m, d->ino);
+			bool fix;
+
+			if (!t) {
+				fix = report ? finding(c, false,
+						       "directory %" G_GUINT64_FORMAT
+						       ": entry \"%s\" names missing inode %"
+						       G_GUINT64_FORMAT,
+						       (guint64)dir->a.ino, d->name, (guint64)d->ino) :
+					       c->mode == FSCK_REPAIR;
+				if (fix)
+					g_ptr_array_add(drop, d);
+				continue;
+			}
+			if (d->type != meta_mode_dtype(t->a.mode)) {
+				fix = report ? finding(c, true,
+						       "directory %" G_GUINT64_FORMAT
+						       ": entry \"%s\" says type %u, inode %"
+						       G_GUINT64_FORMAT " is a %s",
+						       (guint64)dir->a.ino, d->name, d->type,
+						       (guint64)t->a.ino, type_name(t->a.mode)) :
+					       c->mode != FSCK_CHECK;
+				if (fix)
+					d->type = meta_mode_dtype(t->a.mode);
+			}
+			if (t->dir) {
+				if (t->a.ino == META_ROOT_INO || count_of(w->reached, t->a.ino)) {
+					fix = report ? finding(c, false,
+							       "directory %" G_GUINT64_FORMAT
+							       " has a second name \"%s\" in %"
+							       G_GUINT64_FORMAT,
+							       (guint64)t->a.ino, d->name,
+							       (guint64)dir->a.ino) :
+						       c->mode == FSCK_REPAIR;
+					if (fix)
+						g_ptr_array_add(drop, d);
+					continue;
+				}
+				bump(w->reached, t->a.ino);
+				bump(w->subdirs, dir->a.ino);
+				t->parent = dir->a.ino;
+				g_queue_push_tail(&queue, t);
+			} else {
+				bump(w->reached, t->a.ino);
+			}
+		}
+		for (i = 0; i < drop->len; i++)
+			meta_dir_del(m, dir, g_ptr_array_index(drop, i));
+		g_ptr_array_free(drop, TRUE);
+	}
+}
+
+static struct meta_inode *lost_found(struct meta *m)
+{
+	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
+	struct meta_dirent *d = meta_dir_lookup(root, "lost+found");
+	struct layout_inode a;
+	struct meta_inode *lf;
+
+	if (d) {
+		lf = meta_inode_get(m, d->ino);
+		if (lf && lf->dir)
+			return lf;
+		meta_dir_del(m, root, d);
+	}
+	memset(&a, 0, sizeof(a));
+	a.ino = m->next_ino;
+	a.mode = S_IFDIR | 0700;
+	a.nlink = 2;
+	meta_now(&a.mtime);
+	a.atime = a.ctime = a.mtime;
+	lf = meta_inode_create(m, &a);
+	meta_dir_add(m, root, "lost+found", 10, lf->a.ino, DT_DIR, 0);
+	return lf;
+}
+
+static void ensure_root(struct fsck_ctx *c)
+{
+	struct meta *m = c->m;
+	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
+	struct layout_inode a;
+
+	if (root && root->dir)
+		return;
+	if (!finding(c, false, "the root directory is %s", root ? "not a directory" : "missing"))
+		return;
+	if (root)
+		meta_inode_destroy(m, root);
+	memset(&a, 0, sizeof(a));
+	a.ino = META_ROOT_INO;
+	a.mode = S_IFDIR | 0755;
+	a.nlink = 2;
+	meta_now(&a.mtime);
+	a.atime = a.ctime = a.mtime;
+	meta_inode_create(m, &a);
+}
+
+static void check_namespace(struct fsck_ctx *c)
+{
+	struct meta *m = c->m;
+	struct walk w = { 0 };
+	struct meta_inode **arr;
+	GHashTable *unreachable = g_hash_table_new(g_direct_hash, g_direct_equal);
+	guint n, i, rounds;
+
+	walk_tree(c, &w, true);
+	arr = meta_inodes_sorted(m, &n);
+	for (i = 0; i < n; i++) {
+		struct meta_inode *in = arr[i];
+
+		if (count_of(w.reached, in->a.ino))
+			continue;
+		g_hash_table_add(unreachable, GSIZE_TO_POINTER(in->a.ino));
+		finding(c, false, "inode %" G_GUINT64_FORMAT " (%s, %u links) is not reachable "
+			"from the root",
+			(guint64)in->a.ino, type_name(in->a.mode), in->a.nlink);
+	}
+	g_free(arr);
+
+	/* link the tops of detached subtrees into /lost+found until all is reached */
+	for (rounds = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && rounds < 64;
+	     rounds++) {
+		GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
+		GHashTableIter it;
+		gpointer k, v;
+		struct meta_inode *lf = lost_found(m);
+		guint attached = 0;
+
+		g_hash_table_iter_init(&it, unreachable);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			struct meta_inode *in = meta_inode_get(m, GPOINTER_TO_SIZE(k));
+			GHashTableIter dit;
+			gpointer dk, dv;
+
+			if (!in || !in->dir)
+				continue;
+			g_hash_table_iter_init(&dit, in->dir->by_name);
+			while (g_hash_table_iter_next(&dit, &dk, &dv))
+				g_hash_table_add(named, GSIZE_TO_POINTER(
+							 ((struct meta_dirent *)dv)->ino));
+		}
+		g_hash_table_iter_init(&it, unreachable);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			uint64_t ino = GPOINTER_TO_SIZE(k);
+			struct meta_inode *in = meta_inode_get(m, ino);
+			char name[32];
+
+			if (!in || (g_hash_table_contains(named, k) && rounds == 0))
+				continue;
+			if (g_hash_table_contains(named, k) && attached)
+				continue; /* a loop: one member per round */
+			g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
+			meta_dir_add(m, lf, name, strlen(name), ino, meta_mode_dtype(in->a.mode), 0);
+			if (!in->a.nlink)
+				in->a.nlink = 1;
+			attached++;
+		}
+		g_hash_table_destroy(named);
+		walk_tree(c, &w, false);
+		g_hash_table_iter_init(&it, unreachable);
+		while (g_hash_table_iter_next(&it, &k, &v))
+			if (count_of(w.reached, GPOINTER_TO_SIZE(k)))
+				g_hash_table_iter_remove(&it);
+	}
+
+	/* link counts of everything reached */
+	arr = meta_inodes_sorted(m, &n);
+	for (i = 0; i < n; i++) {
+		struct meta_inode *in = arr[i];
+		uint64_t want;
+
+		if (!count_of(w.reached, in->a.ino))
+			continue;
+		want = in->dir ? 2 + count_of(w.subdirs, in->a.ino) : count_of(w.reached, in->a.ino);
+		if (in->a.nlink == want)
+			continue;
+		if (finding(c, true, "inode %" G_GUINT64_FORMAT " (%s): link count %u, should be %"
+			    G_GUINT64_FORMAT,
+			    (guint64)in->a.ino, type_name(in->a.mode), in->a.nlink, (guint64)want)) {
+			in->a.nlink = (uint32_t)want;
+			meta_inode_touch_acct(m, in);
+		}
+	}
+	g_free(arr);
+	g_hash_table_destroy(unreachable);
+	walk_free(&w);
+}
+
+static void check_inodes(struct fsck_ctx *c)
+{
+	struct meta *m = c->m;
+	struct meta_inode **arr;
+	uint64_t max_ino = 0;
+	guint n, i;
+
+	arr = meta_inodes_sorted(m, &n);
+	for (i = 0; i < n; i++) {
+		struct meta_inode *in = arr[i];
+
+		max_ino = MAX(max_ino, in->a.ino);
+		c->rep->inodes++;
+		if (S_ISDIR(in->a.mode))
+			c->rep->dirs++;
+		else if (S_ISREG(in->a.mode))
+			c->rep->files++;
+		else if (S_ISLNK(in->a.mode))
+			c->rep->symlinks++;
+		else
+			c->rep->others++;
+		if (S_ISLNK(in->a.mode) && (!in->symlink || !in->symlink[0]) &&
+		    finding(c, false, "symlink %" G_GUINT64_FORMAT " has no target",
+			    (guint64)in->a.ino))
+			meta_symlink_set(m, in, "?", 1);
+	}
+	g_free(arr);
+	if (max_ino >= m->next_ino &&
+	    finding(c, true, "next inode number %" G_GUINT64_FORMAT " is not above inode %"
+		    G_GUINT64_FORMAT, (guint64)m->next_ino, (guint64)max_ino))
+		m->next_ino = max_ino + 1;
+}
+
+int fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep)
+{
+	struct fsck_ctx c = { .m = m, .mode = mode, .rep = rep };
+	guint i;
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rep->data_blocks = m->g.data_blocks;
+	if (m->load.replayed || !m->load.was_clean)
+		note(&c, "journal: %s; %" G_GUINT64_FORMAT " transactions replayed%s",
+		     m->load.was_clean ? "clean" : "not cleanly unmounted",
+		     (guint64)m->load.replayed, m->load.torn_tail ? ", torn tail discarded" : "");
+	if (m->load.orphans)
+		note(&c, "%" G_GUINT64_FORMAT " orphaned inodes (unlinked while open) freed",
+		     (guint64)m->load.orphans);
+	for (i = 0; i < m->load.problems->len; i++)
+		finding(&c, false, "%s", (char *)g_ptr_array_index(m->load.problems, i));
+	if (m->load.bitmap_leaked || m->load.bitmap_missing)
+		finding(&c, true,
+			"allocation bitmap of checkpoint %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT
+			" blocks marked used that no file uses, %" G_GUINT64_FORMAT
+			" blocks in use marked free",
+			(guint64)m->load.ckpt_gen, (guint64)m->load.bitmap_leaked,
+			(guint64)m->load.bitmap_missing);
+	ensure_root(&c);
+	rc = check_blocks(&c);
+	check_namespace(&c);
+	check_inodes(&c);
+	if (mode != FSCK_CHECK && rep->repaired) {
+		uint64_t dups = 0;
+		int brc = meta_build_alloc(m, &dups);
+
+		if (!rc && brc < 0 && brc != -ERANGE)
+			rc = brc;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int fsck_pool(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
+	      char **err_msg)
+{
+	struct meta_mount_opts mo = { 0 };
+	struct meta *m = NULL;
+	char *holder;
+	int rc, rc2;
+
+	*err_msg = NULL;
+	if (!o->repair && !o->force) {
+		struct super *sb;
+		char *who = NULL;
+		bool alive = false;
+
+		super_new(r, &sb);
+		rc = super_lease_probe(sb, 3000, &alive, &who);
+		super_destroy(sb);
+		if (rc < 0) {
+			*err_msg = g_strdup_printf("reading the lease: %s", g_strerror(-rc));
+			return rc;
+		}
+		if (alive) {
+			*err_msg = g_strdup_printf("pool is mounted read-write by %s; its metadata "
+						   "changes under the check (unmount it, or use "
+						   "--force)",
+						   who);
+			g_free(who);
+			return -EBUSY;
+		}
+		g_free(who);
+	}
+	holder = g_strdup_printf("rmemfs-fsck on %s pid %d", g_get_host_name(), (int)getpid());
+	mo.read_only = !o->repair;
+	mo.force_lease = o->force;
+	mo.lease_takeover_ms = o->lease_takeover_ms;
+	mo.holder_name = holder;
+	rc = meta_load(r, &mo, META_LOAD_NO_CHECK | (o->repair ? META_LOAD_FALLBACK : 0), &m,
+		       err_msg);
+	g_free(holder);
+	if (rc < 0)
+		return rc;
+	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
+	if (rc < 0 && !*err_msg)
+		*err_msg = g_strdup_printf("repairing: %s", g_strerror(-rc));
+	if (!rc && o->repair) {
+		rc = meta_commit(m, true);
+		if (rc < 0)
+			*err_msg = g_strdup_printf("writing the repaired metadata: %s",
+						   g_strerror(-rc));
+	}
+	rc2 = meta_unmount(m);
+	if (!rc && rc2 < 0) {
+		rc = rc2;
+		*err_msg = g_strdup_printf("releasing the pool: %s", g_strerror(-rc));
+	}
+	if (rc < 0)
+		return rc;
+	return rep->problems ? 1 : 0;
+}

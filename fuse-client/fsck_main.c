@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fsck_main.c - the rmemfs-fsck program: check (and with --repair, fix) the
+ * filesystem in a memserver's pool.
+ *
+ *   rmemfs-fsck SERVER[:PORT] [--repair] [--force] [-o token_file=F,transport=T]
+ *
+ * Exit status: 0 no problems, 1 problems found (and repaired with --repair),
+ * 2 operational error (cannot connect, no filesystem, pool busy, bad usage).
+ */
+#define G_LOG_DOMAIN "rmemfs-fsck"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "fsck.h"
+#include "proto.h"
+#include "remote.h"
+#include "xport.h"
+
+#define EXIT_PROBLEMS 1
+#define EXIT_ERROR 2
+
+struct fsck_cli {
+	char *host;
+	uint16_t port;
+	char *transport;
+	char *token_file;
+	int takeover_ms;
+};
+
+static int parse_server(const char *arg, struct fsck_cli *cli)
+{
+	const char *colon;
+	char *end;
+	unsigned long port;
+
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+
+		if (!close)
+			return -EINVAL;
+		cli->host = g_strndup(arg + 1, (gsize)(close - arg - 1));
+		colon = close[1] == ':' ? close + 1 : NULL;
+		if (close[1] && !colon)
+			return -EINVAL;
+	} else {
+		colon = strrchr(arg, ':');
+		if (colon && strchr(arg, ':') != colon)
+			colon = NULL; /* a bare IPv6 address */
+		cli->host = colon ? g_strndup(arg, (gsize)(colon - arg)) : g_strdup(arg);
+	}
+	if (!cli->host[0])
+		return -EINVAL;
+	if (!colon)
+		return 0;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || !colon[1] || port == 0 || port > 65535)
+		return -EINVAL;
+	cli->port = (uint16_t)port;
+	return 0;
+}
+
+static int parse_o(const char *opts, struct fsck_cli *cli)
+{
+	gchar **kv = g_strsplit(opts, ",", -1);
+	int i, rc = 0;
+
+	for (i = 0; kv[i] && !rc; i++) {
+		char *eq = strchr(kv[i], '=');
+		const char *val = eq ? eq + 1 : NULL;
+
+		if (eq)
+			*eq = 0;
+		if (!kv[i][0])
+			continue;
+		if (strcmp(kv[i], "token_file") == 0 && val && *val) {
+			g_free(cli->token_file);
+			cli->token_file = g_strdup(val);
+		} else if (strcmp(kv[i], "transport") == 0 && val &&
+			   (!strcmp(val, "auto") || !strcmp(val, "tcp") || !strcmp(val, "rdma"))) {
+			g_free(cli->transport);
+			cli->transport = g_strdup(val);
+		} else if (strcmp(kv[i], "takeover_ms") == 0 && val && *val) {
+			char *end;
+			long v = strtol(val, &end, 10);
+
+			if (*end || v < 100 || v > 600000) {
+				fprintf(stderr, "rmemfs-fsck: takeover_ms must be 100..600000\n");
+				rc = -EINVAL;
+			}
+			cli->takeover_ms = (int)v;
+		} else {
+			fprintf(stderr, "rmemfs-fsck: unknown or malformed option '%s%s%s'\n", kv[i],
+				val ? "=" : "", val ? val : "");
+			rc = -EINVAL;
+		}
+	}
+	g_strfreev(kv);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct fsck_cli cli = { 0 };
+	struct fsck_opts fo = { 0 };
+	struct remote_config cfg;
+	struct fsck_report rep;
+	struct remote *r = NULL;
+	gboolean repair = FALSE, force = FALSE, verbose = FALSE;
+	gchar **ovals = NULL;
+	GError *gerr = NULL;
+	GOptionContext *octx;
+	char *err_msg = NULL;
+	int rc, i, status = EXIT_ERROR;
+	GOptionEntry entries[] = {
+		{ "repair", 0, 0, G_OPTION_ARG_NONE, &repair,
+		  "repair what is found (takes the pool's lease)", NULL },
+		{ "force", 0, 0, G_OPTION_ARG_NONE, &force,
+		  "check a pool a live client has mounted; with --repair take its lease", NULL },
+		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log progress", NULL },
+		{ "option", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &ovals,
+		  "token_file=PATH, transport=auto|tcp|rdma, takeover_ms=N", "OPTS" },
+		{ NULL }
+	};
+
+	octx = g_option_context_new("SERVER[:PORT] - check an rmemfs filesystem");
+	g_option_context_set_summary(octx,
+				     "Exit status: 0 no problems, 1 problems found (repaired with "
+				     "--repair), 2 error.");
+	g_option_context_add_main_entries(octx, entries, NULL);
+	if (!g_option_context_parse(octx, &argc, &argv, &gerr)) {
+		fprintf(stderr, "rmemfs-fsck: %s\n", gerr->message);
+		g_error_free(gerr);
+		goto out_opts;
+	}
+	if (argc != 2) {
+		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT] [--repair] [--force] [-o OPTS]\n");
+		goto out_opts;
+	}
+	if (verbose)
+		g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
+	if (parse_server(argv[1], &cli) < 0) {
+		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT])\n", argv[1]);
+		goto out_opts;
+	}
+	for (i = 0; ovals && ovals[i]; i++)
+		if (parse_o(ovals[i], &cli) < 0)
+			goto out_opts;
+
+	memset(&cfg, 0, sizeof(cfg));
+	xport_params_init(&cfg.params);
+	cfg.params.host = cli.host;
+	cfg.params.port = cli.port;
+	cfg.params.quiet = true;
+	cfg.transport = cli.transport ? cli.transport : "auto";
+	cfg.qps = 1;
+	cfg.bounce_size = 4U << 20;
+	if (cli.token_file) {
+		rc = proto_token_load(cli.token_file, cfg.params.token_hash);
+		if (rc < 0) {
+			fprintf(stderr, "rmemfs-fsck: token file %s: %s\n", cli.token_file,
+				g_strerror(-rc));
+			goto out_opts;
+		}
+	}
+	rc = remote_open(&cfg, &r);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs-fsck: connecting to %s: %s\n", argv[1], g_strerror(-rc));
+		goto out_opts;
+	}
+
+	fo.repair = repair;
+	fo.force = force;
+	fo.lease_takeover_ms = cli.takeover_ms;
+	fsck_report_init(&rep);
+	rc = fsck_pool(r, &fo, &rep, &err_msg);
+	for (i = 0; i < (int)rep.lines->len; i++)
+		printf("%s\n", (char *)g_ptr_array_index(rep.lines, i));
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs-fsck: %s\n", err_msg ? err_msg : g_strerror(-rc));
+	} else {
+		printf("%s: %" G_GUINT64_FORMAT " inodes (%" G_GUINT64_FORMAT " directories, %"
+		       G_GUINT64_FORMAT " files, %" G_GUINT64_FORMAT " symlinks, %" G_GUINT64_FORMAT
+		       " other), %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in use\n",
+		       argv[1], (guint64)rep.inodes, (guint64)rep.dirs, (guint64)rep.files,
+		       (guint64)rep.symlinks, (guint64)rep.others, (guint64)rep.blocks_used,
+		       (guint64)rep.data_blocks);
+		if (rep.problems)
+			printf("%u problems found, %u repaired%s\n", rep.problems, rep.repaired,
+			       repair ? "" : " (run with --repair to fix them)");
+		else
+			printf("no problems found\n");
+		status = rc == 0 ? EXIT_SUCCESS : EXIT_PROBLEMS;
+	}
+	g_free(err_msg);
+	fsck_report_clear(&rep);
+	remote_close(r);
+out_opts:
+	g_strfreev(ovals);
+	g_option_context_free(octx);
+	g_free(cli.host);
+	g_free(cli.transport);
+	g_free(cli.token_file);
+	return status;
+}

@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * inode.c - the in-RAM metadata objects (inodes, extents, directory entries,
+ * xattrs, symlink targets) and the primitives that change them. See
+ * meta_int.h: primitives keep ckpt_bytes (the exact size of the next
+ * checkpoint), block counts and block frees right, and never journal.
+ *
+ * Checkpoint encoding of one inode, which the byte counts here mirror (ckpt.c
+ * writes it):
+ *   layout_inode | le32 nxattr | [LNK: uv len, target] | [REG: le32 nextents]
+ *   | [DIR: le32 nentries] | xattrs (uv nlen, name, uv vlen, value)...
+ *   | REG: extents (uv fblock, uv count, uv pblock, u8 state)...
+ *   | DIR: entries (uv ino, uv cookie, u8 type, u8 nlen, name)...
+ * FRESH extents are not in checkpoints and not counted.
+ */
+#define G_LOG_DOMAIN "rmemfs-meta"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "journal.h"
+#include "meta_int.h"
+
+static gint u64_cmp(gconstpointer a, gconstpointer b, gpointer unused)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void meta_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+uint8_t meta_mode_dtype(uint32_t mode)
+{
+	return (uint8_t)((mode & S_IFMT) >> 12);
+}
+
+void meta_load_problem(struct meta *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	g_ptr_array_add(m->load.problems, g_strdup_vprintf(fmt, ap));
+	va_end(ap);
+}
+
+/* ---- sizes ---- */
+
+size_t meta_ext_bytes(const struct meta_ext *e)
+{
+	return layout_uv_len(e->fblock) + layout_uv_len(e->count) + layout_uv_len(e->pblock) + 1;
+}
+
+size_t meta_dirent_bytes(uint64_t ino, uint64_t cookie, size_t nlen)
+{
+	return layout_uv_len(ino) + layout_uv_len(cookie) + 2 + nlen;
+}
+
+size_t meta_xattr_bytes(size_t nlen, size_t vlen)
+{
+	return layout_uv_len(nlen) + nlen + layout_uv_len(vlen) + vlen;
+}
+
+size_t meta_inode_fixed_bytes(const struct meta_inode *in)
+{
+	size_t n = layout_inode_len(&in->a) + 4;
+
+	if (S_ISREG(in->a.mode) || S_ISDIR(in->a.mode))
+		n += 4;
+	return n;
+}
+
+/* ---- inode table ---- */
+
+static void xattr_free(gpointer p)
+{
+	struct meta_xattr *x = p;
+
+	g_free(x->name);
+	g_free(x->value);
+	g_free(x);
+}
+
+static void dir_free(struct meta_dir *d)
+{
+	if (!d)
+		return;
+	g_tree_destroy(d->by_cookie);
+	g_hash_table_destroy(d->by_name);
+	g_free(d);
+}
+
+/* memory only (the table's value destroy); accounting is the caller's */
+static void inode_free_mem(gpointer p)
+{
+	struct meta_inode *in = p;
+
+	if (in->ext)
+		g_tree_destroy(in->ext);
+	dir_free(in->dir);
+	g_free(in->symlink);
+	if (in->xattrs)
+		g_ptr_array_free(in->xattrs, TRUE);
+	g_free(in);
+}
+
+struct meta *meta_new_empty(struct remote *r, struct super *sb, const struct layout_geom *g)
+{
+	struct meta *m = g_new0(struct meta, 1);
+
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->flush_lock, NULL);
+	m->r = r;
+	m->sb = sb;
+	if (g)
+		m->g = *g;
+	m->inodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, inode_free_mem);
+	m->next_ino = META_ROOT_INO + 1;
+	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8;
+	m->flusher_efd = -1;
+	m->load.problems = g_ptr_array_new_with_free_func(g_free);
+	return m;
+}
+
+void meta_free(struct meta *m)
+{
+	if (!m)
+		return;
+	g_hash_table_destroy(m->inodes);
+	alloc_destroy(m->alloc);
+	journal_destroy(m->j);
+	g_ptr_array_free(m->load.problems, TRUE);
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->flush_lock);
+	g_free(m);
+}
+
+struct meta_inode *meta_inode_get(struct meta *m, uint64_t ino)
+{
+	return g_hash_table_lookup(m->inodes, &ino);
+}
+
+struct meta_inode *meta_inode_create(struct meta *m, const struct layout_inode *a)
+{
+	struct meta_inode *in;
+
+	if (meta_inode_get(m, a->ino))
+		return NULL;
+	in = g_new0(struct meta_inode, 1);
+	in->a = *a;
+	if (S_ISDIR(a->mode)) {
+		in->dir = g_new0(struct meta_dir, 1);
+		in->dir->by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+		in->dir->by_cookie = g_tree_new_full(u64_cmp, NULL, NULL, NULL);
+		in->dir->next_cookie = 3;
+		in->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
+	}
+	in->hdr_bytes = (uint32_t)layout_inode_len(&in->a);
+	m->ckpt_bytes += meta_inode_fixed_bytes(in);
+	g_hash_table_insert(m->inodes, &in->a.ino, in);
+	if (a->ino >= m->next_ino)
+		m->next_ino = a->ino + 1;
+	return in;
+}
+
+void meta_inode_touch_acct(struct meta *m, struct meta_inode *in)
+{
+	uint32_t now = (uint32_t)layout_inode_len(&in->a);
+
+	m->ckpt_bytes = m->ckpt_bytes - in->hdr_bytes + now;
+	in->hdr_bytes = now;
+}
+
+int meta_symlink_set(struct meta *m, struct meta_inode *in, const char *target, size_t len)
+{
+	if (!S_ISLNK(in->a.mode))
+		return -EINVAL;
+	if (in->symlink) {
+		size_t old = strlen(in->symlink);
+
+		m->ckpt_bytes -= layout_uv_len(old) + old;
+		g_free(in->symlink);
+	}
+	in->symlink = g_strndup(target, len);
+	m->ckpt_bytes += layout_uv_len(len) + len;
+	return 0;
+}
+
+void meta_inode_destroy(struct meta *m, struct meta_inode *in)
+{
+	meta_ext_clear(m, in, 0, UINT64_MAX, true);
+	while (in->xattrs && in->xattrs->len) {
+		struct meta_xattr *x = g_ptr_array_index(in->xattrs, in->xattrs->len - 1);
+
+		meta_xattr_del(m, in, x->name);
+	}
+	if (in->dir) {
+		GHashTableIter it;
+		gpointer k, v;
+
+		g_hash_table_iter_init(&it, in->dir->by_name);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			struct meta_dirent *d = v;
+
+			m->ckpt_bytes -= meta_dirent_bytes(d->ino, d->cookie, d->nlen);
+		}
+	}
+	if (in->symlink) {
+		size_t old = strlen(in->symlink);
+
+		m->ckpt_bytes -= layout_uv_len(old) + old;
+	}
+	m->ckpt_bytes -= meta_inode_fixed_bytes(in);
+	g_hash_table_remove(m->inodes, &in->a.ino);
+}
+
+static gint ino_cmp(gconstpointer a, gconstpointer b)
+{
+	const struct meta_inode *x = *(struct meta_inode *const *)a;
+	const struct meta_inode *y = *(struct meta_inode *const *)b;
+
+	return x->a.ino < y->a.ino ? -1 : x->a.ino > y->a.ino;
+}
+
+struct meta_inode **meta_inodes_sorted(struct meta *m, guint *n)
+{
+	GHashTableIter it;
+	gpointer k, v;
+	struct meta_inode **arr;
+	guint i = 0;
+
+	*n = g_hash_table_size(m->inodes);
+	arr = g_new(struct meta_inode *, *n + 1);
+	g_hash_table_iter_init(&it, m->inodes);
+	while (g_hash_table_iter_next(&it, &k, &v))
+		arr[i++] = v;
+	qsort(arr, *n, sizeof(*arr), ino_cmp);
+	return arr;
+}
+
+/* ---- directories ---- */
+
+struct meta_dirent *meta_dir_lookup(struct meta_inode *dir, const char *name)
+{
+	return dir->dir ? g_hash_table_lookup(dir->dir->by_name, name) : NULL;
+}
+
+guint meta_dir_count(const struct meta_inode *dir)
+{
+	return dir->dir ? g_hash_table_size(dir->dir->by_name) : 0;
+}
+
+struct meta_dirent *meta_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
+				 size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie)
+{
+	struct meta_dir *md = dir->dir;
+	struct meta_dirent *d, *old;
+	struct meta_inode *child;
+
+	old = g_hash_table_lookup(md->by_name, name);
+	if (old)
+		meta_dir_del(m, dir, old);
+	if (cookie < 3 || g_tree_lookup(md->by_cookie, &cookie)) {
+		if (cookie)
+			meta_load_problem(m, "directory %" G_GUINT64_FORMAT
+					  ": entry \"%s\" has a duplicate or invalid cookie %"
+					  G_GUINT64_FORMAT,
+					  (guint64)dir->a.ino, name, (guint64)cookie);
+		cookie = md->next_cookie;
+	}
+	if (cookie >= md->next_cookie)
+		md->next_cookie = cookie + 1;
+	d = g_malloc(sizeof(*d) + nlen + 1);
+	d->ino = ino;
+	d->cookie = cookie;
+	d->type = type;
+	d->nlen = (uint8_t)nlen;
+	memcpy(d->name, name, nlen);
+	d->name[nlen] = 0;
+	g_hash_table_insert(md->by_name, d->name, d);
+	g_tree_insert(md->by_cookie, &d->cookie, d);
+	m->ckpt_bytes += meta_dirent_bytes(ino, cookie, nlen);
+	if (type == DT_DIR) {
+		child = meta_inode_get(m, ino);
+		if (child && child->dir)
+			child->parent = dir->a.ino;
+	}
+	return d;
+}
+
+void meta_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d)
+{
+	m->ckpt_bytes -= meta_dirent_bytes(d->ino, d->cookie, d->nlen);
+	g_tree_remove(dir->dir->by_cookie, &d->cookie);
+	g_hash_table_remove(dir->dir->by_name, d->name);
+}
+
+/* ---- xattrs ---- */
+
+struct meta_xattr *meta_xattr_find(struct meta_inode *in, const char *name, guint *idx)
+{
+	guint i;
+
+	if (!in->xattrs)
+		return NULL;
+	for (i = 0; i < in->xattrs->len; i++) {
+		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
+
+		if (strcmp(x->name, name) == 0) {
+			if (idx)
+				*idx = i;
+			return x;
+		}
+	}
+	return NULL;
+}
+
+void meta_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
+		    size_t len)
+{
+	struct meta_xattr *x = meta_xattr_find(in, name, NULL);
+
+	if (x) {
+		m->ckpt_bytes -= meta_xattr_bytes(strlen(x->name), x->len);
+		g_free(x->value);
+	} else {
+		if (!in->xattrs)
+			in->xattrs = g_ptr_array_new_with_free_func(xattr_free);
+		x = g_new0(struct meta_xattr, 1);
+		x->name = g_strdup(name);
+		g_ptr_array_add(in->xattrs, x);
+	}
+	x->value = g_memdup2(value, len);
+	x->len = len;
+	m->ckpt_bytes += meta_xattr_bytes(strlen(name), len);
+}
+
+void meta_xattr_del(struct meta *m, struct meta_inode *in, const char *name)
+{
+	guint idx;
+	struct meta_xattr *x = meta_xattr_find(in, name, &idx);
+
+	if (!x)
+		return;
+	m->ckpt_bytes -= meta_xattr_bytes(strlen(x->name), x->len);
+	g_ptr_array_remove_index(in->xattrs, idx);
+	if (!in->xattrs->len) {
+		g_ptr_array_free(in->xattrs, TRUE);
+		in->xattrs = NULL;
+	}
+}
+
+/* ---- extents ---- */
+
+static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ext *e, int sign)
+{
+	if (sign > 0) {
+		in->nblocks += e->count;
+		if (e->state == META_EXT_FRESH)
+			m->nfresh++;
+		else
+			m->ckpt_bytes += meta_ext_bytes(e);
+	} else {
+		in->nblocks -= e->count;
+		if (e->state == META_EXT_FRESH)
+			m->nfresh--;
+		else
+			m->ckpt_bytes -= meta_ext_bytes(e);
+	}
+}
+
+static void blocks_freed(struct meta *m, uint64_t pb, uint64_t count, uint8_t state)
+{
+	if (!m->alloc || !count)
+		return;
+	if (state == META_EXT_FRESH)
+		alloc_put(m->alloc, pb, count);
+	else
+		alloc_put_pending(m->alloc, pb, count, journal_next_seq(m->j));
+}
+
+static void ext_insert(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		       uint64_t pb, uint8_t state)
+{
+	struct meta_ext *e = g_new(struct meta_ext, 1);
+
+	e->fblock = fb;
+	e->count = count;
+	e->pblock = pb;
+	e->state = state;
+	if (!in->ext)
+		in->ext = g_tree_new_full(u64_cmp, NULL, NULL, g_free);
+	g_tree_insert(in->ext, &e->fblock, e);
+	ext_acct(m, in, e, 1);
+}
+
+static void ext_remove(struct meta *m, struct meta_inode *in, struct meta_ext *e)
+{
+	ext_acct(m, in, e, -1);
+	g_tree_remove(in->ext, &e->fblock);
+}
+
+struct meta_ext *meta_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next)
+{
+	GTreeNode *node, *prev;
+	struct meta_ext *e;
+
+	if (next)
+		*next = NULL;
+	if (!in->ext)
+		return NULL;
+	node = g_tree_upper_bound(in->ext, &fb);
+	if (next && node)
+		*next = g_tree_node_value(node);
+	prev = node ? g_tree_node_previous(node) : g_tree_node_last(in->ext);
+	if (!prev)
+		return NULL;
+	e = g_tree_node_value(prev);
+	return e->fblock + e->count > fb ? e : NULL;
+}
+
+void meta_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		    bool free_blocks)
+{
+	uint64_t end = count > UINT64_MAX - fb ? UINT64_MAX : fb + count;
+	struct meta_ext *e;
+
+	if (!in->ext || !count)
+		return;
+	e = meta_ext_find(in, fb, NULL);
+	if (e && e->fblock < fb) {
+		uint64_t eend = e->fblock + e->count;
+		uint64_t mid_end = MIN(eend, end);
+
+		ext_acct(m, in, e, -1);
+		if (free_blocks)
+			blocks_freed(m, e->pblock + (fb - e->fblock), mid_end - fb, e->state);
+		e->count = fb - e->fblock;
+		ext_acct(m, in, e, 1);
+		if (eend > end)
+			ext_insert(m, in, end, eend - end, e->pblock + (end - e->fblock), e->state);
+	}
+	for (;;) {
+		GTreeNode *node = g_tree_lower_bound(in->ext, &fb);
+		uint64_t eend;
+
+		if (!node)
+			break;
+		e = g_tree_node_value(node);
+		if (e->fblock >= end)
+			break;
+		eend = e->fblock + e->count;
+		if (eend <= end) {
+			if (free_blocks)
+				blocks_freed(m, e->pblock, e->count, e->state);
+			ext_remove(m, in, e);
+		} else {
+			uint64_t cut = end - e->fblock;
+			uint64_t npb = e->pblock + cut;
+			uint8_t st = e->state;
+
+			if (free_blocks)
+				blocks_freed(m, e->pblock, cut, e->state);
+			ext_remove(m, in, e);
+			ext_insert(m, in, end, eend - end, npb, st);
+			break;
+		}
+	}
+	if (!g_tree_nnodes(in->ext)) {
+		g_tree_destroy(in->ext);
+		in->ext = NULL;
+	}
+}
+
+static bool ext_adjacent(const struct meta_ext *a, const struct meta_ext *b)
+{
+	return a->fblock + a->count == b->fblock && a->pblock + a->count == b->pblock &&
+	       a->state == b->state;
+}
+
+/* merge the extent at fb with its neighbours where they continue each other */
+static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
+{
+	GTreeNode *node = g_tree_lookup_node(in->ext, &fb);
+	GTreeNode *prev, *next;
+	struct meta_ext *e;
+
+	if (!node)
+		return;
+	e = g_tree_node_value(node);
+	prev = g_tree_node_previous(node);
+	if (prev) {
+		struct meta_ext *p = g_tree_node_value(prev);
+
+		if (ext_adjacent(p, e)) {
+			ext_acct(m, in, p, -1);
+			p->count += e->count;
+			ext_remove(m, in, e);
+			ext_acct(m, in, p, 1);
+			e = p;
+			node = g_tree_lookup_node(in->ext, &e->fblock);
+		}
+	}
+	next = g_tree_node_next(node);
+	if (next) {
+		struct meta_ext *n = g_tree_node_value(next);
+
+		if (ext_adjacent(e, n)) {
+			ext_acct(m, in, e, -1);
+			e->count += n->count;
+			ext_remove(m, in, n);
+			ext_acct(m, in, e, 1);
+		}
+	}
+}
+
+void meta_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		  uint64_t pb, uint8_t state)
+{
+	if (!count)
+		return;
+	meta_ext_clear(m, in, fb, count, true);
+	ext_insert(m, in, fb, count, pb, state);
+	ext_merge_at(m, in, fb);
+}
+
+void meta_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
+		      void *ctx)
+{
+	GTreeNode *node;
+
+	if (!in->ext)
+		return;
+	for (node = g_tree_node_first(in->ext); node; node = g_tree_node_next(node))
+		if (!fn(g_tree_node_value(node), ctx))
+			break;
+}
+
+/* ---- derived state ---- */
+
+void meta_derive_parents(struct meta *m)
+{
+	GHashTableIter it, dit;
+	gpointer k, v;
+
+	g_hash_table_iter_init(&it, m->inodes);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct meta_inode *in = v;
+
+		if (in->dir)
+			in->parent = in->a.ino == META_ROOT_INO ? META_ROOT_INO : 0;
+	}
+	g_hash_table_iter_init(&it, m->inodes);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct meta_inode *in = v;
+
+		if (!in->dir)
+			continue;
+		g_hash_table_iter_init(&dit, in->dir->by_name);
+		while (g_hash_table_iter_next(&dit, &k, &v)) {
+			struct meta_dirent *d = v;
+			struct meta_inode *c;
+
+			if (d->type != DT_DIR)
+				continue;
+			c = meta_inode_get(m, d->ino);
+			if (c && c->dir && !c->parent && c->a.ino != META_ROOT_INO)
+				c->parent = in->a.ino;
+		}
+	}
+}
+
+struct build_ctx {
+	struct alloc *a;
+	uint64_t dups;
+	int err;
+};
+
+static bool build_one(struct meta_ext *e, void *ctx)
+{
+	struct build_ctx *b = ctx;
+	int64_t r = alloc_mark(b->a, e->pblock, e->count);
+
+	if (r < 0)
+		b->err = (int)r;
+	else
+		b->dups += (uint64_t)r;
+	return true;
+}
+
+int meta_build_alloc(struct meta *m, uint64_t *dups)
+{
+	struct build_ctx b = { 0 };
+	GHashTableIter it;
+	gpointer k, v;
+	int rc;
+
+	rc = alloc_new(m->g.data_blocks, &b.a);
+	if (rc < 0)
+		return rc;
+	g_hash_table_iter_init(&it, m->inodes);
+	while (g_hash_table_iter_next(&it, &k, &v))
+		meta_ext_foreach(v, build_one, &b);
+	alloc_destroy(m->alloc);
+	m->alloc = b.a;
+	if (dups)
+		*dups = b.dups;
+	return b.err;
+}

@@ -1,0 +1,610 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * io.c - file data between FUSE buffers and the pool (see io.h for the
+ * invariants and the locking).
+ *
+ * Each request is cut into steps of at most IO_CHUNK bytes (a FUSE read or
+ * write of up to 1 MiB is one step): one meta_map() for the step, one
+ * remote_readv()/remote_writev() carrying every piece of it (data, and the
+ * zero padding of fresh blocks), then for writes one meta_write_done().
+ */
+#define G_LOG_DOMAIN "rmemfs-io"
+
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <glib.h>
+
+#include "remote.h"
+
+#define IO_BS ((uint64_t)META_BLOCK_SIZE)
+#define IO_CHUNK (1U << 20) /* bytes per step */
+#define IO_MAX_EXT ((IO_CHUNK / META_BLOCK_SIZE) + 1) /* blocks an unaligned step spans */
+#define IO_MAX_PIECES (IO_MAX_EXT + 2) /* + the zero head and tail of fresh blocks */
+
+/* bytes of zeros used as the source of padding writes (never written to) */
+static char io_zero_block[META_BLOCK_SIZE];
+
+struct io_lock {
+	uint64_t ino; /* the hash key */
+	unsigned int refs; /* protected by io->locks_mutex */
+	pthread_rwlock_t rw; /* the inode's data lock */
+};
+
+struct io {
+	struct meta *meta;
+	struct remote *remote;
+	bool update_atime;
+	pthread_mutex_t locks_mutex; /* protects locks and every io_lock.refs */
+	GHashTable *locks; /* &io_lock.ino -> struct io_lock */
+	struct io_stats stats; /* updated with __atomic builtins */
+};
+
+static inline void io_count(uint64_t *counter, uint64_t n)
+{
+	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t round_down(uint64_t v)
+{
+	return v & ~(IO_BS - 1);
+}
+
+static inline uint64_t round_up(uint64_t v)
+{
+	return (v + IO_BS - 1) & ~(IO_BS - 1);
+}
+
+/* ---- per-inode locks ---- */
+
+static struct io_lock *io_lock_get(struct io *io, uint64_t ino)
+{
+	struct io_lock *l;
+
+	pthread_mutex_lock(&io->locks_mutex);
+	l = g_hash_table_lookup(io->locks, &ino);
+	if (!l) {
+		pthread_rwlockattr_t attr;
+
+		l = g_new0(struct io_lock, 1);
+		l->ino = ino;
+		pthread_rwlockattr_init(&attr);
+		/* a stream of readers must not starve a writer */
+		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&l->rw, &attr);
+		pthread_rwlockattr_destroy(&attr);
+		g_hash_table_insert(io->locks, &l->ino, l);
+	}
+	l->refs++;
+	pthread_mutex_unlock(&io->locks_mutex);
+	return l;
+}
+
+static void io_lock_put(struct io *io, struct io_lock *l)
+{
+	pthread_mutex_lock(&io->locks_mutex);
+	if (--l->refs == 0) {
+		g_hash_table_remove(io->locks, &l->ino);
+		pthread_rwlock_destroy(&l->rw);
+		g_free(l);
+	}
+	pthread_mutex_unlock(&io->locks_mutex);
+}
+
+static struct io_lock *io_lock_read(struct io *io, uint64_t ino)
+{
+	struct io_lock *l = io_lock_get(io, ino);
+
+	pthread_rwlock_rdlock(&l->rw);
+	return l;
+}
+
+static struct io_lock *io_lock_write(struct io *io, uint64_t ino)
+{
+	struct io_lock *l = io_lock_get(io, ino);
+
+	pthread_rwlock_wrlock(&l->rw);
+	return l;
+}
+
+static void io_unlock(struct io *io, struct io_lock *l)
+{
+	pthread_rwlock_unlock(&l->rw);
+	io_lock_put(io, l);
+}
+
+/* ---- helpers on a locked inode ---- */
+
+/*
+ * meta_map() promises extents that cover the range's blocks in order; check
+ * it, so a bug there shows up as -EIO instead of uninitialised bytes.
+ */
+static int check_extents(uint64_t ino, uint64_t off, uint64_t len, const struct meta_extent *ext,
+			 int n)
+{
+	uint64_t want = off / IO_BS, last = (off + len - 1) / IO_BS;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (ext[i].file_block != want || ext[i].count == 0)
+			break;
+		want += ext[i].count;
+	}
+	if (i == n && want > last)
+		return 0;
+	g_warning("meta_map(ino %" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
+		  ") returned extents that do not cover the range",
+		  ino, off, len);
+	return -EIO;
+}
+
+/* one read step: [off, off+len) with len <= IO_CHUNK, all inside the file */
+static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
+{
+	struct meta_extent ext[IO_MAX_EXT];
+	uint64_t offs[IO_MAX_EXT];
+	struct iovec iov[IO_MAX_EXT];
+	int n, i, cnt = 0, rc;
+
+	n = meta_map(io->meta, ino, off, len, false, ext, IO_MAX_EXT);
+	if (n < 0)
+		return n;
+	rc = check_extents(ino, off, len, ext, n);
+	if (rc < 0)
+		return rc;
+
+	for (i = 0; i < n; i++) {
+		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
+		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
+
+		if (s >= e)
+			continue;
+		if (!ext[i].pool_off) {
+			memset(buf + (s - off), 0, e - s);
+			io_count(&io->stats.hole_bytes_read, e - s);
+			continue;
+		}
+		if (cnt && offs[cnt - 1] + iov[cnt - 1].iov_len == ext[i].pool_off + (s - es) &&
+		    (char *)iov[cnt - 1].iov_base + iov[cnt - 1].iov_len == buf + (s - off)) {
+			iov[cnt - 1].iov_len += e - s; /* contiguous in the pool: one piece */
+			continue;
+		}
+		offs[cnt] = ext[i].pool_off + (s - es);
+		iov[cnt].iov_base = buf + (s - off);
+		iov[cnt].iov_len = e - s;
+		cnt++;
+	}
+	if (!cnt)
+		return 0;
+	rc = remote_readv(io->remote, offs, iov, cnt);
+	if (rc < 0)
+		g_message("remote_readv(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+			  g_strerror(-rc));
+	return rc;
+}
+
+/*
+ * Zero the allocated bytes of [from, to) (holes are left alone). Ranges past
+ * EOF are fine: meta_map() reports them as holes unless blocks are allocated
+ * there (fallocate KEEP_SIZE).
+ */
+static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_t to)
+{
+	struct meta_extent ext[IO_MAX_EXT];
+	int n, i, rc;
+
+	while (from < to) {
+		uint64_t covered = from;
+
+		n = meta_map(io->meta, ino, from, to - from, false, ext, IO_MAX_EXT);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return -EIO;
+		for (i = 0; i < n; i++) {
+			uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
+			uint64_t s = MAX(es, from), e = MIN(ee, to);
+
+			if (s < e && ext[i].pool_off) {
+				rc = remote_zero(io->remote, ext[i].pool_off + (s - es), e - s);
+				if (rc < 0) {
+					g_message("remote_zero(ino %" G_GUINT64_FORMAT "): %s", ino,
+						  g_strerror(-rc));
+					return rc;
+				}
+				io_count(&io->stats.bytes_zeroed, e - s);
+			}
+			covered = MAX(covered, ee);
+		}
+		if (covered <= from)
+			return -EIO; /* no progress: meta_map broke its promise */
+		from = covered;
+	}
+	return 0;
+}
+
+/* one write step: [off, off+len) with len <= IO_CHUNK */
+static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, const char *buf)
+{
+	struct meta_extent ext[IO_MAX_EXT];
+	uint64_t offs[IO_MAX_PIECES];
+	struct iovec iov[IO_MAX_PIECES];
+	int n, i, cnt = 0, rc;
+
+	n = meta_map(io->meta, ino, off, len, true, ext, IO_MAX_EXT);
+	if (n < 0)
+		return n;
+	rc = check_extents(ino, off, len, ext, n);
+	if (rc < 0)
+		return rc;
+
+	for (i = 0; i < n; i++) {
+		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
+		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
+
+		if (!ext[i].pool_off) {
+			g_warning("meta_map(alloc) left a hole in ino %" G_GUINT64_FORMAT, ino);
+			return -EIO;
+		}
+		/* a fresh extent lies inside the step's blocks: padding < one block */
+		if (ext[i].fresh && es < s) {
+			offs[cnt] = ext[i].pool_off;
+			iov[cnt].iov_base = io_zero_block;
+			iov[cnt].iov_len = s - es;
+			io_count(&io->stats.bytes_zeroed, s - es);
+			cnt++;
+		}
+		offs[cnt] = ext[i].pool_off + (s - es);
+		iov[cnt].iov_base = (char *)buf + (s - off);
+		iov[cnt].iov_len = e - s;
+		cnt++;
+		if (ext[i].fresh && e < ee) {
+			offs[cnt] = ext[i].pool_off + (e - es);
+			iov[cnt].iov_base = io_zero_block;
+			iov[cnt].iov_len = ee - e;
+			io_count(&io->stats.bytes_zeroed, ee - e);
+			cnt++;
+		}
+	}
+	rc = remote_writev(io->remote, offs, iov, cnt);
+	if (rc < 0) {
+		g_message("remote_writev(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+			  g_strerror(-rc));
+		return rc;
+	}
+	/* the data is in the pool: now the extents and the size may become durable */
+	return meta_write_done(io->meta, ino, off, len);
+}
+
+static ssize_t io_read_locked(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf,
+			      struct meta_attr *attr)
+{
+	size_t done = 0;
+	int rc;
+
+	rc = meta_getattr(io->meta, ino, attr);
+	if (rc < 0)
+		return rc;
+	if (!S_ISREG(attr->mode))
+		return -EINVAL;
+	if (off >= attr->size || len == 0)
+		return 0;
+	len = MIN((uint64_t)len, attr->size - off);
+	while (done < len) {
+		size_t step = MIN(len - done, (size_t)IO_CHUNK);
+
+		rc = io_read_step(io, ino, off + done, step, buf + done);
+		if (rc < 0)
+			return rc;
+		done += step;
+	}
+	return done;
+}
+
+/* *written gets the bytes that landed even when a later step fails */
+static int io_write_locked(struct io *io, uint64_t ino, uint64_t off, size_t len, const char *buf,
+			   size_t *written)
+{
+	struct meta_attr attr;
+	int rc;
+
+	*written = 0;
+	if (len == 0)
+		return 0;
+	rc = meta_getattr(io->meta, ino, &attr);
+	if (rc < 0)
+		return rc;
+	if (!S_ISREG(attr.mode))
+		return -EINVAL;
+	if (off > attr.size) {
+		/* bytes between EOF and the write must read as zeros */
+		rc = io_zero_allocated(io, ino, attr.size, off);
+		if (rc < 0)
+			return rc;
+	}
+	while (*written < len) {
+		size_t step = MIN(len - *written, (size_t)IO_CHUNK);
+
+		rc = io_write_step(io, ino, off + *written, step, buf + *written);
+		if (rc < 0)
+			return rc;
+		*written += step;
+	}
+	return 0;
+}
+
+/* relatime: atime moves when it is not newer than mtime/ctime, or a day old */
+static void io_touch_atime(struct io *io, uint64_t ino, const struct meta_attr *attr)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (attr->atime.tv_sec < attr->mtime.tv_sec ||
+	    (attr->atime.tv_sec == attr->mtime.tv_sec && attr->atime.tv_nsec <= attr->mtime.tv_nsec) ||
+	    attr->atime.tv_sec < attr->ctime.tv_sec ||
+	    (attr->atime.tv_sec == attr->ctime.tv_sec && attr->atime.tv_nsec <= attr->ctime.tv_nsec) ||
+	    now.tv_sec - attr->atime.tv_sec >= 24 * 3600)
+		meta_touch_atime(io->meta, ino); /* best effort: a read never fails for it */
+}
+
+/* ---- public ---- */
+
+int io_create(struct meta *m, struct remote *r, bool update_atime, struct io **out)
+{
+	struct io *io;
+
+	io = g_new0(struct io, 1);
+	io->meta = m;
+	io->remote = r;
+	io->update_atime = update_atime;
+	pthread_mutex_init(&io->locks_mutex, NULL);
+	io->locks = g_hash_table_new(g_int64_hash, g_int64_equal);
+	*out = io;
+	return 0;
+}
+
+void io_destroy(struct io *io)
+{
+	if (!io)
+		return;
+	if (g_hash_table_size(io->locks))
+		g_warning("io_destroy: %u inode locks still held", g_hash_table_size(io->locks));
+	g_hash_table_destroy(io->locks);
+	pthread_mutex_destroy(&io->locks_mutex);
+	g_free(io);
+}
+
+ssize_t io_read(struct io *io, uint64_t ino, uint64_t off, size_t len, void *buf)
+{
+	struct meta_attr attr;
+	struct io_lock *l;
+	ssize_t n;
+
+	l = io_lock_read(io, ino);
+	n = io_read_locked(io, ino, off, len, buf, &attr);
+	if (n > 0 && io->update_atime)
+		io_touch_atime(io, ino, &attr);
+	io_unlock(io, l);
+	if (n >= 0) {
+		io_count(&io->stats.reads, 1);
+		io_count(&io->stats.bytes_read, n);
+	}
+	return n;
+}
+
+ssize_t io_write(struct io *io, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	struct io_lock *l;
+	size_t written;
+	int rc;
+
+	if (off + len < off)
+		return -EFBIG;
+	l = io_lock_write(io, ino);
+	rc = io_write_locked(io, ino, off, len, buf, &written);
+	io_unlock(io, l);
+	if (written) {
+		io_count(&io->stats.writes, 1);
+		io_count(&io->stats.bytes_written, written);
+		return written; /* a short write keeps what landed */
+	}
+	return rc;
+}
+
+int io_truncate(struct io *io, uint64_t ino, const struct meta_setattr *sa,
+		const struct meta_cred *cred, struct meta_attr *out)
+{
+	struct meta_setattr s = *sa;
+	struct meta_attr attr;
+	struct io_lock *l;
+	int rc;
+
+	if (!(sa->valid & META_SET_SIZE))
+		return meta_setattr(io->meta, ino, sa, cred, out);
+
+	l = io_lock_write(io, ino);
+	rc = meta_getattr(io->meta, ino, &attr);
+	if (rc < 0)
+		goto out_unlock;
+	if (!S_ISREG(attr.mode)) {
+		/* meta gives the right error (-EISDIR, -EINVAL) */
+		rc = meta_setattr(io->meta, ino, sa, cred, out);
+		goto out_unlock;
+	}
+
+	if (s.size != attr.size) {
+		if (!(s.valid & (META_SET_MTIME | META_SET_MTIME_NOW)))
+			s.valid |= META_SET_MTIME_NOW;
+		if (!(s.valid & META_SET_CTIME)) {
+			s.valid |= META_SET_CTIME;
+			clock_gettime(CLOCK_REALTIME, &s.ctime);
+		}
+	}
+	if (s.size < attr.size && s.size % IO_BS) {
+		/* the new last block keeps only bytes below the new size */
+		rc = io_zero_allocated(io, ino, s.size, MIN(attr.size, round_up(s.size)));
+		if (rc < 0)
+			goto out_unlock;
+	} else if (s.size > attr.size) {
+		rc = io_zero_allocated(io, ino, attr.size, s.size);
+		if (rc < 0)
+			goto out_unlock;
+	}
+	rc = meta_setattr(io->meta, ino, &s, cred, out);
+out_unlock:
+	io_unlock(io, l);
+	return rc;
+}
+
+int io_fallocate(struct io *io, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	struct meta_attr attr;
+	struct io_lock *l;
+	uint64_t end = off + len;
+	int rc;
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if (len == 0 || end < off)
+		return -EINVAL;
+
+	l = io_lock_write(io, ino);
+	rc = meta_getattr(io->meta, ino, &attr);
+	if (rc < 0)
+		goto out_unlock;
+	if (!S_ISREG(attr.mode)) {
+		rc = S_ISDIR(attr.mode) ? -EISDIR : -ENODEV;
+		goto out_unlock;
+	}
+
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		uint64_t head_end = MIN(end, round_up(off));
+
+		/* partial blocks at the edges keep their other bytes: zero ours */
+		if (off % IO_BS) {
+			rc = io_zero_allocated(io, ino, off, head_end);
+			if (rc < 0)
+				goto out_unlock;
+		}
+		if (end % IO_BS && round_down(end) >= head_end) {
+			rc = io_zero_allocated(io, ino, MAX(off, round_down(end)), end);
+			if (rc < 0)
+				goto out_unlock;
+		}
+		rc = meta_punch_hole(io->meta, ino, off, len);
+		goto out_unlock;
+	}
+
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > attr.size) {
+		rc = io_zero_allocated(io, ino, attr.size, end);
+		if (rc < 0)
+			goto out_unlock;
+	}
+	rc = meta_fallocate(io->meta, ino, off, len, mode);
+out_unlock:
+	io_unlock(io, l);
+	return rc;
+}
+
+ssize_t io_copy_range(struct io *io, uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+		      uint64_t off_out, size_t len)
+{
+	struct io_lock *l_in = NULL, *l_out;
+	struct meta_attr attr;
+	bool backward = false;
+	size_t done = 0;
+	ssize_t n = 0;
+	char *buf;
+	int rc;
+
+	if (off_out + len < off_out || off_in + len < off_in)
+		return -EFBIG;
+
+	/* two inodes: ascending inode order, whatever the direction */
+	if (ino_in == ino_out) {
+		l_out = io_lock_write(io, ino_out);
+	} else if (ino_in < ino_out) {
+		l_in = io_lock_read(io, ino_in);
+		l_out = io_lock_write(io, ino_out);
+	} else {
+		l_out = io_lock_write(io, ino_out);
+		l_in = io_lock_read(io, ino_in);
+	}
+
+	rc = meta_getattr(io->meta, ino_in, &attr);
+	if (rc < 0) {
+		n = rc;
+		goto out_unlock;
+	}
+	if (!S_ISREG(attr.mode)) {
+		n = -EINVAL;
+		goto out_unlock;
+	}
+	if (off_in >= attr.size || len == 0)
+		goto out_unlock; /* n = 0 */
+	len = MIN((uint64_t)len, attr.size - off_in);
+
+	/* same file, destination above an overlapping source: copy from the end (memmove) */
+	if (ino_in == ino_out && off_out > off_in && off_out < off_in + len)
+		backward = true;
+
+	buf = g_malloc(IO_CHUNK);
+	while (done < len) {
+		size_t step = MIN(len - done, (size_t)IO_CHUNK);
+		uint64_t rel = backward ? len - done - step : done;
+		size_t written;
+		ssize_t got;
+
+		got = io_read_locked(io, ino_in, off_in + rel, step, buf, &attr);
+		if (got >= 0 && (size_t)got < step) /* the source cannot shrink under our lock */
+			got = -EIO;
+		if (got < 0) {
+			rc = got;
+			break;
+		}
+		rc = io_write_locked(io, ino_out, off_out + rel, step, buf, &written);
+		if (!backward)
+			done += written; /* forward: what landed is a prefix of the copy */
+		else if (rc == 0)
+			done += step;
+		if (rc < 0)
+			break;
+	}
+	g_free(buf);
+	/* a backward copy that failed half-way has no meaningful partial count */
+	if (rc < 0 && (backward || done == 0))
+		n = rc;
+	else
+		n = done;
+	if (n > 0) {
+		io_count(&io->stats.copies, 1);
+		io_count(&io->stats.bytes_copied, n);
+	}
+out_unlock:
+	io_unlock(io, l_out);
+	if (l_in)
+		io_unlock(io, l_in);
+	return n;
+}
+
+void io_get_stats(struct io *io, struct io_stats *out)
+{
+	out->reads = __atomic_load_n(&io->stats.reads, __ATOMIC_RELAXED);
+	out->writes = __atomic_load_n(&io->stats.writes, __ATOMIC_RELAXED);
+	out->bytes_read = __atomic_load_n(&io->stats.bytes_read, __ATOMIC_RELAXED);
+	out->bytes_written = __atomic_load_n(&io->stats.bytes_written, __ATOMIC_RELAXED);
+	out->bytes_zeroed = __atomic_load_n(&io->stats.bytes_zeroed, __ATOMIC_RELAXED);
+	out->hole_bytes_read = __atomic_load_n(&io->stats.hole_bytes_read, __ATOMIC_RELAXED);
+	out->copies = __atomic_load_n(&io->stats.copies, __ATOMIC_RELAXED);
+	out->bytes_copied = __atomic_load_n(&io->stats.bytes_copied, __ATOMIC_RELAXED);
+}

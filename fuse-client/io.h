@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * io.h - file data: moves bytes between FUSE buffers and the pool.
+ *
+ * io.c asks meta (meta.h) where a range of a file lives (meta_map), moves the
+ * bytes with remote_readv / remote_writev (remote.h), and tells meta when the
+ * data of a write has landed (meta_write_done: ordered mode, so no durable
+ * extent ever points at unwritten blocks). Holes read as zeros; the parts of
+ * freshly allocated blocks that a write does not cover are zeroed in the same
+ * batch.
+ *
+ * Invariant kept here: bytes of an allocated block that lie past the file's
+ * size are zero. A shrinking truncate zeroes the tail of the new last block
+ * before meta frees the blocks past it; anything that grows the size (write
+ * past EOF, truncate up, fallocate) first zeroes the allocated bytes between
+ * the old size and the new data, so stale bytes (e.g. of a write whose
+ * meta_write_done was lost in a crash) never become visible.
+ *
+ * Concurrency: one rwlock per inode (a refcounted table ino -> lock). Reads
+ * take it shared; writes, truncates, fallocate and the destination of a copy
+ * take it exclusive, so a reader never sees half-zeroed fresh blocks nor
+ * blocks that a truncate is freeing. Two inodes are locked in ascending inode
+ * order. io's locks are taken before meta's internal mutex, never after.
+ *
+ * The block cache (cache.h) sits above this module. All functions are
+ * thread-safe and return 0 / a byte count or -errno.
+ */
+#ifndef RMEM_IO_H
+#define RMEM_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "meta.h"
+
+struct remote;
+struct io;
+
+struct io_stats {
+	uint64_t reads;
+	uint64_t writes;
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	uint64_t bytes_zeroed; /* fresh-block padding, truncate tails, punched edges */
+	uint64_t hole_bytes_read; /* bytes served as zeros without touching the pool */
+	uint64_t copies;
+	uint64_t bytes_copied;
+};
+
+/* update_atime: keep atime with relatime rules (off for read-only mounts) */
+int io_create(struct meta *m, struct remote *r, bool update_atime, struct io **out);
+void io_destroy(struct io *io); /* NULL-tolerant */
+
+/* read up to len bytes at off into buf; returns the bytes read (0 at or past EOF) */
+ssize_t io_read(struct io *io, uint64_t ino, uint64_t off, size_t len, void *buf);
+
+/* write len bytes at off; returns len, or -errno (-ENOSPC when the pool is full) */
+ssize_t io_write(struct io *io, uint64_t ino, uint64_t off, const void *buf, size_t len);
+
+/*
+ * A setattr that changes the size (sa->valid has META_SET_SIZE), applied in
+ * one meta_setattr together with the other fields of sa. Zeroes the tail of
+ * a partial last block before shrinking, and the allocated bytes between the
+ * old and the new size before growing. When the size changes and sa sets no
+ * mtime, mtime and ctime become now (truncate(2) semantics).
+ */
+int io_truncate(struct io *io, uint64_t ino, const struct meta_setattr *sa,
+		const struct meta_cred *cred, struct meta_attr *out);
+
+/*
+ * fallocate: mode 0 or FALLOC_FL_KEEP_SIZE (allocate, zeroed), or
+ * FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (partial edges zeroed, whole
+ * blocks freed). Other modes: -EOPNOTSUPP.
+ */
+int io_fallocate(struct io *io, uint64_t ino, int mode, uint64_t off, uint64_t len);
+
+/*
+ * Copy len bytes from (ino_in, off_in) to (ino_out, off_out) inside the pool
+ * (through a client buffer, not through the kernel). The source range is
+ * clamped at its EOF. Overlapping ranges of one file behave as if the whole
+ * source had been read before anything was written. Returns bytes copied.
+ */
+ssize_t io_copy_range(struct io *io, uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+		      uint64_t off_out, size_t len);
+
+void io_get_stats(struct io *io, struct io_stats *out);
+
+#endif /* RMEM_IO_H */

@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * journal.c - transaction framing, record encoding, the pending buffer, and
+ * replay (see journal.h for the contract, layout.h for the byte format).
+ *
+ * The buffer being built (j->txn) starts with room for the header; commit
+ * fills the header (generation, sequence, length, CRC-32C over the whole txn)
+ * and appends the txn to j->pending. Everything here runs under struct
+ * meta's lock except journal_replay, which runs before the mount is live.
+ */
+#define G_LOG_DOMAIN "rmemfs-journal"
+
+#include "journal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "remote.h"
+
+struct journal {
+	uint64_t off; /* pool offset of the area */
+	uint64_t len;
+	uint64_t fs_id;
+	uint64_t gen; /* generation new txns are tagged with */
+	uint64_t tail; /* area bytes in use by this generation (written or being written) */
+	uint64_t next_seq;
+	GByteArray *pending; /* committed txns not yet handed to the writer */
+	GByteArray *txn; /* the txn being built */
+	uint32_t nrec;
+};
+
+int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct journal **out)
+{
+	struct journal *j = g_new0(struct journal, 1);
+
+	j->off = area_off;
+	j->len = area_len;
+	j->fs_id = fs_id;
+	j->next_seq = 1;
+	j->pending = g_byte_array_new();
+	j->txn = g_byte_array_new();
+	*out = j;
+	return 0;
+}
+
+void journal_destroy(struct journal *j)
+{
+	if (!j)
+		return;
+	g_byte_array_unref(j->pending);
+	g_byte_array_unref(j->txn);
+	g_free(j);
+}
+
+void journal_reset(struct journal *j, uint64_t gen, uint64_t tail, uint64_t next_seq)
+{
+	j->gen = gen;
+	j->tail = tail;
+	j->next_seq = next_seq;
+}
+
+uint64_t journal_gen(const struct journal *j)
+{
+	return j->gen;
+}
+
+uint64_t journal_tail(const struct journal *j)
+{
+	return j->tail;
+}
+
+uint64_t journal_len(const struct journal *j)
+{
+	return j->len;
+}
+
+uint64_t journal_next_seq(const struct journal *j)
+{
+	return j->next_seq;
+}
+
+uint64_t journal_pending_bytes(const struct journal *j)
+{
+	return j->pending->len;
+}
+
+/* ---- building ---- */
+
+void journal_begin(struct journal *j)
+{
+	g_byte_array_set_size(j->txn, sizeof(struct layout_txn_hdr));
+	j->nrec = 0;
+}
+
+uint64_t journal_commit(struct journal *j)
+{
+	struct layout_txn_hdr h;
+	uint64_t seq;
+
+	if (!j->nrec)
+		return 0;
+	seq = j->next_seq++;
+	memset(&h, 0, sizeof(h));
+	h.magic = htole32(LAYOUT_TXN_MAGIC);
+	h.fs_id = htole64(j->fs_id);
+	h.gen = htole64(j->gen);
+	h.seq = htole64(seq);
+	h.len = htole32(j->txn->len);
+	h.nrec = htole32(j->nrec);
+	memcpy(j->txn->data, &h, sizeof(h));
+	h.crc = htole32(layout_crc(j->txn->data, j->txn->len));
+	memcpy(j->txn->data, &h, sizeof(h));
+	g_byte_array_append(j->pending, j->txn->data, j->txn->len);
+	j->nrec = 0;
+	g_byte_array_set_size(j->txn, sizeof(struct layout_txn_hdr));
+	return seq;
+}
+
+static GByteArray *rec(struct journal *j, uint8_t type)
+{
+	j->nrec++;
+	layout_put_u8(j->txn, type);
+	return j->txn;
+}
+
+void journal_rec_inode(struct journal *j, const struct layout_inode *a)
+{
+	layout_put_inode(rec(j, LAYOUT_REC_INODE), a);
+}
+
+void journal_rec_inode_free(struct journal *j, uint64_t ino)
+{
+	layout_put_uv(rec(j, LAYOUT_REC_INODE_FREE), ino);
+}
+
+void journal_rec_dirent_add(struct journal *j, uint64_t dir, const char *name, size_t nlen,
+			    uint64_t ino, uint8_t type, uint64_t cookie)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_DIRENT_ADD);
+
+	layout_put_uv(b, dir);
+	layout_put_uv(b, ino);
+	layout_put_uv(b, cookie);
+	layout_put_u8(b, type);
+	layout_put_u8(b, (uint8_t)nlen);
+	layout_put_bytes(b, name, nlen);
+}
+
+void journal_rec_dirent_del(struct journal *j, uint64_t dir, const char *name, size_t nlen)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_DIRENT_DEL);
+
+	layout_put_uv(b, dir);
+	layout_put_u8(b, (uint8_t)nlen);
+	layout_put_bytes(b, name, nlen);
+}
+
+void journal_rec_ext_set(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count,
+			 uint64_t pb, uint8_t state)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_EXT_SET);
+
+	layout_put_uv(b, ino);
+	layout_put_uv(b, fb);
+	layout_put_uv(b, count);
+	layout_put_uv(b, pb);
+	layout_put_u8(b, state);
+}
+
+void journal_rec_ext_clear(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_EXT_CLEAR);
+
+	layout_put_uv(b, ino);
+	layout_put_uv(b, fb);
+	layout_put_uv(b, count);
+}
+
+void journal_rec_xattr_set(struct journal *j, uint64_t ino, const char *name, const void *value,
+			   size_t len)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_XATTR_SET);
+	size_t nlen = strlen(name);
+
+	layout_put_uv(b, ino);
+	layout_put_uv(b, nlen);
+	layout_put_bytes(b, name, nlen);
+	layout_put_uv(b, len);
+	layout_put_bytes(b, value, len);
+}
+
+void journal_rec_xattr_del(struct journal *j, uint64_t ino, const char *name)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_XATTR_DEL);
+	size_t nlen = strlen(name);
+
+	layout_put_uv(b, ino);
+	layout_put_uv(b, nlen);
+	layout_put_bytes(b, name, nlen);
+}
+
+void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, size_t len)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_SYMLINK);
+
+	layout_put_uv(b, ino);
+	layout_put_uv(b, len);
+	layout_put_bytes(b, target, len);
+}
+
+/* ---- flushing ---- */
+
+GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_seq)
+{
+	GByteArray *buf;
+
+	if (!j->pending->len)
+		return NULL;
+	buf = j->pending;
+	j->pending = g_byte_array_new();
+	*pool_off = j->off + j->tail;
+	*last_seq = j->next_seq - 1;
+	j->tail += buf->len;
+	return buf;
+}
+
+void journal_unwrite(struct journal *j, GByteArray *buf)
+{
+	j->tail -= buf->len;
+	g_byte_array_append(buf, j->pending->data, j->pending->len);
+	g_byte_array_unref(j->pending);
+	j->pending = buf;
+}
+
+bool journal_needs_ckpt(const struct journal *j)
+{
+	return j->tail + j->pending->len > j->len;
+}
+
+void journal_drop_pending(struct journal *j)
+{
+	g_byte_array_set_size(j->pending, 0);
+}
+
+/* ---- replay ---- */
+
+#define REPLAY_WINDOW (4U << 20)
+
+struct window {
+	struct remote *r;
+	uint64_t area_off;
+	uint64_t area_len;
+	uint8_t *buf;
+	size_t cap;
+	uint64_t base; /* area offset of buf[0] */
+	size_t have;
+};
+
+/* make [pos, pos+n) of the area available in the window; returns a pointer or NULL */
+static const uint8_t *window_get(struct window *w, uint64_t pos, size_t n, int *rc)
+{
+	size_t want;
+
+	*rc = 0;
+	if (pos + n > w->area_len)
+		return NULL;
+	if (pos >= w->base && pos + n <= w->base + w->have)
+		return w->buf + (pos - w->base);
+	if (n > w->cap) {
+		w->cap = n;
+		w->buf = g_realloc(w->buf, w->cap);
+	}
+	want = (size_t)MIN((uint64_t)w->cap, w->area_len - pos);
+	*rc = remote_read(w->r, w->area_off + pos, w->buf, want);
+	if (*rc < 0) {
+		w->have = 0;
+		return NULL;
+	}
+	w->base = pos;
+	w->have = want;
+	return w->buf;
+}
+
+static char *get_name(struct layout_rd *rd, size_t nlen)
+{
+	const uint8_t *p = layout_get_bytes(rd, nlen);
+
+	return p ? g_strndup((const char *)p, nlen) : NULL;
+}
+
+static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = layout_get_u8(rd);
+	switch (r->type) {
+	case LAYOUT_REC_INODE:
+		layout_get_inode(rd, &r->inode);
+		r->ino = r->inode.ino;
+		break;
+	case LAYOUT_REC_INODE_FREE:
+		r->ino = layout_get_uv(rd);
+		break;
+	case LAYOUT_REC_DIRENT_ADD:
+		r->dir = layout_get_uv(rd);
+		r->ino = layout_get_uv(rd);
+		r->cookie = layout_get_uv(rd);
+		r->dtype = layout_get_u8(rd);
+		r->nlen = layout_get_u8(rd);
+		r->name = get_name(rd, r->nlen);
+		break;
+	case LAYOUT_REC_DIRENT_DEL:
+		r->dir = layout_get_uv(rd);
+		r->nlen = layout_get_u8(rd);
+		r->name = get_name(rd, r->nlen);
+		break;
+	case LAYOUT_REC_EXT_SET:
+		r->ino = layout_get_uv(rd);
+		r->fblock = layout_get_uv(rd);
+		r->count = layout_get_uv(rd);
+		r->pblock = layout_get_uv(rd);
+		r->state = layout_get_u8(rd);
+		break;
+	case LAYOUT_REC_EXT_CLEAR:
+		r->ino = layout_get_uv(rd);
+		r->fblock = layout_get_uv(rd);
+		r->count = layout_get_uv(rd);
+		break;
+	case LAYOUT_REC_XATTR_SET:
+		r->ino = layout_get_uv(rd);
+		r->nlen = (size_t)layout_get_uv(rd);
+		if (r->nlen > 255)
+			rd->err = -EBADMSG;
+		r->name = get_name(rd, r->nlen);
+		r->vlen = (size_t)layout_get_uv(rd);
+		if (r->vlen > layout_rd_left(rd))
+			rd->err = -EBADMSG;
+		r->value = layout_get_bytes(rd, r->vlen);
+		break;
+	case LAYOUT_REC_XATTR_DEL:
+		r->ino = layout_get_uv(rd);
+		r->nlen = (size_t)layout_get_uv(rd);
+		if (r->nlen > 255)
+			rd->err = -EBADMSG;
+		r->name = get_name(rd, r->nlen);
+		break;
+	case LAYOUT_REC_SYMLINK:
+		r->ino = layout_get_uv(rd);
+		r->vlen = (size_t)layout_get_uv(rd);
+		if (r->vlen > layout_rd_left(rd))
+			rd->err = -EBADMSG;
+		r->value = layout_get_bytes(rd, r->vlen);
+		break;
+	default:
+		rd->err = -EBADMSG;
+	}
+	if (r->type == LAYOUT_REC_DIRENT_ADD || r->type == LAYOUT_REC_DIRENT_DEL) {
+		if (!r->dir || !r->nlen || (r->type == LAYOUT_REC_DIRENT_ADD && !r->ino))
+			rd->err = -EBADMSG;
+	} else if (!r->ino) {
+		rd->err = -EBADMSG;
+	}
+	return rd->err;
+}
+
+static void recs_free(struct journal_rec *recs, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		g_free(recs[i].name);
+	g_free(recs);
+}
+
+int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
+		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		   struct journal_replay_info *info)
+{
+	struct window w = {
+		.r = r, .area_off = j->off, .area_len = j->len, .cap = MIN(REPLAY_WINDOW, j->len)
+	};
+	uint64_t pos = 0, expect = first_seq;
+	int rc = 0;
+
+	memset(info, 0, sizeof(*info));
+	info->last_seq = first_seq - 1;
+	w.buf = g_malloc(w.cap);
+	for (;;) {
+		struct layout_txn_hdr h;
+		const uint8_t *p;
+		struct journal_rec *recs;
+		struct layout_rd rd;
+		uint32_t len, nrec, crc, i;
+		uint8_t *copy;
+
+		p = window_get(&w, pos, sizeof(h), &rc);
+		if (!p) {
+			if (rc < 0)
+				goto out;
+			info->stop_reason = g_strdup("end of the journal area");
+			break;
+		}
+		memcpy(&h, p, sizeof(h));
+		if (le32toh(h.magic) != LAYOUT_TXN_MAGIC || le64toh(h.fs_id) != j->fs_id) {
+			info->stop_reason = g_strdup("no transaction");
+			break;
+		}
+		if (le64toh(h.gen) != gen) {
+			info->stop_reason = g_strdup_printf(
+				"transaction of generation %" G_GUINT64_FORMAT, (guint64)le64toh(h.gen));
+			break;
+		}
+		if (le64toh(h.seq) != expect) {
+			info->torn = true;
+			info->stop_reason = g_strdup_printf(
+				"sequence %" G_GUINT64_FORMAT ", expected %" G_GUINT64_FORMAT,
+				(guint64)le64toh(h.seq), (guint64)expect);
+			break;
+		}
+		len = le32toh(h.len);
+		nrec = le32toh(h.nrec);
+		if (len < sizeof(h) || len > j->len - pos || nrec > len) {
+			info->torn = true;
+			info->stop_reason = g_strdup_printf("bad transaction length %u", len);
+			break;
+		}
+		p = window_get(&w, pos, len, &rc);
+		if (!p) {
+			if (rc < 0)
+				goto out;
+			info->torn = true;
+			info->stop_reason = g_strdup("transaction runs past the area");
+			break;
+		}
+		copy = g_memdup2(p, len);
+		crc = le32toh(h.crc);
+		memset(copy + offsetof(struct layout_txn_hdr, crc), 0, 4);
+		if (layout_crc(copy, len) != crc) {
+			g_free(copy);
+			info->torn = true;
+			info->stop_reason = g_strdup_printf(
+				"checksum mismatch in transaction %" G_GUINT64_FORMAT, (guint64)expect);
+			break;
+		}
+		recs = g_new0(struct journal_rec, MAX(nrec, 1));
+		layout_rd_init(&rd, copy + sizeof(h), len - sizeof(h));
+		for (i = 0; i < nrec && !rd.err; i++)
+			decode_rec(&rd, &recs[i]);
+		if (rd.err || layout_rd_left(&rd)) {
+			recs_free(recs, nrec);
+			g_free(copy);
+			info->torn = true;
+			info->stop_reason = g_strdup_printf(
+				"malformed record in transaction %" G_GUINT64_FORMAT, (guint64)expect);
+			rc = -EUCLEAN;
+			goto out;
+		}
+		for (i = 0; i < nrec && !rc; i++)
+			rc = apply(ctx, &recs[i]);
+		recs_free(recs, nrec);
+		g_free(copy);
+		if (rc)
+			goto out;
+		pos += len;
+		info->txns++;
+		info->bytes = pos;
+		info->last_seq = expect;
+		expect++;
+	}
+out:
+	g_free(w.buf);
+	return rc;
+}

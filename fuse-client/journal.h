@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * journal.h - the metadata journal: transactions of state records.
+ *
+ * One metadata operation is one transaction: journal_begin(), records,
+ * journal_commit(), all under struct meta's lock. Committed transactions wait
+ * in an in-RAM buffer until commit.c writes them, in one batch, after the
+ * current tail of the journal area (journal_take / journal_written). Records
+ * are states, not operations ("inode 5 now has these attributes", "entry
+ * "a" of 1 is inode 5"), so applying one twice gives the same result.
+ *
+ * Replay reads the area from its start and applies transactions of the
+ * current checkpoint generation with consecutive sequence numbers until the
+ * first one that fails a check (magic, fs_id, generation, sequence, length,
+ * CRC-32C): after a crash that is the torn tail, the normal end. Every
+ * record of a transaction is decoded before any is applied, so a
+ * transaction is applied whole or not at all.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef RMEM_JOURNAL_H
+#define RMEM_JOURNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+
+#include "layout.h"
+
+struct remote;
+struct journal;
+
+int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct journal **out);
+void journal_destroy(struct journal *j); /* NULL-tolerant */
+
+/* set the position after load/replay or a checkpoint */
+void journal_reset(struct journal *j, uint64_t gen, uint64_t tail, uint64_t next_seq);
+uint64_t journal_gen(const struct journal *j);
+uint64_t journal_tail(const struct journal *j);
+uint64_t journal_len(const struct journal *j);
+uint64_t journal_next_seq(const struct journal *j); /* seq the txn being built will get */
+uint64_t journal_pending_bytes(const struct journal *j);
+
+/* ---- building transactions ---- */
+
+void journal_begin(struct journal *j);
+/* append the txn to the pending buffer; returns its seq, or 0 if it held no record */
+uint64_t journal_commit(struct journal *j);
+
+void journal_rec_inode(struct journal *j, const struct layout_inode *a);
+void journal_rec_inode_free(struct journal *j, uint64_t ino);
+void journal_rec_dirent_add(struct journal *j, uint64_t dir, const char *name, size_t nlen,
+			    uint64_t ino, uint8_t type, uint64_t cookie);
+void journal_rec_dirent_del(struct journal *j, uint64_t dir, const char *name, size_t nlen);
+void journal_rec_ext_set(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count,
+			 uint64_t pb, uint8_t state);
+void journal_rec_ext_clear(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count);
+void journal_rec_xattr_set(struct journal *j, uint64_t ino, const char *name, const void *value,
+			   size_t len);
+void journal_rec_xattr_del(struct journal *j, uint64_t ino, const char *name);
+void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, size_t len);
+
+/* ---- flushing (commit.c) ---- */
+
+/*
+ * Take the pending buffer for writing: returns it (caller owns it; NULL if
+ * empty), with the pool offset to write it at and the last seq it holds.
+ * The tail advances now; journal_unwrite() undoes it on a failed write.
+ */
+GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_seq);
+void journal_unwrite(struct journal *j, GByteArray *buf);
+/* would tail + pending exceed the area? */
+bool journal_needs_ckpt(const struct journal *j);
+/* drop the pending transactions (a checkpoint now covers them) */
+void journal_drop_pending(struct journal *j);
+
+/* ---- replay ---- */
+
+struct journal_rec {
+	uint8_t type; /* enum layout_rec */
+	struct layout_inode inode; /* INODE */
+	uint64_t ino; /* every type but DIRENT_*, INODE */
+	uint64_t dir; /* DIRENT_* */
+	uint64_t cookie;
+	uint8_t dtype;
+	uint64_t fblock, count, pblock;
+	uint8_t state;
+	char *name; /* NUL-terminated copies (DIRENT_*, XATTR_*) */
+	size_t nlen;
+	const uint8_t *value; /* XATTR_SET value / SYMLINK target (into the txn buffer) */
+	size_t vlen;
+};
+
+struct journal_replay_info {
+	uint64_t txns;
+	uint64_t bytes; /* end of the last applied txn (the new tail) */
+	uint64_t last_seq;
+	bool torn; /* stopped at a txn with our magic, fs_id and generation that failed */
+	char *stop_reason; /* g_malloc'd, why replay stopped */
+};
+
+/*
+ * Replay generation gen from first_seq on: apply(ctx, rec) for every record.
+ * A non-zero apply result stops replay and is returned.
+ */
+int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
+		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		   struct journal_replay_info *info);
+
+#endif /* RMEM_JOURNAL_H */

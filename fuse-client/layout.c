@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * layout.c - on-pool format helpers: geometry, superblock pack/classify,
+ * CRC-32C, and the varint writer/reader the journal and checkpoints use.
+ * Pure functions on memory; nothing here touches the pool.
+ */
+#define G_LOG_DOMAIN "rmemfs-layout"
+
+#include "layout.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+/* ---- geometry and superblock ---- */
+
+static uint64_t clamp_area(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	if (v < lo)
+		v = lo;
+	if (v > hi)
+		v = hi;
+	return v & ~(uint64_t)(LAYOUT_BLOCK - 1);
+}
+
+int layout_geometry(uint64_t size, struct layout_geom *g)
+{
+	memset(g, 0, sizeof(*g));
+	if (size < LAYOUT_MIN_POOL)
+		return -ENOSPC;
+	g->fs_size = size;
+	g->journal_off = LAYOUT_SB_SIZE;
+	g->journal_len = clamp_area(size / 64, 1ULL << 20, 64ULL << 20);
+	g->slot_len = clamp_area(size / 32, 1ULL << 20, 256ULL << 20);
+	g->slot_off[0] = g->journal_off + g->journal_len;
+	g->slot_off[1] = g->slot_off[0] + g->slot_len;
+	g->data_off = g->slot_off[1] + g->slot_len;
+	if (g->data_off >= size)
+		return -ENOSPC;
+	g->data_blocks = (size - g->data_off) / LAYOUT_BLOCK;
+	if (g->data_blocks < 256)
+		return -ENOSPC;
+	return 0;
+}
+
+void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb)
+{
+	memset(sb, 0, sizeof(*sb));
+	memcpy(sb->magic, LAYOUT_SB_MAGIC, 8);
+	sb->version = htole32(LAYOUT_VERSION);
+	sb->block_size = htole32(LAYOUT_BLOCK);
+	sb->fs_size = htole64(g->fs_size);
+	memcpy(sb->uuid, g->uuid, 16);
+	sb->journal_off = htole64(g->journal_off);
+	sb->journal_len = htole64(g->journal_len);
+	sb->slot_off[0] = htole64(g->slot_off[0]);
+	sb->slot_off[1] = htole64(g->slot_off[1]);
+	sb->slot_len = htole64(g->slot_len);
+	sb->data_off = htole64(g->data_off);
+	sb->data_blocks = htole64(g->data_blocks);
+	sb->format_time = htole64(g->format_time);
+	sb->sb_crc = htole32(layout_crc(sb, LAYOUT_SB_STATIC_LEN));
+}
+
+static bool area_ok(uint64_t off, uint64_t len, uint64_t lo, uint64_t size)
+{
+	return off >= lo && len > 0 && off % LAYOUT_BLOCK == 0 && len % LAYOUT_BLOCK == 0 &&
+	       off + len > off && off + len <= size;
+}
+
+enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
+				       struct layout_geom *g, uint32_t *version, const char **why)
+{
+	const uint8_t *b = block0;
+	struct layout_sb sb;
+	uint32_t crc;
+	size_t i;
+
+	*version = 0;
+	if (why)
+		*why = NULL;
+	memcpy(&sb, b, sizeof(sb));
+	if (memcmp(sb.magic, LAYOUT_SB_MAGIC, 8) != 0) {
+		for (i = 0; i < LAYOUT_SB_SIZE; i++) {
+			if (i == LAYOUT_SB_LEASE_OWNER) {
+				i = LAYOUT_SB_LEASE_END - 1;
+				continue;
+			}
+			if (b[i])
+				return LAYOUT_SB_FOREIGN;
+		}
+		return LAYOUT_SB_ZERO;
+	}
+	*version = le32toh(sb.version);
+	if (*version > LAYOUT_VERSION)
+		return LAYOUT_SB_NEWER;
+	if (*version == 0) {
+		if (why)
+			*why = "format version 0";
+		return LAYOUT_SB_CORRUPT;
+	}
+	crc = le32toh(sb.sb_crc);
+	sb.sb_crc = 0;
+	if (layout_crc(&sb, LAYOUT_SB_STATIC_LEN) != crc) {
+		if (why)
+			*why = "superblock checksum mismatch";
+		return LAYOUT_SB_CORRUPT;
+	}
+	memset(g, 0, sizeof(*g));
+	g->fs_size = le64toh(sb.fs_size);
+	memcpy(g->uuid, sb.uuid, 16);
+	memcpy(&g->fs_id, sb.uuid, 8);
+	g->fs_id = le64toh(g->fs_id);
+	g->journal_off = le64toh(sb.journal_off);
+	g->journal_len = le64toh(sb.journal_len);
+	g->slot_off[0] = le64toh(sb.slot_off[0]);
+	g->slot_off[1] = le64toh(sb.slot_off[1]);
+	g->slot_len = le64toh(sb.slot_len);
+	g->data_off = le64toh(sb.data_off);
+	g->data_blocks = le64toh(sb.data_blocks);
+	g->format_time = le64toh(sb.format_time);
+	if (le32toh(sb.block_size) != LAYOUT_BLOCK) {
+		if (why)
+			*why = "unsupported block size";
+		return LAYOUT_SB_CORRUPT;
+	}
+	if (g->fs_size > pool_size) {
+		if (why)
+			*why = "filesystem is larger than the pool";
+		return LAYOUT_SB_CORRUPT;
+	}
+	if (!area_ok(g->journal_off, g->journal_len, LAYOUT_SB_SIZE, g->fs_size) ||
+	    !area_ok(g->slot_off[0], g->slot_len, g->journal_off + g->journal_len, g->fs_size) ||
+	    !area_ok(g->slot_off[1], g->slot_len, g->slot_off[0] + g->slot_len, g->fs_size) ||
+	    g->data_blocks == 0 ||
+	    !area_ok(g->data_off, g->data_blocks * LAYOUT_BLOCK, g->slot_off[1] + g->slot_len,
+		     g->fs_size) ||
+	    g->data_blocks > g->fs_size / LAYOUT_BLOCK) {
+		if (why)
+			*why = "impossible geometry";
+		return LAYOUT_SB_CORRUPT;
+	}
+	return LAYOUT_SB_RMEMFS;
+}
+
+/* ---- crc32c (Castagnoli, reflected 0x82f63b78) ---- */
+
+static uint32_t crc_table[8][256];
+static GOnce crc_once = G_ONCE_INIT;
+
+static gpointer crc_init(gpointer unused)
+{
+	uint32_t i, j, c;
+
+	for (i = 0; i < 256; i++) {
+		c = i;
+		for (j = 0; j < 8; j++)
+			c = (c >> 1) ^ (c & 1 ? 0x82f63b78U : 0);
+		crc_table[0][i] = c;
+	}
+	for (i = 0; i < 256; i++) {
+		c = crc_table[0][i];
+		for (j = 1; j < 8; j++) {
+			c = crc_table[0][c & 0xff] ^ (c >> 8);
+			crc_table[j][i] = c;
+		}
+	}
+	return NULL;
+}
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t len)
+{
+	while (len >= 8) {
+		uint32_t lo, hi;
+
+		memcpy(&lo, p, 4);
+		memcpy(&hi, p + 4, 4);
+		lo = le32toh(lo) ^ crc;
+		hi = le32toh(hi);
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+		      crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+		      crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+		      crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p,
+							      size_t len)
+{
+	uint64_t c = crc;
+
+	while (len >= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+		p += 8;
+		len -= 8;
+	}
+	crc = (uint32_t)c;
+	while (len--)
+		crc = __builtin_ia32_crc32qi(crc, *p++);
+	return crc;
+}
+#endif
+
+uint32_t layout_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return crc32c_hw(crc, buf, len);
+#endif
+	g_once(&crc_once, crc_init, NULL);
+	return crc32c_sw(crc, buf, len);
+}
+
+uint32_t layout_crc(const void *buf, size_t len)
+{
+	return ~layout_crc32c(~0U, buf, len);
+}
+
+/* ---- varints ---- */
+
+size_t layout_uv_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static uint64_t zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+size_t layout_sv_len(int64_t v)
+{
+	return layout_uv_len(zigzag(v));
+}
+
+void layout_put_u8(GByteArray *b, uint8_t v)
+{
+	g_byte_array_append(b, &v, 1);
+}
+
+void layout_put_uv(GByteArray *b, uint64_t v)
+{
+	uint8_t tmp[10];
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		tmp[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	tmp[n++] = (uint8_t)v;
+	g_byte_array_append(b, tmp, (guint)n);
+}
+
+void layout_put_sv(GByteArray *b, int64_t v)
+{
+	layout_put_uv(b, zigzag(v));
+}
+
+void layout_put_bytes(GByteArray *b, const void *p, size_t len)
+{
+	if (len)
+		g_byte_array_append(b, p, (guint)len);
+}
+
+void layout_rd_init(struct layout_rd *rd, const void *buf, size_t len)
+{
+	rd->p = buf;
+	rd->end = rd->p + len;
+	rd->err = 0;
+}
+
+uint8_t layout_get_u8(struct layout_rd *rd)
+{
+	if (rd->err || rd->p >= rd->end) {
+		rd->err = -EBADMSG;
+		return 0;
+	}
+	return *rd->p++;
+}
+
+uint64_t layout_get_uv(struct layout_rd *rd)
+{
+	uint64_t v = 0;
+	unsigned int shift = 0;
+
+	while (!rd->err) {
+		uint8_t c;
+
+		if (rd->p >= rd->end || shift > 63) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		c = *rd->p++;
+		if (shift == 63 && (c & 0x7e)) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return v;
+		shift += 7;
+	}
+	return 0;
+}
+
+int64_t layout_get_sv(struct layout_rd *rd)
+{
+	uint64_t u = layout_get_uv(rd);
+
+	return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+const uint8_t *layout_get_bytes(struct layout_rd *rd, size_t len)
+{
+	const uint8_t *p;
+
+	if (rd->err || (size_t)(rd->end - rd->p) < len) {
+		rd->err = -EBADMSG;
+		return NULL;
+	}
+	p = rd->p;
+	rd->p += len;
+	return p;
+}
+
+/* ---- inode attributes ---- */
+
+static size_t ts_len(const struct timespec *ts)
+{
+	return layout_sv_len(ts->tv_sec) + layout_uv_len((uint64_t)ts->tv_nsec);
+}
+
+size_t layout_inode_len(const struct layout_inode *in)
+{
+	return layout_uv_len(in->ino) + layout_uv_len(in->mode) + layout_uv_len(in->nlink) +
+	       layout_uv_len(in->uid) + layout_uv_len(in->gid) + layout_uv_len(in->rdev) +
+	       layout_uv_len(in->size) + ts_len(&in->atime) + ts_len(&in->mtime) +
+	       ts_len(&in->ctime);
+}
+
+static void put_ts(GByteArray *b, const struct timespec *ts)
+{
+	layout_put_sv(b, ts->tv_sec);
+	layout_put_uv(b, (uint64_t)ts->tv_nsec);
+}
+
+void layout_put_inode(GByteArray *b, const struct layout_inode *in)
+{
+	layout_put_uv(b, in->ino);
+	layout_put_uv(b, in->mode);
+	layout_put_uv(b, in->nlink);
+	layout_put_uv(b, in->uid);
+	layout_put_uv(b, in->gid);
+	layout_put_uv(b, in->rdev);
+	layout_put_uv(b, in->size);
+	put_ts(b, &in->atime);
+	put_ts(b, &in->mtime);
+	put_ts(b, &in->ctime);
+}
+
+static uint32_t get_u32(struct layout_rd *rd)
+{
+	uint64_t v = layout_get_uv(rd);
+
+	if (v > UINT32_MAX)
+		rd->err = -EBADMSG;
+	return (uint32_t)v;
+}
+
+static void get_ts(struct layout_rd *rd, struct timespec *ts)
+{
+	uint64_t nsec;
+
+	ts->tv_sec = (time_t)layout_get_sv(rd);
+	nsec = layout_get_uv(rd);
+	if (nsec >= 1000000000ULL)
+		rd->err = -EBADMSG;
+	ts->tv_nsec = (long)nsec;
+}
+
+int layout_get_inode(struct layout_rd *rd, struct layout_inode *in)
+{
+	in->ino = layout_get_uv(rd);
+	in->mode = get_u32(rd);
+	in->nlink = get_u32(rd);
+	in->uid = get_u32(rd);
+	in->gid = get_u32(rd);
+	in->rdev = layout_get_uv(rd);
+	in->size = layout_get_uv(rd);
+	get_ts(rd, &in->atime);
+	get_ts(rd, &in->mtime);
+	get_ts(rd, &in->ctime);
+	if (!rd->err && (in->ino == 0 || in->size > (uint64_t)INT64_MAX))
+		rd->err = -EBADMSG;
+	return rd->err;
+}

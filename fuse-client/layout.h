@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * layout.h - the on-pool format of rmemfs (format version 1).
+ *
+ * Pool bytes [0, fs_size):
+ *
+ *   [0, 4 KiB)                 superblock (struct layout_sb)
+ *   [journal_off, +journal_len) journal: transactions appended from its start
+ *   [slot_off[0], +slot_len)   checkpoint slot 0
+ *   [slot_off[1], +slot_len)   checkpoint slot 1
+ *   [data_off, +data_blocks*4 KiB) file data, META_BLOCK_SIZE blocks
+ *
+ * journal_len = clamp(size/64, 1 MiB, 64 MiB), slot_len = clamp(size/32,
+ * 1 MiB, 256 MiB), both multiples of 4 KiB (layout_geometry()).
+ *
+ * Fixed-width fields are little-endian. Four superblock words are touched only
+ * through 64-bit RDMA atomics (ckpt_gen, lease_owner, lease_heartbeat) or are
+ * zero: how a NIC orders the bytes of an atomic word is its business, so the
+ * code never mixes plain reads/writes with atomics on them (it only ever
+ * writes them as zero with a plain write, at format).
+ *
+ * Variable-size metadata (journal records, checkpoint payload) uses LEB128
+ * varints (zigzag for signed values) to keep 100,000-entry directories small;
+ * the layout_wr / layout_rd helpers below encode and decode them. Readers
+ * never read past their buffer: a short or malformed buffer sets a sticky
+ * error (-EBADMSG) that the caller checks once.
+ *
+ * Integrity: the superblock's static part, every journal transaction and
+ * every checkpoint carry a CRC-32C (Castagnoli) and the filesystem's fs_id
+ * (from the uuid), so stale bytes of an older generation or of an earlier
+ * filesystem on the same pool are never taken for current ones.
+ */
+#ifndef RMEM_LAYOUT_H
+#define RMEM_LAYOUT_H
+
+#include <assert.h>
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <glib.h>
+
+#define LAYOUT_VERSION 1
+#define LAYOUT_BLOCK 4096U
+#define LAYOUT_SB_SIZE 4096U
+#define LAYOUT_SB_MAGIC "RMEMFS\0\0"
+#define LAYOUT_MIN_POOL (8ULL << 20) /* smaller pools are refused */
+
+/* superblock field offsets (bytes from pool offset 0) */
+#define LAYOUT_SB_STATIC_LEN 112 /* bytes covered by sb_crc */
+#define LAYOUT_SB_CKPT_GEN 128 /* atomics only */
+#define LAYOUT_SB_CLEAN 136 /* plain le64: 1 after a clean unmount */
+#define LAYOUT_SB_LEASE_OWNER 192 /* atomics only; own 64-byte line */
+#define LAYOUT_SB_LEASE_HEARTBEAT 200 /* atomics only */
+#define LAYOUT_SB_LEASE_HOLDER 256 /* char[64], NUL-terminated */
+#define LAYOUT_SB_LEASE_HOLDER_LEN 64
+#define LAYOUT_SB_LEASE_END 320 /* [192, 320) is the lease area */
+
+struct layout_sb {
+	uint8_t magic[8]; /* LAYOUT_SB_MAGIC */
+	__le32 version; /* LAYOUT_VERSION */
+	__le32 block_size; /* LAYOUT_BLOCK */
+	__le64 fs_size; /* pool bytes the filesystem uses */
+	uint8_t uuid[16];
+	__le64 journal_off;
+	__le64 journal_len;
+	__le64 slot_off[2];
+	__le64 slot_len;
+	__le64 data_off;
+	__le64 data_blocks;
+	__le64 format_time; /* seconds since the epoch */
+	__le32 sb_crc; /* crc32c of bytes [0, LAYOUT_SB_STATIC_LEN) with this field 0 */
+	__le32 reserved0;
+	/* 112 */
+	uint8_t reserved1[16];
+	/* 128 */
+	__le64 ckpt_gen; /* generation of the newest complete checkpoint (slot gen & 1) */
+	__le64 clean; /* 1: cleanly unmounted; 0: mounted or crashed */
+	uint8_t reserved2[48];
+	/* 192 */
+	__le64 lease_owner; /* 0: free; else the holder's random id */
+	__le64 lease_heartbeat; /* the holder adds 1 every heartbeat */
+	uint8_t reserved3[48];
+	/* 256 */
+	char lease_holder[LAYOUT_SB_LEASE_HOLDER_LEN]; /* "host pid N" */
+	/* 320 */
+};
+
+static_assert(offsetof(struct layout_sb, sb_crc) == 104, "sb_crc offset");
+static_assert(offsetof(struct layout_sb, ckpt_gen) == LAYOUT_SB_CKPT_GEN, "ckpt_gen offset");
+static_assert(offsetof(struct layout_sb, clean) == LAYOUT_SB_CLEAN, "clean offset");
+static_assert(offsetof(struct layout_sb, lease_owner) == LAYOUT_SB_LEASE_OWNER, "lease offset");
+static_assert(offsetof(struct layout_sb, lease_heartbeat) == LAYOUT_SB_LEASE_HEARTBEAT, "hb");
+static_assert(offsetof(struct layout_sb, lease_holder) == LAYOUT_SB_LEASE_HOLDER, "holder");
+static_assert(sizeof(struct layout_sb) == LAYOUT_SB_LEASE_END, "sb size");
+
+/* the superblock's static part in host form */
+struct layout_geom {
+	uint64_t fs_size;
+	uint8_t uuid[16];
+	uint64_t fs_id; /* first 8 uuid bytes, little-endian: tags txns and checkpoints */
+	uint64_t journal_off;
+	uint64_t journal_len;
+	uint64_t slot_off[2];
+	uint64_t slot_len;
+	uint64_t data_off;
+	uint64_t data_blocks;
+	uint64_t format_time;
+};
+
+/* compute the geometry for a pool of size bytes; -ENOSPC below LAYOUT_MIN_POOL */
+int layout_geometry(uint64_t size, struct layout_geom *g);
+/* fill the static part of *sb (lease, ckpt_gen, clean left zero) and its crc */
+void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb);
+
+enum layout_sb_kind {
+	LAYOUT_SB_RMEMFS = 0, /* valid version-1 superblock */
+	LAYOUT_SB_ZERO, /* all zero outside the lease area: a fresh pool */
+	LAYOUT_SB_NEWER, /* rmemfs magic, newer format version */
+	LAYOUT_SB_CORRUPT, /* rmemfs magic, but bad crc / version 0 / impossible geometry */
+	LAYOUT_SB_FOREIGN, /* something else */
+};
+
+/*
+ * Classify block 0 (LAYOUT_SB_SIZE bytes) and, for LAYOUT_SB_RMEMFS, unpack
+ * the geometry (checked against pool_size). *version gets the format version
+ * found (for messages). *why (may be NULL) names what is wrong for CORRUPT.
+ */
+enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
+				       struct layout_geom *g, uint32_t *version, const char **why);
+
+/* ---- journal transactions ---- */
+
+#define LAYOUT_TXN_MAGIC 0x58544d52U /* "RMTX" little-endian */
+
+struct layout_txn_hdr {
+	__le32 magic;
+	__le32 crc; /* crc32c of the whole txn (header with crc 0, then records) */
+	__le64 fs_id;
+	__le64 gen; /* checkpoint generation this txn follows */
+	__le64 seq; /* consecutive within a generation, starting at the ckpt's first_seq */
+	__le32 len; /* bytes, header included */
+	__le32 nrec;
+};
+static_assert(sizeof(struct layout_txn_hdr) == 40, "txn header size");
+
+/* record types (one byte, then the body) */
+enum layout_rec {
+	LAYOUT_REC_INODE = 1, /* layout_inode: create or update attributes */
+	LAYOUT_REC_INODE_FREE = 2, /* uv ino: drop inode, extents, xattrs, symlink */
+	LAYOUT_REC_DIRENT_ADD = 3, /* uv dir, uv ino, uv cookie, u8 type, u8 nlen, name */
+	LAYOUT_REC_DIRENT_DEL = 4, /* uv dir, u8 nlen, name */
+	LAYOUT_REC_EXT_SET = 5, /* uv ino, uv fblock, uv count, uv pblock, u8 state */
+	LAYOUT_REC_EXT_CLEAR = 6, /* uv ino, uv fblock, uv count */
+	LAYOUT_REC_XATTR_SET = 7, /* uv ino, uv nlen, name, uv vlen, value */
+	LAYOUT_REC_XATTR_DEL = 8, /* uv ino, uv nlen, name */
+	LAYOUT_REC_SYMLINK = 9, /* uv ino, uv len, target */
+};
+
+/* ---- checkpoints ---- */
+
+#define LAYOUT_CKPT_MAGIC "RMCKPT\0\0"
+#define LAYOUT_CKPT_HDR_SIZE 128
+
+struct layout_ckpt_hdr {
+	uint8_t magic[8];
+	__le32 version; /* LAYOUT_VERSION */
+	__le32 hdr_crc; /* crc32c of this header with the field 0 */
+	__le64 fs_id;
+	__le64 gen;
+	__le64 first_seq; /* seq of the first journal txn that follows */
+	__le64 payload_len;
+	__le32 payload_crc;
+	__le32 reserved0;
+	__le64 next_ino;
+	__le64 ninodes;
+	__le64 data_blocks; /* bits in the bitmap at the end of the payload */
+	uint8_t reserved1[48];
+};
+static_assert(sizeof(struct layout_ckpt_hdr) == LAYOUT_CKPT_HDR_SIZE, "ckpt header size");
+
+/*
+ * Inode attributes as records and checkpoints carry them: the journal's
+ * LAYOUT_REC_INODE body and the head of each inode in a checkpoint.
+ */
+struct layout_inode {
+	uint64_t ino;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	uint64_t size;
+	struct timespec atime;
+	struct timespec mtime;
+	struct timespec ctime;
+};
+
+/* extent states on the pool (checkpoints, EXT_SET records) */
+enum layout_ext_state {
+	LAYOUT_EXT_WRITTEN = 0, /* blocks hold file data */
+	LAYOUT_EXT_UNWRITTEN = 1, /* preallocated (fallocate): reads as zeros */
+};
+
+/* ---- crc32c ---- */
+
+uint32_t layout_crc32c(uint32_t crc, const void *buf, size_t len);
+/* crc32c of a whole buffer (initial ~0, final inversion) */
+uint32_t layout_crc(const void *buf, size_t len);
+
+/* ---- varint writer / reader ---- */
+
+size_t layout_uv_len(uint64_t v);
+size_t layout_sv_len(int64_t v); /* zigzag */
+
+void layout_put_u8(GByteArray *b, uint8_t v);
+void layout_put_uv(GByteArray *b, uint64_t v);
+void layout_put_sv(GByteArray *b, int64_t v);
+void layout_put_bytes(GByteArray *b, const void *p, size_t len);
+
+struct layout_rd {
+	const uint8_t *p;
+	const uint8_t *end;
+	int err; /* 0 or -EBADMSG, sticky */
+};
+
+void layout_rd_init(struct layout_rd *rd, const void *buf, size_t len);
+uint8_t layout_get_u8(struct layout_rd *rd);
+uint64_t layout_get_uv(struct layout_rd *rd);
+int64_t layout_get_sv(struct layout_rd *rd);
+/* pointer to the next len bytes (NULL and err set if short) */
+const uint8_t *layout_get_bytes(struct layout_rd *rd, size_t len);
+static inline size_t layout_rd_left(const struct layout_rd *rd)
+{
+	return (size_t)(rd->end - rd->p);
+}
+
+/* inode attribute bodies */
+size_t layout_inode_len(const struct layout_inode *in);
+void layout_put_inode(GByteArray *b, const struct layout_inode *in);
+/* -EBADMSG also for out-of-range values (nsec >= 1e9, 32-bit fields) */
+int layout_get_inode(struct layout_rd *rd, struct layout_inode *in);
+
+#endif /* RMEM_LAYOUT_H */

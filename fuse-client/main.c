@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * main.c - the rmemfs program: rmemfs SERVER[:PORT] MOUNTPOINT [-f] [-d] [-o OPTIONS]
+ *
+ * Order of events, chosen so that every failure is reported on the terminal
+ * (or to mount(8) through mount.fuse3) with a non-zero exit status:
+ *   parse options -> load the token -> fuse_session_new (checks libfuse's
+ *   options) -> [fork; the parent waits for the child's verdict] -> connect
+ *   (remote_open) -> meta_mount (superblock, lease, recovery) ->
+ *   fuse_session_mount -> tell the parent "mounted", detach -> serve.
+ * libfuse's fuse_daemonize() cannot be used: it forks after the mount, and
+ * the threads meta_mount starts (lease heartbeat, journal flusher) would not
+ * survive a fork. So we fork first, before any thread exists, and do the
+ * daemon's detaching ourselves once the mount stands.
+ *
+ * Unmount (fusermount3 -u / umount, or SIGTERM/SIGINT/SIGHUP through libfuse's
+ * handlers) ends the loop; then the data is flushed (ops destroy), and
+ * meta_unmount writes a checkpoint, marks the pool clean and frees the lease.
+ */
+#define G_LOG_DOMAIN "rmemfs"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+#include <glib.h>
+
+#include "cache.h"
+#include "config.h"
+#include "io.h"
+#include "meta.h"
+#include "ops.h"
+#include "options.h"
+#include "remote.h"
+
+#define MAIN_BOUNCE_SIZE (2U << 20) /* per channel: a 1 MiB request and its padding */
+#define MAIN_LEASE_TAKEOVER_MS 10000
+
+/* ---- detaching ---- */
+
+/*
+ * Fork. The parent waits until the child writes one byte to the pipe (it is
+ * mounted: exit 0) or exits (it failed and printed why: exit with its
+ * status). The child returns with *notify_fd set. Returns 0 or -errno.
+ */
+static int daemon_fork(int *notify_fd)
+{
+	int status, p[2];
+	ssize_t n;
+	pid_t pid;
+	char c;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		fprintf(stderr, "rmemfs: pipe: %s\n", g_strerror(errno));
+		return -errno;
+	}
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "rmemfs: fork: %s\n", g_strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		do {
+			n = read(p[0], &c, 1);
+		} while (n < 0 && errno == EINTR);
+		if (n == 1)
+			_exit(0);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		_exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
+	}
+	close(p[0]);
+	*notify_fd = p[1];
+	return 0;
+}
+
+/* the daemon's log goes to syslog once stderr is gone */
+static GLogWriterOutput syslog_writer(GLogLevelFlags level, const GLogField *fields,
+				      gsize n_fields, gpointer user_data)
+{
+	const char *domain = NULL, *message = NULL;
+	int prio;
+	gsize i;
+
+	for (i = 0; i < n_fields; i++) {
+		if (!strcmp(fields[i].key, "GLIB_DOMAIN"))
+			domain = fields[i].value;
+		else if (!strcmp(fields[i].key, "MESSAGE"))
+			message = fields[i].value;
+	}
+#if GLIB_CHECK_VERSION(2, 68, 0)
+	if (g_log_writer_default_would_drop(level, domain))
+		return G_LOG_WRITER_HANDLED; /* debug output not asked for by G_MESSAGES_DEBUG */
+#else
+	if ((level & (G_LOG_LEVEL_DEBUG | G_LOG_LEVEL_INFO)) && !g_getenv("G_MESSAGES_DEBUG"))
+		return G_LOG_WRITER_HANDLED;
+#endif
+	if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
+		prio = LOG_ERR;
+	else if (level & G_LOG_LEVEL_WARNING)
+		prio = LOG_WARNING;
+	else if (level & (G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO))
+		prio = LOG_INFO;
+	else
+		prio = LOG_DEBUG;
+	syslog(prio, "%s: %s", domain ? domain : "rmemfs", message ? message : "");
+	return G_LOG_WRITER_HANDLED;
+}
+
+/* mounted: detach from the terminal and let the waiting parent exit 0 */
+static void daemon_ready(int notify_fd)
+{
+	int nullfd;
+
+	if (setsid() < 0)
+		g_message("setsid: %s", g_strerror(errno));
+	if (chdir("/") < 0)
+		g_message("chdir /: %s", g_strerror(errno));
+	openlog("rmemfs", LOG_PID, LOG_DAEMON);
+	g_log_set_writer_func(syslog_writer, NULL, NULL);
+	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (write(notify_fd, "1", 1) != 1)
+		g_message("telling the parent we are mounted: %s", g_strerror(errno));
+	close(notify_fd);
+}
+
+/* ---- connection ---- */
+
+static const char *connect_hint(int rc)
+{
+	switch (rc) {
+	case -ECONNREFUSED:
+		return " (is a memserver listening there?)";
+	case -EPERM:
+	case -EACCES:
+		return " (the memserver refused the token: check -o token_file=)";
+	case -ETIMEDOUT:
+		return " (no answer: wrong address, firewall, or the server is stuck)";
+	case -ENOENT:
+		return " (the name does not resolve)";
+	case -ENODEV:
+		return " (no RDMA device reaches the server: try -o transport=tcp)";
+	case -EPROTONOSUPPORT:
+		return " (the server speaks another protocol version)";
+	default:
+		return "";
+	}
+}
+
+static void print_stats(struct cache *cache)
+{
+	char line[512];
+
+	cache_describe(cache, line, sizeof(line));
+	fprintf(stderr, "rmemfs: %s\n", line);
+}
+
+int main(int argc, char **argv)
+{
+	struct meta_mount_opts mount_opts;
+	struct cache_config cache_cfg;
+	struct remote_config rcfg;
+	struct fuse_session *se;
+	struct remote *remote = NULL;
+	struct meta *meta = NULL;
+	struct cache *cache = NULL;
+	struct io *io = NULL;
+	struct ops_ctx ctx;
+	struct options o;
+	char *err_msg = NULL, *holder = NULL;
+	int notify_fd = -1, status = 1, rc;
+
+	rc = options_parse(&o, argc, argv);
+	if (rc < 0) {
+		options_free(&o);
+		return 2;
+	}
+	if (o.show_help) {
+		options_print_help(argv[0]);
+		options_free(&o);
+		return 0;
+	}
+	if (o.show_version) {
+		printf("rmemfs version %s\n", RMEM_VERSION);
+		fflush(stdout);
+		fuse_lowlevel_version();
+		options_free(&o);
+		return 0;
+	}
+
+	memset(&rcfg, 0, sizeof(rcfg));
+	xport_params_init(&rcfg.params);
+	if (o.token_file) {
+		rc = proto_token_load(o.token_file, rcfg.params.token_hash);
+		if (rc < 0) {
+			fprintf(stderr, "rmemfs: token_file=%s: %s\n", o.token_file,
+				rc == -EINVAL ? "the file holds no token" : g_strerror(-rc));
+			options_free(&o);
+			return 1;
+		}
+	}
+	rcfg.transport = o.transport;
+	rcfg.params.host = o.host;
+	rcfg.params.port = o.port;
+	rcfg.params.poll_mode = o.poll_mode;
+	rcfg.qps = o.qps;
+	rcfg.bounce_size = MAIN_BOUNCE_SIZE;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.entry_timeout = o.entry_timeout;
+	ctx.attr_timeout = o.attr_timeout;
+	ctx.direct_io = o.direct_io;
+	ctx.default_permissions = o.default_permissions;
+	ctx.readahead = o.readahead;
+
+	se = fuse_session_new(&o.args, &ops_lowlevel, sizeof(ops_lowlevel), &ctx);
+	if (!se) {
+		options_free(&o); /* libfuse said which option it did not like */
+		return 2;
+	}
+
+	if (!o.foreground && daemon_fork(&notify_fd) < 0)
+		goto out_session;
+	signal(SIGPIPE, SIG_IGN); /* a dead server is an error code, not a signal */
+
+	rc = remote_open(&rcfg, &remote);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: cannot reach the pool at %s over %s: %s%s\n", o.server,
+			o.transport, g_strerror(-rc), connect_hint(rc));
+		goto out_session;
+	}
+
+	memset(&mount_opts, 0, sizeof(mount_opts));
+	holder = g_strdup_printf("%s pid %d", g_get_host_name(), (int)getpid());
+	mount_opts.format = o.format;
+	mount_opts.read_only = o.read_only;
+	mount_opts.lease_takeover_ms = MAIN_LEASE_TAKEOVER_MS;
+	mount_opts.holder_name = holder;
+	rc = meta_mount(remote, &mount_opts, &meta, &err_msg);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: cannot mount the pool at %s: %s\n", o.server,
+			err_msg ? err_msg : g_strerror(-rc));
+		goto out_remote;
+	}
+
+	io_create(meta, remote, !o.read_only, &io);
+	memset(&cache_cfg, 0, sizeof(cache_cfg));
+	cache_cfg.size = o.cache_size;
+	cache_cfg.block_size = o.block_size;
+	cache_cfg.readahead = o.readahead;
+	cache_cfg.writeback = o.writeback;
+	rc = cache_create(&cache_cfg, io, &cache);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: cache_create: %s\n", g_strerror(-rc));
+		goto out_meta;
+	}
+	ctx.meta = meta;
+	ctx.io = io;
+	ctx.cache = cache;
+
+	if (fuse_set_signal_handlers(se) != 0) {
+		fprintf(stderr, "rmemfs: cannot install signal handlers\n");
+		goto out_meta;
+	}
+	if (fuse_session_mount(se, o.mountpoint) != 0) {
+		fprintf(stderr, "rmemfs: cannot mount on %s (see the message above)\n",
+			o.mountpoint);
+		goto out_signals;
+	}
+	g_message("mounted %s (%s, %s) on %s", o.server, remote_transport(remote),
+		  o.read_only ? "read-only" : "read-write", o.mountpoint);
+	if (notify_fd >= 0) {
+		daemon_ready(notify_fd);
+		notify_fd = -1;
+	}
+
+	if (o.singlethread) {
+		rc = fuse_session_loop(se);
+	} else {
+#if FUSE_USE_VERSION >= 312
+		struct fuse_loop_config *loop_cfg = fuse_loop_cfg_create();
+
+		fuse_loop_cfg_set_clone_fd(loop_cfg, o.clone_fd);
+		/* UINT_MAX: not given on the command line, keep libfuse's default */
+		if (o.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(loop_cfg, o.max_idle_threads);
+		if (o.max_threads > 0 && o.max_threads != UINT_MAX)
+			fuse_loop_cfg_set_max_threads(loop_cfg, o.max_threads);
+		rc = fuse_session_loop_mt(se, loop_cfg);
+		fuse_loop_cfg_destroy(loop_cfg);
+#else
+		struct fuse_loop_config loop_cfg = {
+			.clone_fd = o.clone_fd,
+			.max_idle_threads = o.max_idle_threads,
+		};
+
+		rc = fuse_session_loop_mt(se, &loop_cfg);
+#endif
+	}
+	/* > 0: ended by that signal, which is a normal way to stop */
+	status = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		g_message("fuse_session_loop: %s", g_strerror(-rc));
+	fuse_session_unmount(se);
+
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_meta:
+	/* the session goes first: its destroy callback flushes the cache */
+	fuse_session_destroy(se);
+	se = NULL;
+	if (o.debug && cache)
+		print_stats(cache);
+	cache_destroy(cache);
+	io_destroy(io);
+	rc = meta_unmount(meta);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: unmount did not complete cleanly: %s (the next mount recovers)\n",
+			g_strerror(-rc));
+		status = 1;
+	}
+out_remote:
+	remote_close(remote);
+out_session:
+	if (se)
+		fuse_session_destroy(se);
+	g_free(holder);
+	g_free(err_msg);
+	options_free(&o);
+	if (notify_fd >= 0)
+		close(notify_fd); /* the parent sees EOF and reports our status */
+	return status;
+}

@@ -1,0 +1,872 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ops.c - FUSE lowlevel operations (see ops.h).
+ *
+ * Every handler replies exactly once: the reply call is the last statement
+ * of each path, errors as fuse_reply_err(req, -rc). Handlers hold no locks of
+ * their own; meta serialises metadata inside, io takes the per-inode data
+ * locks. Data moves only through cache.h, bracketed by cache_flush /
+ * cache_invalidate around operations that touch the pool directly
+ * (truncate, fallocate, copy_file_range, SEEK_DATA/HOLE).
+ *
+ * Lookup references: meta counts one per successful lookup/create/mknod/
+ * mkdir/symlink/link (and readdirplus entry); when the kernel never receives
+ * such a reply (the request was interrupted, fuse_reply_* says -ENOENT) the
+ * reference is given back at once with meta_forget.
+ */
+#define G_LOG_DOMAIN "rmemfs-ops"
+
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "cache.h"
+#include "io.h"
+#include "meta.h"
+
+#define OPS_MAX_WRITE (1U << 20)
+#define OPS_BLKSIZE (64U << 10) /* st_blksize: the I/O size we like */
+
+static struct ops_ctx *req_ctx(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct meta_cred req_cred(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct meta_cred cred = { .uid = c->uid, .gid = c->gid };
+
+	return cred;
+}
+
+static void attr_to_stat(const struct meta_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = a->size;
+	st->st_blocks = a->blocks * (META_BLOCK_SIZE / 512);
+	st->st_blksize = OPS_BLKSIZE;
+	st->st_atim = a->atime;
+	st->st_mtim = a->mtime;
+	st->st_ctim = a->ctime;
+}
+
+static void fill_entry(struct ops_ctx *ctx, const struct meta_attr *a, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = a->generation;
+	attr_to_stat(a, &e->attr);
+	e->attr_timeout = ctx->attr_timeout;
+	e->entry_timeout = ctx->entry_timeout;
+}
+
+/* reply to lookup/mknod/mkdir/symlink/link; gives the reference back if the reply is lost */
+static void reply_entry(fuse_req_t req, int rc, const struct meta_attr *a)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct fuse_entry_param e;
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fill_entry(ctx, a, &e);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		meta_forget(ctx->meta, a->ino, 1);
+}
+
+static void want(struct fuse_conn_info *conn, unsigned int cap)
+{
+	if (conn->capable & cap)
+		conn->want |= cap;
+}
+
+static void ops_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct ops_ctx *ctx = userdata;
+
+	conn->max_write = OPS_MAX_WRITE; /* libfuse derives max_pages from it */
+	if (ctx->readahead && ctx->readahead < conn->max_readahead)
+		conn->max_readahead = ctx->readahead;
+	conn->time_gran = 1;
+	want(conn, FUSE_CAP_ASYNC_READ);
+	want(conn, FUSE_CAP_ATOMIC_O_TRUNC); /* open() truncates: one request, no window */
+	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	want(conn, FUSE_CAP_PARALLEL_DIROPS);
+	want(conn, FUSE_CAP_ASYNC_DIO);
+	want(conn, FUSE_CAP_CACHE_SYMLINKS); /* a symlink never changes */
+	/* pages cached across opens are refreshed when mtime/size change */
+	want(conn, FUSE_CAP_AUTO_INVAL_DATA);
+	/*
+	 * Issue 4 keeps the kernel in write-through mode: O_APPEND and size
+	 * semantics are tested without the writeback cache first. Splice buys
+	 * nothing here: the data is copied into the transport anyway.
+	 */
+	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			FUSE_CAP_SPLICE_MOVE | FUSE_CAP_EXPORT_SUPPORT);
+	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
+		conn->proto_major, conn->proto_minor, conn->max_write, conn->max_readahead,
+		conn->want);
+}
+
+static void ops_destroy(void *userdata)
+{
+	struct ops_ctx *ctx = userdata;
+	int rc;
+
+	/* meta_unmount (main.c) flushes metadata; the data has to be there first */
+	rc = cache_flush_all(ctx->cache);
+	if (rc < 0)
+		g_message("cache_flush_all at unmount: %s", g_strerror(-rc));
+}
+
+static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_lookup(ctx->meta, parent, name, &a);
+	if (rc == -ENOENT && ctx->entry_timeout > 0) {
+		struct fuse_entry_param e;
+
+		/* a negative entry: the kernel may remember the absence */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = ctx->entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry(req, rc, &a);
+}
+
+/* after dropping references: if the inode is gone, so is any cached data of it */
+static void forget_one(struct ops_ctx *ctx, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct meta_attr a;
+
+	meta_forget(ctx->meta, ino, nlookup);
+	if (meta_getattr(ctx->meta, ino, &a) == -ENOENT)
+		cache_forget(ctx->cache, ino);
+}
+
+static void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_one(req_ctx(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void ops_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		forget_one(ctx, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_attr a;
+	struct stat st;
+	int rc;
+
+	rc = meta_getattr(ctx->meta, ino, &a);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	attr_to_stat(&a, &st);
+	fuse_reply_attr(req, &st, ctx->attr_timeout);
+}
+
+/* truncate through io (it zeroes partial blocks), with the cache kept coherent */
+static int do_truncate(struct ops_ctx *ctx, fuse_ino_t ino, const struct meta_setattr *sa,
+		       const struct meta_cred *cred, struct meta_attr *out)
+{
+	int rc;
+
+	rc = cache_flush(ctx->cache, ino);
+	if (rc < 0)
+		return rc;
+	rc = io_truncate(ctx->io, ino, sa, cred, out);
+	cache_invalidate(ctx->cache, ino, sa->size, UINT64_MAX);
+	return rc;
+}
+
+static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct meta_setattr sa;
+	struct meta_attr a;
+	struct stat st;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		sa.valid |= META_SET_MODE;
+		sa.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		sa.valid |= META_SET_UID;
+		sa.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		sa.valid |= META_SET_GID;
+		sa.gid = attr->st_gid;
+	}
+	/* utimensat(UTIME_NOW) arrives as *_NOW; UTIME_OMIT as neither bit */
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		sa.valid |= META_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		sa.valid |= META_SET_ATIME;
+		sa.atime = attr->st_atim;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		sa.valid |= META_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		sa.valid |= META_SET_MTIME;
+		sa.mtime = attr->st_mtim;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		sa.valid |= META_SET_CTIME;
+		sa.ctime = attr->st_ctim;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (attr->st_size < 0) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		sa.valid |= META_SET_SIZE;
+		sa.size = attr->st_size;
+		rc = do_truncate(ctx, ino, &sa, &cred, &a);
+	} else {
+		rc = meta_setattr(ctx->meta, ino, &sa, &cred, &a);
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	attr_to_stat(&a, &st);
+	fuse_reply_attr(req, &st, ctx->attr_timeout);
+}
+
+static void ops_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	char buf[PATH_MAX + 1];
+	int rc;
+
+	rc = meta_readlink(ctx->meta, ino, buf, sizeof(buf));
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fuse_reply_readlink(req, buf);
+}
+
+static void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct meta_attr a;
+	int rc;
+
+	if (!(mode & S_IFMT))
+		mode |= S_IFREG; /* mknod(path, 0644, 0) makes a regular file */
+	rc = meta_mknod(ctx->meta, parent, name, mode, rdev, &cred, &a);
+	reply_entry(req, rc, &a);
+}
+
+static void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_mkdir(ctx->meta, parent, name, mode & 07777, &cred, &a);
+	reply_entry(req, rc, &a);
+}
+
+static void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -meta_unlink(req_ctx(req)->meta, parent, name));
+}
+
+static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -meta_rmdir(req_ctx(req)->meta, parent, name));
+}
+
+static void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_symlink(ctx->meta, parent, name, link, &cred, &a);
+	reply_entry(req, rc, &a);
+}
+
+static void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		       const char *newname, unsigned int flags)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT is for overlay filesystems */
+		return;
+	}
+	fuse_reply_err(req, -meta_rename(req_ctx(req)->meta, parent, name, newparent, newname,
+					 flags));
+}
+
+static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_link(ctx->meta, ino, newparent, newname, &a);
+	reply_entry(req, rc, &a);
+}
+
+/* O_TRUNC at open/create: size 0, and mtime/ctime move even if it was empty (as Linux does) */
+static int open_truncate(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct meta_setattr sa;
+	struct meta_attr a;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.valid = META_SET_SIZE | META_SET_MTIME_NOW | META_SET_CTIME;
+	sa.size = 0;
+	clock_gettime(CLOCK_REALTIME, &sa.ctime);
+	return do_truncate(ctx, ino, &sa, &cred, &a);
+}
+
+static void set_open_flags(struct ops_ctx *ctx, struct fuse_file_info *fi)
+{
+	/* O_DIRECT, or -o direct_io: this descriptor bypasses the page cache */
+	fi->direct_io = ctx->direct_io || (fi->flags & O_DIRECT);
+	/* else pages survive close/open: this client is the pool's only writer */
+	fi->keep_cache = !fi->direct_io;
+}
+
+static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	int rc;
+
+	rc = meta_open(ctx->meta, ino);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (fi->flags & O_TRUNC) {
+		rc = open_truncate(req, ino);
+		if (rc < 0) {
+			meta_release(ctx->meta, ino);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	set_open_flags(ctx, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		meta_release(ctx->meta, ino); /* interrupted: no release will come */
+}
+
+static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	struct fuse_entry_param e;
+	bool existed = false;
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_mknod(ctx->meta, parent, name, S_IFREG | (mode & 07777), 0, &cred, &a);
+	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* another opener created it since the kernel's lookup: open that one */
+		rc = meta_lookup(ctx->meta, parent, name, &a);
+		if (rc == 0 && !S_ISREG(a.mode)) {
+			meta_forget(ctx->meta, a.ino, 1);
+			rc = S_ISDIR(a.mode) ? -EISDIR : -EEXIST;
+		}
+		existed = true;
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = meta_open(ctx->meta, a.ino);
+	if (rc == 0 && existed && (fi->flags & O_TRUNC)) {
+		rc = open_truncate(req, a.ino);
+		if (rc == 0)
+			rc = meta_getattr(ctx->meta, a.ino, &a);
+		if (rc < 0)
+			meta_release(ctx->meta, a.ino);
+	}
+	if (rc < 0) {
+		meta_forget(ctx->meta, a.ino, 1);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	set_open_flags(ctx, fi);
+	fill_entry(ctx, &a, &e);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		meta_release(ctx->meta, a.ino);
+		meta_forget(ctx->meta, a.ino, 1);
+	}
+}
+
+static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	ssize_t n;
+	char *buf;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = g_try_malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = cache_read(ctx->cache, ino, off, size, buf);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_buf(req, buf, n);
+	g_free(buf);
+}
+
+static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	ssize_t n;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	n = cache_write(ctx->cache, ino, off, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -cache_flush(req_ctx(req)->cache, ino));
+}
+
+static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	meta_release(req_ctx(req)->meta, ino);
+	fuse_reply_err(req, 0);
+}
+
+static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	int rc;
+
+	/* data first (ordered mode), then every journal transaction so far */
+	rc = cache_flush(ctx->cache, ino);
+	if (rc == 0)
+		rc = meta_sync(ctx->meta);
+	fuse_reply_err(req, -rc);
+}
+
+static void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_attr a;
+	int rc;
+
+	rc = meta_getattr(ctx->meta, ino, &a);
+	if (rc == 0 && !S_ISDIR(a.mode))
+		rc = -ENOTDIR;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = 0;
+	fuse_reply_open(req, fi);
+}
+
+struct dir_fill {
+	fuse_req_t req;
+	struct ops_ctx *ctx;
+	bool plus;
+	char *buf;
+	size_t size;
+	size_t pos;
+};
+
+static int dir_fill(void *opaque, const char *name, const struct meta_attr *attr,
+		    uint64_t next_cookie)
+{
+	struct dir_fill *d = opaque;
+	size_t need, room = d->size - d->pos;
+
+	if (d->plus) {
+		struct fuse_entry_param e;
+
+		fill_entry(d->ctx, attr, &e);
+		need = fuse_add_direntry_plus(d->req, d->buf + d->pos, room, name, &e, next_cookie);
+	} else {
+		struct stat st;
+
+		memset(&st, 0, sizeof(st));
+		st.st_ino = attr->ino;
+		st.st_mode = attr->mode;
+		need = fuse_add_direntry(d->req, d->buf + d->pos, room, name, &st, next_cookie);
+	}
+	if (need > room)
+		return 1; /* full: meta keeps this entry for the next call */
+	d->pos += need;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct dir_fill d = { .req = req, .ctx = ctx, .plus = plus, .size = size };
+	int rc;
+
+	d.buf = g_try_malloc(size ? size : 1);
+	if (!d.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = meta_readdir(ctx->meta, ino, off, plus, dir_fill, &d);
+	if (rc < 0 && d.pos == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, d.buf, d.pos); /* 0 bytes: end of directory */
+	g_free(d.buf);
+}
+
+static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -meta_sync(req_ctx(req)->meta));
+}
+
+static void ops_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_statfs s;
+	struct statvfs sv;
+	int rc;
+
+	rc = meta_statfs(ctx->meta, &s);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = META_BLOCK_SIZE;
+	sv.f_frsize = META_BLOCK_SIZE;
+	sv.f_blocks = s.blocks;
+	sv.f_bfree = s.bfree;
+	sv.f_bavail = s.bfree;
+	sv.f_files = s.files;
+	sv.f_ffree = s.ffree;
+	sv.f_favail = s.ffree;
+	sv.f_namemax = META_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	fuse_reply_err(req, -meta_setxattr(req_ctx(req)->meta, ino, name, value, size, flags));
+}
+
+static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	ssize_t n;
+	char *buf;
+
+	if (size == 0) {
+		n = meta_getxattr(ctx->meta, ino, name, NULL, 0);
+		if (n < 0)
+			fuse_reply_err(req, -n);
+		else
+			fuse_reply_xattr(req, n);
+		return;
+	}
+	buf = g_try_malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = meta_getxattr(ctx->meta, ino, name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_buf(req, buf, n);
+	g_free(buf);
+}
+
+/*
+ * trusted.* names are listed only to root (CAP_SYS_ADMIN), as on local
+ * filesystems: the kernel filters getxattr/setxattr of them, but leaves
+ * listxattr to the filesystem. Filters buf (n bytes) in place; returns the
+ * new length.
+ */
+static size_t filter_trusted(char *buf, size_t n)
+{
+	size_t in = 0, out = 0;
+
+	while (in < n) {
+		size_t len = strnlen(buf + in, n - in) + 1;
+
+		if (!g_str_has_prefix(buf + in, "trusted.")) {
+			memmove(buf + out, buf + in, len);
+			out += len;
+		}
+		in += len;
+	}
+	return out;
+}
+
+static void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	bool privileged = fuse_req_ctx(req)->uid == 0;
+	ssize_t n, need;
+	char *buf;
+
+	do { /* the list may grow between asking its length and fetching it */
+		need = meta_listxattr(ctx->meta, ino, NULL, 0);
+		if (need < 0) {
+			fuse_reply_err(req, -need);
+			return;
+		}
+		if (privileged && size == 0) {
+			fuse_reply_xattr(req, need);
+			return;
+		}
+		buf = g_try_malloc(need ? need : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n = need ? meta_listxattr(ctx->meta, ino, buf, need) : 0;
+		if (n == -ERANGE)
+			g_free(buf);
+	} while (n == -ERANGE);
+	if (n >= 0 && !privileged)
+		n = filter_trusted(buf, n);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, n);
+	g_free(buf);
+}
+
+static void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -meta_removexattr(req_ctx(req)->meta, ino, name));
+}
+
+static bool in_group(fuse_req_t req, uint32_t gid)
+{
+	gid_t groups[64];
+	int n, i;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, G_N_ELEMENTS(groups), groups);
+	for (i = 0; i < n && i < (int)G_N_ELEMENTS(groups); i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* only asked without default_permissions (a mount of one user, by that user) */
+static void ops_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct meta_attr a;
+	unsigned int bits;
+	int rc;
+
+	rc = meta_getattr(ctx->meta, ino, &a);
+	if (rc < 0 || mask == F_OK || ctx->default_permissions) {
+		fuse_reply_err(req, rc < 0 ? -rc : 0);
+		return;
+	}
+	if (c->uid == 0) {
+		/* root may do anything but execute a file nobody may execute */
+		bool x_denied = (mask & X_OK) && !S_ISDIR(a.mode) && !(a.mode & 0111);
+
+		fuse_reply_err(req, x_denied ? EACCES : 0);
+		return;
+	}
+	if (c->uid == a.uid)
+		bits = (a.mode >> 6) & 7;
+	else if (in_group(req, a.gid))
+		bits = (a.mode >> 3) & 7;
+	else
+		bits = a.mode & 7;
+	fuse_reply_err(req, ((unsigned int)mask & bits) == (unsigned int)mask ? 0 : EACCES);
+}
+
+static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			  struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	int rc;
+
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	rc = cache_flush(ctx->cache, ino);
+	if (rc == 0)
+		rc = io_fallocate(ctx->io, ino, mode, off, len);
+	cache_invalidate(ctx->cache, ino, off, len);
+	fuse_reply_err(req, -rc);
+}
+
+static void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	uint64_t result;
+	int rc;
+
+	if ((whence != SEEK_DATA && whence != SEEK_HOLE) || off < 0) {
+		fuse_reply_err(req, EINVAL); /* the kernel does SEEK_SET/CUR/END itself */
+		return;
+	}
+	rc = cache_flush(ctx->cache, ino); /* dirty blocks are data too */
+	if (rc == 0)
+		rc = meta_seek(ctx->meta, ino, off, whence, &result);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, result);
+}
+
+static void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	ssize_t n;
+	int rc;
+
+	if (flags != 0 || off_in < 0 || off_out < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	rc = cache_flush(ctx->cache, ino_in);
+	if (rc == 0 && ino_out != ino_in)
+		rc = cache_flush(ctx->cache, ino_out);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	n = io_copy_range(ctx->io, ino_in, off_in, ino_out, off_out, len);
+	cache_invalidate(ctx->cache, ino_out, off_out, len);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else
+		fuse_reply_write(req, n);
+}
+
+const struct fuse_lowlevel_ops ops_lowlevel = {
+	.init = ops_init,
+	.destroy = ops_destroy,
+	.lookup = ops_lookup,
+	.forget = ops_forget,
+	.forget_multi = ops_forget_multi,
+	.getattr = ops_getattr,
+	.setattr = ops_setattr,
+	.readlink = ops_readlink,
+	.mknod = ops_mknod,
+	.mkdir = ops_mkdir,
+	.unlink = ops_unlink,
+	.rmdir = ops_rmdir,
+	.symlink = ops_symlink,
+	.rename = ops_rename,
+	.link = ops_link,
+	.open = ops_open,
+	.read = ops_read,
+	.write = ops_write,
+	.flush = ops_flush,
+	.release = ops_release,
+	.fsync = ops_fsync,
+	.opendir = ops_opendir,
+	.readdir = ops_readdir,
+	.readdirplus = ops_readdirplus,
+	.releasedir = ops_releasedir,
+	.fsyncdir = ops_fsyncdir,
+	.statfs = ops_statfs,
+	.setxattr = ops_setxattr,
+	.getxattr = ops_getxattr,
+	.listxattr = ops_listxattr,
+	.removexattr = ops_removexattr,
+	.access = ops_access,
+	.create = ops_create,
+	.fallocate = ops_fallocate,
+	.lseek = ops_lseek,
+	.copy_file_range = ops_copy_file_range,
+};

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ops.h - the FUSE lowlevel operations of rmemfs.
+ *
+ * ops.c translates each FUSE request into calls on meta (names, attributes,
+ * xattrs, durability) and on the cache (file data; cache.h, which sits on
+ * io.h), and replies exactly once on every path. main.c creates the session
+ * with ops_lowlevel and a struct ops_ctx as its userdata.
+ */
+#ifndef RMEM_OPS_H
+#define RMEM_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <fuse_lowlevel.h>
+
+struct meta;
+struct io;
+struct cache;
+
+struct ops_ctx {
+	struct meta *meta;
+	struct io *io;
+	struct cache *cache;
+	double entry_timeout; /* seconds the kernel may cache names (and negative lookups) */
+	double attr_timeout; /* seconds the kernel may cache attributes */
+	bool direct_io; /* every open bypasses the page cache */
+	bool default_permissions; /* the kernel checks permissions: access() is never asked */
+	uint64_t readahead; /* max kernel readahead in bytes; 0: the kernel's default */
+};
+
+extern const struct fuse_lowlevel_ops ops_lowlevel;
+
+#endif /* RMEM_OPS_H */

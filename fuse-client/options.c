@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * options.c - parse and validate the rmemfs command line (see options.h).
+ *
+ * One fuse_opt table built with offsetof. String-valued options are captured
+ * raw and validated afterwards so each bad value gets its own message
+ * ("block_size=3000: must be a power of two between 4K and 1M") instead of
+ * libfuse's generic one. Whatever this table does not know is kept in
+ * o->args for fuse_session_new(), which knows libfuse's options and rejects
+ * the rest ("fuse: unknown option(s)").
+ */
+#define G_LOG_DOMAIN "rmemfs-options"
+
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "config.h"
+#include "units.h"
+
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_RO,
+	KEY_DEFAULT_PERMISSIONS,
+};
+
+#define OPT(t, field, v) { t, offsetof(struct options, field), v }
+
+static const struct fuse_opt options_table[] = {
+	OPT("transport=%s", transport, 0),
+	OPT("token_file=%s", token_file, 0),
+	OPT("cache_size=%s", cache_size_str, 0),
+	OPT("block_size=%s", block_size_str, 0),
+	OPT("qps=%s", qps_str, 0),
+	OPT("poll=%s", poll_str, 0),
+	OPT("readahead=%s", readahead_str, 0),
+	OPT("writeback=%s", writeback_str, 0),
+	OPT("entry_timeout=%s", entry_timeout_str, 0),
+	OPT("attr_timeout=%s", attr_timeout_str, 0),
+	OPT("direct_io", direct_io, 1),
+	OPT("format", format, 1),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* fstab noise: meaningful to mount(8), not to us */
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("owner", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("group", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("comment=", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static int options_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct options *o = data;
+
+	switch (key) {
+	case KEY_HELP:
+		o->show_help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->show_version = 1;
+		return 0;
+	case KEY_RO:
+		o->read_only = 1;
+		return 1; /* libfuse mounts read-only */
+	case KEY_DEFAULT_PERMISSIONS:
+		o->default_permissions = 1;
+		return 1;
+	case FUSE_OPT_KEY_OPT:
+		/* x-systemd.automount, x-systemd.mount-timeout=30, x-gvfs-hide... */
+		if (g_str_has_prefix(arg, "x-"))
+			return 0;
+		return 1; /* libfuse's own option (or unknown: fuse_session_new says so) */
+	case FUSE_OPT_KEY_NONOPT:
+		o->nonopt_count++;
+		if (o->nonopt_count == 1) {
+			o->server = g_strdup(arg);
+			return 0;
+		}
+		if (o->nonopt_count == 2)
+			return 1; /* the mountpoint, for fuse_parse_cmdline */
+		fprintf(stderr, "rmemfs: unexpected argument '%s' (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options])\n",
+			arg);
+		return -1;
+	default:
+		return 1;
+	}
+}
+
+static int parse_port(const char *s, uint16_t *port)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || !g_ascii_isdigit(*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > 65535)
+		return -EINVAL;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int options_split_server(const char *s, char **host, uint16_t *port)
+{
+	const char *colon;
+
+	*host = NULL;
+	*port = 0;
+	if (!s || !*s)
+		return -EINVAL;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close || close == s + 1)
+			return -EINVAL;
+		if (close[1] != '\0') {
+			if (close[1] != ':' || parse_port(close + 2, port) < 0)
+				return -EINVAL;
+		}
+		*host = g_strndup(s + 1, close - s - 1);
+		return 0;
+	}
+
+	colon = strchr(s, ':');
+	if (colon && strchr(colon + 1, ':')) {
+		/* two or more colons and no brackets: a bare IPv6 literal */
+		*host = g_strdup(s);
+		return 0;
+	}
+	if (colon) {
+		if (colon == s || parse_port(colon + 1, port) < 0)
+			return -EINVAL;
+		*host = g_strndup(s, colon - s);
+		return 0;
+	}
+	*host = g_strdup(s);
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || !g_ascii_isdigit(*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_timeout(const char *name, const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s)
+		return 0;
+	errno = 0;
+	v = g_ascii_strtod(s, &end);
+	if (!*s || *end || errno || !isfinite(v) || v < 0 || v > 86400) {
+		fprintf(stderr, "rmemfs: %s=%s: expected seconds between 0 and 86400 (e.g. 1, 0.5, 0)\n",
+			name, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int validate(struct options *o)
+{
+	unsigned long long v;
+	uint64_t sz;
+	int rc;
+
+	if (!o->server) {
+		fprintf(stderr, "rmemfs: missing SERVER[:PORT] (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options]; try --help)\n");
+		return -EINVAL;
+	}
+	if (options_split_server(o->server, &o->host, &o->port) < 0) {
+		fprintf(stderr, "rmemfs: '%s' is not SERVER[:PORT] (ports are 1..65535; write IPv6 as [addr]:port)\n",
+			o->server);
+		return -EINVAL;
+	}
+	if (!o->port)
+		o->port = PROTO_DEFAULT_PORT;
+
+	if (o->transport) {
+		if (strcmp(o->transport, "auto") && strcmp(o->transport, "tcp") &&
+		    strcmp(o->transport, "rdma")) {
+			fprintf(stderr, "rmemfs: transport=%s: expected auto, tcp or rdma\n",
+				o->transport);
+			return -EINVAL;
+		}
+		if (!strcmp(o->transport, "rdma") && !xport_available("rdma")) {
+			fprintf(stderr, "rmemfs: transport=rdma: this rmemfs was built without RDMA support (rebuild with -Drdma=enabled)\n");
+			return -EINVAL;
+		}
+	} else {
+		o->transport = strdup("auto");
+		if (!o->transport)
+			return -ENOMEM;
+	}
+
+	if (o->token_file && !*o->token_file) {
+		fprintf(stderr, "rmemfs: token_file= needs a file name\n");
+		return -EINVAL;
+	}
+
+	if (o->block_size_str) {
+		rc = units_parse_size(o->block_size_str, &sz);
+		if (rc < 0 || sz < 4096 || sz > (1U << 20) || (sz & (sz - 1))) {
+			fprintf(stderr, "rmemfs: block_size=%s: must be a power of two between 4K and 1M\n",
+				o->block_size_str);
+			return -EINVAL;
+		}
+		o->block_size = (uint32_t)sz;
+	}
+
+	if (o->cache_size_str) {
+		rc = units_parse_size(o->cache_size_str, &sz);
+		if (rc < 0) {
+			fprintf(stderr, "rmemfs: cache_size=%s: not a size (use e.g. 64M, 1G)\n",
+				o->cache_size_str);
+			return -EINVAL;
+		}
+		o->cache_size = sz;
+	}
+	if (o->cache_size < 16ULL * o->block_size) {
+		char cs[32], bs[32];
+
+		units_format_size(o->cache_size, cs, sizeof(cs));
+		units_format_size(o->block_size, bs, sizeof(bs));
+		fprintf(stderr, "rmemfs: cache_size (%s) must hold at least 16 blocks of block_size (%s)\n",
+			cs, bs);
+		return -EINVAL;
+	}
+
+	if (o->qps_str) {
+		if (parse_uint(o->qps_str, OPTIONS_MAX_QPS, &v) < 0 || v == 0) {
+			fprintf(stderr, "rmemfs: qps=%s: expected a number of connections from 1 to %u\n",
+				o->qps_str, OPTIONS_MAX_QPS);
+			return -EINVAL;
+		}
+		o->qps = (unsigned int)v;
+	}
+
+	if (o->poll_str && xport_poll_mode_parse(o->poll_str, &o->poll_mode) < 0) {
+		fprintf(stderr, "rmemfs: poll=%s: expected busy, event or hybrid\n", o->poll_str);
+		return -EINVAL;
+	}
+
+	if (o->readahead_str) {
+		rc = units_parse_size(o->readahead_str, &sz);
+		if (rc < 0 || sz > (1ULL << 30)) {
+			fprintf(stderr, "rmemfs: readahead=%s: expected a size up to 1G (e.g. 128K, 0 for none)\n",
+				o->readahead_str);
+			return -EINVAL;
+		}
+		o->readahead = sz;
+	}
+
+	if (o->writeback_str) {
+		if (!strcmp(o->writeback_str, "on")) {
+			o->writeback = true;
+		} else if (!strcmp(o->writeback_str, "off")) {
+			o->writeback = false;
+		} else {
+			fprintf(stderr, "rmemfs: writeback=%s: expected on or off\n",
+				o->writeback_str);
+			return -EINVAL;
+		}
+	}
+
+	if (parse_timeout("entry_timeout", o->entry_timeout_str, &o->entry_timeout) < 0 ||
+	    parse_timeout("attr_timeout", o->attr_timeout_str, &o->attr_timeout) < 0)
+		return -EINVAL;
+
+	/* combinations */
+	if (o->format && o->read_only) {
+		fprintf(stderr, "rmemfs: -o format cannot be combined with -o ro (formatting writes the pool)\n");
+		return -EINVAL;
+	}
+	if (o->direct_io && o->writeback) {
+		fprintf(stderr, "rmemfs: direct_io and writeback=on exclude each other (direct_io bypasses every cache)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int add_arg(struct options *o, const char *arg)
+{
+	if (fuse_opt_add_arg(&o->args, arg) < 0) {
+		fprintf(stderr, "rmemfs: out of memory\n");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int options_parse(struct options *o, int argc, char **argv)
+{
+	struct fuse_cmdline_opts cmd;
+	char *arg;
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	/* defaults before parsing */
+	o->cache_size = OPTIONS_DEFAULT_CACHE_SIZE;
+	o->block_size = OPTIONS_DEFAULT_BLOCK_SIZE;
+	o->qps = OPTIONS_DEFAULT_QPS;
+	o->poll_mode = XPORT_POLL_EVENT;
+	o->readahead = 0;
+	o->writeback = false;
+	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
+	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
+	o->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+
+	if (fuse_opt_parse(&o->args, o, options_table, options_proc) < 0)
+		return -EINVAL; /* libfuse or options_proc printed why */
+	if (o->show_help || o->show_version)
+		return 0;
+
+	rc = validate(o);
+	if (rc < 0)
+		return rc;
+
+	/* root serves every user: the kernel checks POSIX permissions for all */
+	if (geteuid() == 0) {
+		if (!o->default_permissions && add_arg(o, "-odefault_permissions") < 0)
+			return -ENOMEM;
+		o->default_permissions = 1;
+		if (add_arg(o, "-oallow_other") < 0)
+			return -ENOMEM;
+	}
+	/* shows as "127.0.0.1:7471 on /mnt type fuse.rmemfs" in /proc/mounts */
+	if (add_arg(o, "-osubtype=rmemfs") < 0)
+		return -ENOMEM;
+	if (!strchr(o->server, ',')) {
+		arg = g_strdup_printf("-ofsname=%s", o->server);
+		rc = add_arg(o, arg);
+		g_free(arg);
+		if (rc < 0)
+			return rc;
+	}
+
+	memset(&cmd, 0, sizeof(cmd));
+	if (fuse_parse_cmdline(&o->args, &cmd) != 0)
+		return -EINVAL; /* libfuse printed why */
+	o->mountpoint = cmd.mountpoint;
+	o->foreground = cmd.foreground || cmd.debug;
+	o->debug = cmd.debug;
+	o->singlethread = cmd.singlethread;
+	o->clone_fd = cmd.clone_fd;
+	o->max_idle_threads = cmd.max_idle_threads;
+#if FUSE_USE_VERSION >= 312
+	o->max_threads = cmd.max_threads;
+#endif
+	if (cmd.show_help)
+		o->show_help = 1;
+	if (cmd.show_version)
+		o->show_version = 1;
+	if (o->show_help || o->show_version)
+		return 0;
+	if (!o->mountpoint) {
+		fprintf(stderr, "rmemfs: missing MOUNTPOINT (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options])\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void options_free(struct options *o)
+{
+	if (!o)
+		return;
+	g_free(o->server);
+	g_free(o->host);
+	free(o->mountpoint);
+	free(o->transport);
+	free(o->token_file);
+	free(o->cache_size_str);
+	free(o->block_size_str);
+	free(o->qps_str);
+	free(o->poll_str);
+	free(o->readahead_str);
+	free(o->writeback_str);
+	free(o->entry_timeout_str);
+	free(o->attr_timeout_str);
+	fuse_opt_free_args(&o->args);
+	memset(o, 0, sizeof(*o));
+}
+
+void options_print_help(const char *prog)
+{
+	printf("usage: %s SERVER[:PORT] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
+	       "\n"
+	       "Mount the memory pool served by a memserver at SERVER (default port %d;\n"
+	       "IPv6 as [addr]:port). From /etc/fstab:\n"
+	       "  127.0.0.1:7471 /mnt/rmem fuse.rmemfs defaults,_netdev,token_file=/etc/rmemfs.token 0 0\n"
+	       "\n"
+	       "rmemfs options:\n"
+	       "    -o transport=auto|tcp|rdma  how to reach the pool (default auto: RDMA when a\n"
+	       "                           verbs device reaches the server, else TCP)\n"
+	       "    -o token_file=FILE     file holding the memserver's access token\n"
+	       "    -o cache_size=SIZE     client block cache size (default 256M)\n"
+	       "    -o block_size=SIZE     cache block size, power of two 4K..1M (default 4K)\n"
+	       "    -o direct_io           bypass the kernel page cache for every file\n"
+	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
+	       "    -o qps=N               connections to the server, 1..%u (default %u)\n"
+	       "    -o poll=busy|event|hybrid  completion polling (default event)\n"
+	       "    -o readahead=SIZE      maximum kernel readahead (default: the kernel's)\n"
+	       "    -o writeback=on|off    write-back block cache (default off)\n"
+	       "    -o entry_timeout=SECS  kernel name cache timeout (default 1)\n"
+	       "    -o attr_timeout=SECS   kernel attribute cache timeout (default 1)\n"
+	       "    -o ro                  mount read-only (takes no lease)\n"
+	       "    -o default_permissions let the kernel check permissions (always on as root)\n"
+	       "    -o allow_other         let other users in (always on as root)\n"
+	       "    -h, --help             this text\n"
+	       "    -V, --version          print versions\n"
+	       "\n"
+	       "Accepted and ignored (fstab): defaults, _netdev, auto, noauto, user, users,\n"
+	       "nouser, owner, group, nofail, comment=..., x-systemd.* and other x-* options.\n"
+	       "\n"
+	       "FUSE options:\n",
+	       prog, PROTO_DEFAULT_PORT, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS);
+	fflush(stdout);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}

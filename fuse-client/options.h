@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * options.h - the rmemfs command line.
+ *
+ *   rmemfs SERVER[:PORT] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *
+ * options.c owns one fuse_opt table (offsetof into struct options), sets the
+ * defaults before parsing, validates every value with a specific message,
+ * discards fstab noise (_netdev, defaults, nofail, x-systemd.*...) so the line
+ * mount.fuse3 builds from /etc/fstab is accepted, and leaves libfuse's own
+ * options (allow_other, default_permissions, ro, fsname=...) in `args` for
+ * fuse_session_new(). main.c consumes the result.
+ */
+#ifndef RMEM_OPTIONS_H
+#define RMEM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <fuse_lowlevel.h>
+
+#include "xport.h"
+
+#define OPTIONS_DEFAULT_CACHE_SIZE (256ULL << 20)
+#define OPTIONS_DEFAULT_BLOCK_SIZE 4096U
+#define OPTIONS_DEFAULT_QPS 4U
+#define OPTIONS_MAX_QPS 64U
+#define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
+
+struct options {
+	/* SERVER[:PORT] split; host is g_malloc'd, IPv6 literals without brackets */
+	char *server; /* as given on the command line */
+	char *host;
+	uint16_t port;
+	char *mountpoint; /* from fuse_parse_cmdline (malloc'd by libfuse) */
+
+	/* raw -o values captured by fuse_opt (malloc'd), validated into the fields below */
+	char *transport; /* "auto" | "tcp" | "rdma" */
+	char *token_file;
+	char *cache_size_str;
+	char *block_size_str;
+	char *qps_str;
+	char *poll_str;
+	char *readahead_str;
+	char *writeback_str;
+	char *entry_timeout_str;
+	char *attr_timeout_str;
+	int direct_io;
+	int format;
+	int read_only; /* -o ro seen (also passed on to libfuse) */
+	int default_permissions; /* -o default_permissions seen or added for root */
+	int show_help;
+	int show_version;
+
+	/* validated values */
+	uint64_t cache_size;
+	uint32_t block_size; /* block cache granularity (issue 5) */
+	unsigned int qps;
+	enum xport_poll_mode poll_mode;
+	uint64_t readahead; /* 0: kernel default */
+	bool writeback;
+	double entry_timeout;
+	double attr_timeout;
+
+	/* from fuse_parse_cmdline */
+	int foreground;
+	int debug;
+	int singlethread;
+	int clone_fd;
+	unsigned int max_idle_threads;
+	unsigned int max_threads;
+
+	int nonopt_count; /* positional arguments seen so far (parser state) */
+	struct fuse_args args; /* what is left for fuse_session_new() */
+};
+
+/*
+ * Parse argv into o (o is initialised here; free it with options_free).
+ * Prints a specific message to stderr for every error and returns -EINVAL;
+ * returns 0 on success (also when --help or --version was asked for: check
+ * show_help / show_version).
+ */
+int options_parse(struct options *o, int argc, char **argv);
+void options_free(struct options *o);
+/* the usage text of rmemfs followed by libfuse's own option help */
+void options_print_help(const char *prog);
+
+/*
+ * Split "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 literal.
+ * *host is g_malloc'd; *port is 0 when absent. -EINVAL on a malformed
+ * string or a port outside 1..65535.
+ */
+int options_split_server(const char *s, char **host, uint16_t *port);
+
+#endif /* RMEM_OPTIONS_H */

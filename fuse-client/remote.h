@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * remote.h - the filesystem's view of the pool: byte offsets in one flat
+ * remote address space, reached through a small set of transport connections.
+ *
+ * It hides the transport (xport.h): pool offsets become (raddr, rkey) through
+ * the pool descriptor, requests crossing a region boundary are split, and a
+ * channel (one xport + a registered bounce area) is taken from a pool of
+ * `qps` channels for each request so FUSE worker threads proceed in parallel.
+ * When a connection dies, requests on it fail with -EIO and the channel is
+ * reconnected on next use (the lease decides whether we may keep writing).
+ *
+ * All functions return 0 or -errno and are thread-safe.
+ */
+#ifndef RMEM_REMOTE_H
+#define RMEM_REMOTE_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "xport.h"
+
+struct remote;
+
+struct remote_config {
+	const char *transport; /* "auto" | "tcp" | "rdma" */
+	struct xport_params params; /* host, port, token hash, poll mode... */
+	unsigned int qps; /* channels (connections), >= 1 */
+	size_t bounce_size; /* registered bytes per channel (>= 1 MiB) */
+};
+
+int remote_open(const struct remote_config *cfg, struct remote **out);
+void remote_close(struct remote *r); /* NULL-tolerant */
+
+uint64_t remote_size(const struct remote *r); /* pool bytes */
+uint64_t remote_pool_id(const struct remote *r);
+const char *remote_transport(const struct remote *r); /* "tcp" / "rdma" */
+
+/* copy [off, off+len) of the pool into buf / from buf into the pool (any size) */
+int remote_read(struct remote *r, uint64_t off, void *buf, size_t len);
+int remote_write(struct remote *r, uint64_t off, const void *buf, size_t len);
+/* vectored forms: one request per iovec entry, posted as one batch per channel */
+int remote_readv(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt);
+int remote_writev(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt);
+/* write len zero bytes at off */
+int remote_zero(struct remote *r, uint64_t off, uint64_t len);
+/* 64-bit atomics on an 8-byte aligned pool offset; *old receives the prior value */
+int remote_cas(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap, uint64_t *old);
+int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
+
+/*
+ * Write fencing, driven by the lease (super.c). Once remote_fence() was
+ * called, or CLOCK_MONOTONIC passed the deadline (ns; 0 = none), every write,
+ * zero, CAS and FETCH_ADD fails with -EIO: a client that may have lost its
+ * lease must not touch the pool. The *_unfenced atomics below are exempt;
+ * only the lease protocol itself uses them.
+ */
+void remote_fence(struct remote *r);
+bool remote_fenced(const struct remote *r);
+void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns);
+int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap,
+			uint64_t *old);
+int remote_fetch_add_unfenced(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
+
+#endif /* RMEM_REMOTE_H */

@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * super.c - superblock probe/format and the lease (protocol in super.h).
+ *
+ * The lease words are touched only with atomics (never plain reads/writes:
+ * a NIC may keep atomic words in its own byte order); the heartbeat thread
+ * stops through an eventfd in its poll set.
+ */
+#define G_LOG_DOMAIN "rmemfs-super"
+
+#include "super.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "remote.h"
+
+struct super {
+	struct remote *r;
+	struct layout_geom g;
+	uint64_t my_id; /* lease owner value while we hold it, else 0 */
+	int takeover_ms;
+	int hb_interval_ms;
+	int hb_efd;
+	pthread_t hb_thread;
+	bool hb_running;
+	atomic_bool lost;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void random_bytes(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t i;
+
+	if (getrandom(buf, len, 0) == (ssize_t)len)
+		return;
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)g_random_int();
+}
+
+int super_new(struct remote *r, struct super **out)
+{
+	struct super *s = g_new0(struct super, 1);
+
+	s->r = r;
+	s->hb_efd = -1;
+	s->takeover_ms = SUPER_DEFAULT_TAKEOVER_MS;
+	*out = s;
+	return 0;
+}
+
+void super_destroy(struct super *s)
+{
+	if (!s)
+		return;
+	super_heartbeat_stop(s);
+	g_free(s);
+}
+
+const struct layout_geom *super_geom(const struct super *s)
+{
+	return &s->g;
+}
+
+int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, const char **why)
+{
+	uint8_t *blk = g_malloc(LAYOUT_SB_SIZE);
+	int rc;
+
+	rc = remote_read(s->r, 0, blk, LAYOUT_SB_SIZE);
+	if (rc < 0) {
+		g_message("reading the superblock: %s", g_strerror(-rc));
+		g_free(blk);
+		return rc;
+	}
+	*kind = layout_sb_classify(blk, remote_size(s->r), &s->g, version, why);
+	g_free(blk);
+	return 0;
+}
+
+/* ---- lease ---- */
+
+static char *read_holder(struct super *s)
+{
+	char buf[LAYOUT_SB_LEASE_HOLDER_LEN + 1];
+	size_t i;
+
+	if (remote_read(s->r, LAYOUT_SB_LEASE_HOLDER, buf, LAYOUT_SB_LEASE_HOLDER_LEN) < 0)
+		return g_strdup("an unknown client");
+	buf[LAYOUT_SB_LEASE_HOLDER_LEN] = 0;
+	for (i = 0; buf[i]; i++)
+		if (!g_ascii_isprint(buf[i]))
+			buf[i] = '?';
+	return g_strdup(buf[0] ? buf : "an unnamed client");
+}
+
+static int read_heartbeat(struct super *s, uint64_t *hb)
+{
+	return remote_fetch_add_unfenced(s->r, LAYOUT_SB_LEASE_HEARTBEAT, 0, hb);
+}
+
+static void set_timing(struct super *s, int takeover_ms)
+{
+	s->takeover_ms = takeover_ms > 0 ? takeover_ms : SUPER_DEFAULT_TAKEOVER_MS;
+	s->hb_interval_ms = CLAMP(s->takeover_ms / 8, 20, 1000);
+}
+
+static void push_deadline(struct super *s)
+{
+	remote_set_write_deadline(s->r, mono_ns() + (uint64_t)s->takeover_ms * 500000ULL);
+}
+
+static int write_holder(struct super *s, const char *holder)
+{
+	char buf[LAYOUT_SB_LEASE_HOLDER_LEN];
+
+	memset(buf, 0, sizeof(buf));
+	g_strlcpy(buf, holder ? holder : "", sizeof(buf));
+	return remote_write(s->r, LAYOUT_SB_LEASE_HOLDER, buf, sizeof(buf));
+}
+
+static int acquired(struct super *s, const char *holder)
+{
+	int rc;
+
+	push_deadline(s);
+	rc = write_holder(s, holder);
+	if (rc < 0) {
+		g_message("writing the lease holder: %s", g_strerror(-rc));
+		remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, s->my_id, 0, NULL);
+		s->my_id = 0;
+		return rc;
+	}
+	atomic_store(&s->lost, false);
+	return 0;
+}
+
+int super_lease_acquire(struct super *s, const char *holder, int takeover_ms, bool force,
+			char **err_msg)
+{
+	uint64_t me, old, x, hb0, hb, since;
+	int rounds, rc;
+
+	set_timing(s, takeover_ms);
+	do {
+		random_bytes(&me, sizeof(me));
+	} while (!me);
+	s->my_id = 0;
+	for (rounds = 0; rounds < 16; rounds++) {
+		rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
+		if (rc < 0)
+			goto err_io;
+		if (old == 0) {
+			s->my_id = me;
+			return acquired(s, holder);
+		}
+		x = old;
+		if (force) {
+			char *who = read_holder(s);
+
+			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
+			if (rc < 0) {
+				g_free(who);
+				goto err_io;
+			}
+			if (old == x) {
+				g_message("lease forcibly taken from %s", who);
+				g_free(who);
+				s->my_id = me;
+				return acquired(s, holder);
+			}
+			g_free(who);
+			continue;
+		}
+		/* held by x: alive if the heartbeat moves before takeover_ms */
+		rc = read_heartbeat(s, &hb0);
+		if (rc < 0)
+			goto err_io;
+		since = mono_ms();
+		for (;;) {
+			g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
+			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
+			if (rc < 0)
+				goto err_io;
+			if (old == 0) {
+				s->my_id = me;
+				return acquired(s, holder);
+			}
+			if (old != x)
+				break; /* someone else took it meanwhile: watch the new holder */
+			rc = read_heartbeat(s, &hb);
+			if (rc < 0)
+				goto err_io;
+			if (hb != hb0) {
+				char *who = read_holder(s);
+
+				if (err_msg)
+					*err_msg = g_strdup_printf(
+						"pool is in use: mounted read-write by %s", who);
+				g_free(who);
+				return -EBUSY;
+			}
+			if (mono_ms() - since >= (uint64_t)s->takeover_ms) {
+				char *who = read_holder(s);
+
+				rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
+				if (rc < 0) {
+					g_free(who);
+					goto err_io;
+				}
+				if (old == x) {
+					g_message("taking over the lease of %s (silent for %d ms)",
+						  who, s->takeover_ms);
+					g_free(who);
+					s->my_id = me;
+					return acquired(s, holder);
+				}
+				g_free(who);
+				break;
+			}
+		}
+	}
+	if (err_msg)
+		*err_msg = g_strdup("pool lease keeps changing hands; try again");
+	return -EBUSY;
+
+err_io:
+	if (err_msg)
+		*err_msg = g_strdup_printf("lease compare-and-swap on the superblock: %s",
+					   g_strerror(-rc));
+	return rc;
+}
+
+int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
+{
+	uint64_t owner, hb0, hb, since;
+	int rc;
+
+	*alive = false;
+	if (holder)
+		*holder = NULL;
+	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, 0, &owner);
+	if (rc < 0)
+		return rc;
+	if (!owner)
+		return 0;
+	if (holder)
+		*holder = read_holder(s);
+	rc = read_heartbeat(s, &hb0);
+	if (rc < 0)
+		return rc;
+	since = mono_ms();
+	while (mono_ms() - since < (uint64_t)watch_ms) {
+		g_usleep(100 * 1000);
+		rc = read_heartbeat(s, &hb);
+		if (rc < 0)
+			return rc;
+		if (hb != hb0) {
+			*alive = true;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+bool super_lease_lost(const struct super *s)
+{
+	return atomic_load(&((struct super *)s)->lost);
+}
+
+static void heartbeat_once(struct super *s)
+{
+	uint64_t owner;
+	int rc;
+
+	rc = remote_fetch_add_unfenced(s->r, LAYOUT_SB_LEASE_HEARTBEAT, 1, NULL);
+	if (rc < 0) {
+		g_debug("heartbeat: %s", g_strerror(-rc));
+		return;
+	}
+	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, s->my_id, s->my_id, &owner);
+	if (rc < 0) {
+		g_debug("heartbeat owner check: %s", g_strerror(-rc));
+		return;
+	}
+	if (owner != s->my_id) {
+		char *who = read_holder(s);
+
+		g_message("LEASE LOST: the pool is now held by %s; refusing every further "
+			  "write (unmount and mount again)",
+			  who);
+		g_free(who);
+		atomic_store(&s->lost, true);
+		remote_fence(s->r);
+		return;
+	}
+	push_deadline(s);
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct super *s = arg;
+	struct pollfd pfd = { .fd = s->hb_efd, .events = POLLIN };
+
+	for (;;) {
+		int n = poll(&pfd, 1, s->hb_interval_ms);
+
+		if (n > 0)
+			break;
+		if (n < 0 && errno != EINTR)
+			break;
+		if (!atomic_load(&s->lost))
+			heartbeat_once(s);
+	}
+	return NULL;
+}
+
+int super_heartbeat_start(struct super *s)
+{
+	int rc;
+
+	if (s->hb_running || !s->my_id)
+		return -EINVAL;
+	s->hb_efd = eventfd(0, EFD_CLOEXEC);
+	if (s->hb_efd < 0) {
+		rc = -errno;
+		g_message("eventfd: %s", g_strerror(-rc));
+		return rc;
+	}
+	rc = -pthread_create(&s->hb_thread, NULL, heartbeat_main, s);
+	if (rc < 0) {
+		g_message("pthread_create(heartbeat): %s", g_strerror(-rc));
+		close(s->hb_efd);
+		s->hb_efd = -1;
+		return rc;
+	}
+	s->hb_running = true;
+	return 0;
+}
+
+void super_heartbeat_stop(struct super *s)
+{
+	uint64_t one = 1;
+
+	if (!s->hb_running)
+		return;
+	if (write(s->hb_efd, &one, sizeof(one)) != sizeof(one))
+		g_message("eventfd write: %s", g_strerror(errno));
+	pthread_join(s->hb_thread, NULL);
+	close(s->hb_efd);
+	s->hb_efd = -1;
+	s->hb_running = false;
+}
+
+int super_lease_release(struct super *s)
+{
+	uint64_t old, id = s->my_id;
+	int rc;
+
+	super_heartbeat_stop(s);
+	if (!id)
+		return 0;
+	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, id, 0, &old);
+	if (rc < 0) {
+		g_message("releasing the lease: %s", g_strerror(-rc));
+		return rc;
+	}
+	s->my_id = 0;
+	if (old != id) {
+		g_message("lease was no longer ours at release");
+		return -ESTALE;
+	}
+	return 0;
+}
+
+/* ---- format and words ---- */
+
+int super_format(struct super *s)
+{
+	struct layout_sb sb;
+	uint8_t *tail;
+	int rc;
+
+	rc = layout_geometry(remote_size(s->r), &s->g);
+	if (rc < 0)
+		return rc;
+	random_bytes(s->g.uuid, sizeof(s->g.uuid));
+	memcpy(&s->g.fs_id, s->g.uuid, 8);
+	s->g.fs_id = le64toh(s->g.fs_id);
+	s->g.format_time = (uint64_t)time(NULL);
+	layout_sb_pack(&s->g, &sb);
+	/* static part, ckpt_gen 0 and clean 0; [192, 320) is the lease */
+	rc = remote_write(s->r, 0, &sb, LAYOUT_SB_LEASE_OWNER);
+	if (rc < 0)
+		return rc;
+	tail = g_malloc0(LAYOUT_SB_SIZE - LAYOUT_SB_LEASE_END);
+	rc = remote_write(s->r, LAYOUT_SB_LEASE_END, tail, LAYOUT_SB_SIZE - LAYOUT_SB_LEASE_END);
+	g_free(tail);
+	return rc;
+}
+
+int super_read_ckpt_gen(struct super *s, uint64_t *gen)
+{
+	return remote_fetch_add_unfenced(s->r, LAYOUT_SB_CKPT_GEN, 0, gen);
+}
+
+int super_commit_ckpt_gen(struct super *s, uint64_t old, uint64_t new)
+{
+	uint64_t seen;
+	int rc;
+
+	rc = remote_cas(s->r, LAYOUT_SB_CKPT_GEN, old, new, &seen);
+	if (rc < 0)
+		return rc;
+	/*
+	 * seen == new: an earlier attempt of ours switched it and its reply was
+	 * lost (a retry writes the same generation's slot with a newer state,
+	 * so the word already names the right slot).
+	 */
+	if (seen != old && seen != new) {
+		g_message("checkpoint generation is %" G_GUINT64_FORMAT ", expected %"
+			  G_GUINT64_FORMAT ": someone else writes this pool",
+			  (guint64)seen, (guint64)old);
+		remote_fence(s->r);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+int super_read_clean(struct super *s, bool *clean)
+{
+	__le64 v;
+	int rc;
+
+	rc = remote_read(s->r, LAYOUT_SB_CLEAN, &v, sizeof(v));
+	if (rc < 0)
+		return rc;
+	*clean = le64toh(v) == 1;
+	return 0;
+}
+
+int super_write_clean(struct super *s, bool clean)
+{
+	__le64 v = htole64(clean ? 1 : 0);
+
+	return remote_write(s->r, LAYOUT_SB_CLEAN, &v, sizeof(v));
+}

@@ -1,0 +1,481 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Fixtures of the filesystem integration suite: a real memserver and a real
+rmemfs mount (tests/fs, run by meson as suite 'fs' with RMEM_BUILD_DIR set).
+
+Environment:
+  RMEM_BUILD_DIR       the meson build directory (memserver/, fuse-client/)
+  RMEM_TEST_TRANSPORT  tcp (default) or rdma: the -o transport= of every mount
+  RMEM_TEST_HOST       address the memserver listens on (default 127.0.0.1;
+                       the RDMA VM harness uses 10.77.0.1)
+  RMEM_TEST_SCALE      multiplies the sizes and counts of heavy tests
+                       (default 1; e.g. 0.1 under emulated RDMA)
+
+Every daemon runs with G_DEBUG=fatal-warnings, and a test fails when one of
+them printed a GLib WARNING/CRITICAL. Teardown always unmounts lazily and
+kills what it started, even when the test failed.
+"""
+import ctypes
+import ctypes.util
+import errno
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+BUILD = os.environ.get('RMEM_BUILD_DIR', '')
+TRANSPORT = os.environ.get('RMEM_TEST_TRANSPORT', 'tcp')
+HOST = os.environ.get('RMEM_TEST_HOST', '127.0.0.1')
+SCALE = float(os.environ.get('RMEM_TEST_SCALE', '1'))
+
+MOUNT_TIMEOUT = 30.0      # seconds for a mount to appear (takeover needs ~10 s)
+EXIT_TIMEOUT = 30.0       # seconds for a daemon to exit after unmount / SIGTERM
+# GLib warnings, and sanitizer reports (UBSan reports and carries on)
+WARNING_RE = re.compile(r'-(WARNING|CRITICAL|ERROR) \*\*|\*\*\s+(WARNING|CRITICAL|ERROR)|'
+                        r'runtime error:|ERROR: \w+Sanitizer')
+
+
+def scaled(n, minimum=1):
+    return max(minimum, int(n * SCALE))
+
+
+def binary(rel):
+    path = os.path.join(BUILD, rel)
+    if not BUILD or not os.access(path, os.X_OK):
+        pytest.fail(f'{rel} not built (RMEM_BUILD_DIR={BUILD!r})')
+    return path
+
+
+def fuse_unavailable():
+    """Why FUSE mounts cannot work here, or None."""
+    if not os.path.exists('/dev/fuse'):
+        return 'no /dev/fuse'
+    try:
+        os.close(os.open('/dev/fuse', os.O_RDWR))
+    except OSError as e:
+        return f'/dev/fuse: {e.strerror}'
+    if os.geteuid() != 0 and not shutil.which('fusermount3'):
+        return 'no fusermount3 (and not root)'
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    why = fuse_unavailable()
+    if why:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=f'FUSE unavailable: {why}'))
+
+
+def log_warnings(text):
+    return [line for line in text.splitlines() if WARNING_RE.search(line)]
+
+
+class OutputPump:
+    """Reads a child's merged stdout/stderr into a file and a list, in a thread."""
+
+    def __init__(self, stream, path):
+        self.stream = stream
+        self.path = path
+        self.lines = []
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        with open(self.path, 'a', errors='replace') as f:
+            for raw in iter(self.stream.readline, b''):
+                line = raw.decode(errors='replace')
+                f.write(line)
+                f.flush()
+                with self.cond:
+                    self.lines.append(line)
+                    self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)  # EOF
+            self.cond.notify_all()
+
+    def wait_for(self, regex, timeout):
+        """The first match of regex in a line, or None at EOF/timeout."""
+        deadline = time.monotonic() + timeout
+        pos = 0
+        with self.cond:
+            while True:
+                while pos < len(self.lines):
+                    line = self.lines[pos]
+                    pos += 1
+                    if line is None:
+                        return None
+                    m = re.search(regex, line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+
+    def text(self):
+        with self.cond:
+            return ''.join(l for l in self.lines if l)
+
+    def join(self, timeout=5):
+        self.thread.join(timeout)
+
+
+def daemon_env():
+    env = dict(os.environ)
+    env['G_DEBUG'] = 'fatal-warnings'
+    env.pop('G_MESSAGES_DEBUG', None)
+    return env
+
+
+def stop_process(proc, sig=signal.SIGTERM, timeout=EXIT_TIMEOUT):
+    """Signal, wait, SIGKILL if needed. Returns the exit status."""
+    if proc.poll() is None:
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
+class MemServer:
+    """A real memserver on an ephemeral port with a token."""
+
+    def __init__(self, workdir, size='64M', backing_file=None, name='memserver'):
+        self.workdir = workdir
+        self.size = size
+        self.backing_file = backing_file
+        self.token_file = os.path.join(workdir, f'{name}.token')
+        self.log_path = os.path.join(workdir, f'{name}.log')
+        self.proc = None
+        self.pump = None
+        self.port = None
+        with open(self.token_file, 'w') as f:
+            f.write(os.urandom(16).hex() + '\n')
+        os.chmod(self.token_file, 0o600)
+
+    @property
+    def addr(self):
+        host = f'[{HOST}]' if ':' in HOST else HOST
+        return f'{host}:{self.port}'
+
+    def start(self):
+        cmd = [binary('memserver/memserver'), '--size', self.size, '--listen', HOST,
+               '--port', '0', '--token-file', self.token_file,
+               '--transport', 'tcp' if TRANSPORT == 'tcp' else 'auto']
+        if self.backing_file:
+            cmd += ['--backing-file', self.backing_file]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=daemon_env())
+        self.pump = OutputPump(self.proc.stdout, self.log_path)
+        m = self.pump.wait_for(r'serving .* on tcp (\S+):(\d+)', 20)
+        if not m:
+            stop_process(self.proc, signal.SIGKILL)
+            pytest.fail(f'memserver did not become ready:\n{self.pump.text()}')
+        self.port = int(m.group(2))
+        return self
+
+    def stop(self):
+        if self.proc:
+            stop_process(self.proc)
+            self.pump.join()
+
+    def warnings(self):
+        return log_warnings(self.pump.text()) if self.pump else []
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            fields = line.split()
+            mnt = fields[4].encode().decode('unicode_escape')
+            if mnt == path:
+                return True
+    return False
+
+
+def lazy_unmount(path):
+    if not is_mounted(path):
+        return
+    for cmd in (['fusermount3', '-u', '-z', path], ['umount', '-l', path]):
+        if shutil.which(cmd[0]):
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=30)
+            if not is_mounted(path):
+                return
+
+
+def unmount(path):
+    """A normal (non-lazy) unmount; returns the tool's result."""
+    if os.geteuid() == 0:
+        cmd = ['umount', path]
+    else:
+        cmd = ['fusermount3', '-u', path]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+class MountFailed(Exception):
+    pass
+
+
+class Rmemfs:
+    """One rmemfs process (foreground, -f) mounting a memserver's pool."""
+
+    def __init__(self, server, mountpoint, options=(), name='rmemfs', extra_args=()):
+        self.server = server
+        self.mountpoint = mountpoint
+        self.options = list(options)
+        self.extra_args = list(extra_args)
+        self.log_path = os.path.join(server.workdir, f'{name}.log')
+        self.proc = None
+        self.pump = None
+
+    def command(self, foreground=True):
+        opts = [f'transport={TRANSPORT}', f'token_file={self.server.token_file}'] + self.options
+        cmd = [binary('fuse-client/rmemfs'), self.server.addr, self.mountpoint]
+        if foreground:
+            cmd.append('-f')
+        return cmd + self.extra_args + ['-o', ','.join(opts)]
+
+    def start(self, wait=True, timeout=MOUNT_TIMEOUT):
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=daemon_env())
+        self.pump = OutputPump(self.proc.stdout, self.log_path)
+        if wait:
+            self.wait_mounted(timeout)
+        return self
+
+    def wait_mounted(self, timeout=MOUNT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if is_mounted(self.mountpoint):
+                return
+            if self.proc.poll() is not None:
+                self.pump.join()
+                raise MountFailed(f'rmemfs exited with {self.proc.returncode}:\n'
+                                  f'{self.pump.text()}')
+            time.sleep(0.05)
+        raise MountFailed(f'no mount on {self.mountpoint} after {timeout} s:\n{self.pump.text()}')
+
+    def unmount(self):
+        """Clean unmount; returns rmemfs's exit status."""
+        r = unmount(self.mountpoint)
+        assert r.returncode == 0, f'umount failed: {r.stderr}'
+        try:
+            self.proc.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f'rmemfs did not exit after unmount:\n{self.pump.text()}')
+        self.pump.join()
+        return self.proc.returncode
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(10)
+        self.pump.join()
+        lazy_unmount(self.mountpoint)
+
+    def cleanup(self):
+        lazy_unmount(self.mountpoint)
+        if self.proc:
+            stop_process(self.proc, signal.SIGTERM, 10)
+            self.pump.join()
+
+    def output(self):
+        return self.pump.text() if self.pump else ''
+
+    def warnings(self):
+        return log_warnings(self.output())
+
+
+def make_mountpoint(prefix='rmemfs-mnt-'):
+    # world-traversable (tmp_path is 0700): the permission tests enter it as nobody
+    d = tempfile.mkdtemp(prefix=prefix, dir='/tmp')
+    os.chmod(d, 0o755)
+    return d
+
+
+class Env:
+    """What a test gets: a workdir, servers and mounts it started, torn down at the end."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.servers = []
+        self.mounts = []
+        self.mountpoints = []
+        self.expected_warnings = False
+
+    def server(self, size='64M', **kw):
+        s = MemServer(self.workdir, size=size, name=f'memserver{len(self.servers)}', **kw)
+        self.servers.append(s)
+        return s.start()
+
+    def mountpoint(self):
+        d = make_mountpoint()
+        self.mountpoints.append(d)
+        return d
+
+    def rmemfs(self, server, mountpoint=None, options=(), start=True, extra_args=(),
+               caches=False):
+        """caches=False adds entry_timeout=0,attr_timeout=0 (the filesystem under test)."""
+        mnt = mountpoint or self.mountpoint()
+        opts = list(options)
+        if not caches:
+            opts += ['entry_timeout=0', 'attr_timeout=0']
+        fs = Rmemfs(server, mnt, opts, name=f'rmemfs{len(self.mounts)}', extra_args=extra_args)
+        self.mounts.append(fs)
+        if start:
+            fs.start()
+        return fs
+
+    def teardown(self):
+        problems = []
+        for fs in reversed(self.mounts):
+            try:
+                fs.cleanup()
+            except Exception as e:  # keep tearing down
+                problems.append(f'cleanup of {fs.mountpoint}: {e}')
+            problems += [f'{fs.log_path}: {w}' for w in fs.warnings()]
+        for s in reversed(self.servers):
+            try:
+                s.stop()
+            except Exception as e:
+                problems.append(f'stop memserver: {e}')
+            problems += [f'{s.log_path}: {w}' for w in s.warnings()]
+        for d in self.mountpoints:
+            try:
+                if not is_mounted(d):
+                    shutil.rmtree(d, ignore_errors=True)
+            except OSError:
+                pass
+        return problems
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(str(tmp_path))
+    try:
+        yield e
+    finally:
+        problems = e.teardown()
+    if problems and not e.expected_warnings:
+        pytest.fail('daemon trouble:\n' + '\n'.join(problems))
+
+
+class Mounted:
+    def __init__(self, env, server, fs):
+        self.env = env
+        self.server = server
+        self.fs = fs
+        self.path = fs.mountpoint
+
+    def p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def remount(self, options=None):
+        """Clean unmount, then a new rmemfs process on the same pool."""
+        rc = self.fs.unmount()
+        assert rc == 0, f'rmemfs exit status {rc}:\n{self.fs.output()}'
+        opts = self.fs.options if options is None else options
+        fs = Rmemfs(self.server, self.path, opts, name=f'rmemfs{len(self.env.mounts)}')
+        self.env.mounts.append(fs)
+        self.fs = fs.start()
+        return self
+
+
+def mounted_fs(env, caches=False):
+    """A fresh 64 MiB pool mounted (kernel caches off unless caches); a
+    generator for fixtures: a clean unmount with exit status 0 at the end."""
+    server = env.server('64M')
+    fs = env.rmemfs(server, caches=caches)
+    m = Mounted(env, server, fs)
+    yield m
+    if m.fs.proc and m.fs.proc.poll() is None and is_mounted(m.path):
+        rc = m.fs.unmount()
+        assert rc == 0, f'rmemfs exit status {rc} at unmount:\n{m.fs.output()}'
+
+
+@pytest.fixture
+def mounted(env):
+    """A fresh 64 MiB pool mounted with the kernel caches off."""
+    yield from mounted_fs(env)
+
+
+@pytest.fixture
+def refdir(tmp_path):
+    d = tmp_path / 'ref'
+    d.mkdir()
+    return str(d)
+
+
+# ---- syscalls Python's os module lacks ----
+
+_libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+_libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                            ctypes.c_uint]
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+FALLOC_FL_ZERO_RANGE = 0x10
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+
+
+def _check(rc):
+    if rc < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return rc
+
+
+def fallocate(fd, mode, off, length):
+    _check(_libc.fallocate(fd, mode, off, length))
+
+
+def renameat2(old, new, flags):
+    _check(_libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags))
+
+
+class _timespec(ctypes.Structure):
+    _fields_ = [('tv_sec', ctypes.c_long), ('tv_nsec', ctypes.c_long)]
+
+
+def utimensat(path, atime, mtime, follow=True):
+    """atime/mtime: (sec, nsec) tuples, or UTIME_NOW / UTIME_OMIT."""
+    ts = (_timespec * 2)()
+    for i, t in enumerate((atime, mtime)):
+        if t in (UTIME_NOW, UTIME_OMIT):
+            ts[i].tv_sec, ts[i].tv_nsec = 0, t
+        else:
+            ts[i].tv_sec, ts[i].tv_nsec = t
+    flags = 0 if follow else 0x100  # AT_SYMLINK_NOFOLLOW
+    _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), ts, flags))
+
+
+def outcome(fn, *args):
+    """('ok', value) or ('err', errno name): comparable across filesystems."""
+    try:
+        return ('ok', fn(*args))
+    except OSError as e:
+        return ('err', errno.errorcode.get(e.errno, e.errno))
+
+
+def pattern(seed, n):
+    """n deterministic, non-repeating-looking bytes."""
+    import random
+    return random.Random(seed).randbytes(n)

@@ -1,0 +1,1286 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_meta.c - the metadata core (fuse-client/rmemfs-core) against a real
+ * memserver: format, remount equality, journal replay after a simulated
+ * crash, torn journal tails, checkpoint rollover, the lease, format rules,
+ * ENOSPC, a 100,000-entry directory, fsck detection and repair, rename and
+ * xattr rules, sparse files, ownership rules.
+ *
+ * Each test spawns its own memserver on an ephemeral port (found through
+ * RMEM_BUILD_DIR) and kills it in teardown. A "crash" is meta_abandon():
+ * it frees everything and writes nothing, leaving the lease held.
+ */
+#define G_LOG_DOMAIN "rmemfs-test-meta"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "fsck.h"
+#include "journal.h"
+#include "layout.h"
+#include "meta.h"
+#include "meta_int.h"
+#include "remote.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define BS META_BLOCK_SIZE
+#define ROOT META_ROOT_INO
+
+static const struct meta_cred root_cred = { .uid = 0, .gid = 0 };
+
+struct fx {
+	GPid pid;
+	int port;
+	struct remote *r;
+};
+
+/* ---- memserver ---- */
+
+/* the memserver dies with the test process, even when an assertion aborts it */
+static void child_setup(gpointer unused)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static void fx_start(struct fx *f, const char *size)
+{
+	const char *bd = g_getenv("RMEM_BUILD_DIR");
+	char *bin = g_build_filename(bd ? bd : ".", "memserver", "memserver", NULL);
+	char *argv[] = { bin, (char *)"--size", (char *)size, (char *)"--port", (char *)"0", NULL };
+	GError *err = NULL;
+	struct remote_config cfg;
+	char line[512];
+	size_t have = 0;
+	int out_fd, rc;
+	gint64 deadline;
+	char *p;
+
+	memset(f, 0, sizeof(*f));
+	if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, child_setup, NULL,
+				      &f->pid, NULL, &out_fd, NULL, &err))
+		g_error("spawning %s: %s", bin, err->message);
+	g_free(bin);
+	deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	while (!memchr(line, '\n', have)) {
+		struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
+		ssize_t n;
+
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		n = read(out_fd, line + have, sizeof(line) - 1 - have);
+		g_assert_cmpint(n, >, 0);
+		have += (size_t)n;
+		line[have] = 0;
+	}
+	close(out_fd);
+	p = strstr(line, "127.0.0.1:");
+	g_assert_nonnull(p);
+	f->port = atoi(p + strlen("127.0.0.1:"));
+	g_assert_cmpint(f->port, >, 0);
+
+	memset(&cfg, 0, sizeof(cfg));
+	xport_params_init(&cfg.params);
+	cfg.params.host = "127.0.0.1";
+	cfg.params.port = (uint16_t)f->port;
+	cfg.params.quiet = true;
+	cfg.transport = "tcp";
+	cfg.qps = 2;
+	cfg.bounce_size = 1U << 20;
+	rc = remote_open(&cfg, &f->r);
+	g_assert_cmpint(rc, ==, 0);
+}
+
+static void fx_stop(struct fx *f)
+{
+	int status, i;
+
+	remote_close(f->r);
+	f->r = NULL;
+	if (!f->pid)
+		return;
+	kill(f->pid, SIGTERM);
+	for (i = 0; i < 100; i++) {
+		if (waitpid(f->pid, &status, WNOHANG) == f->pid)
+			break;
+		g_usleep(50000);
+	}
+	if (i == 100) {
+		kill(f->pid, SIGKILL);
+		waitpid(f->pid, &status, 0);
+	}
+	g_spawn_close_pid(f->pid);
+	f->pid = 0;
+}
+
+static void setup_64m(struct fx *f, gconstpointer d)
+{
+	fx_start(f, "64M");
+}
+
+static void setup_16m(struct fx *f, gconstpointer d)
+{
+	fx_start(f, "16M");
+}
+
+static void setup_512m(struct fx *f, gconstpointer d)
+{
+	fx_start(f, "512M");
+}
+
+static void teardown(struct fx *f, gconstpointer d)
+{
+	fx_stop(f);
+}
+
+/* ---- helpers ---- */
+
+static struct meta *do_mount_opts(struct fx *f, const struct meta_mount_opts *o, int expect,
+				  char **msg_out)
+{
+	struct meta *m = NULL;
+	char *msg = NULL;
+	int rc = meta_mount(f->r, o, &m, &msg);
+
+	if (rc != expect)
+		g_error("meta_mount: %d (%s), expected %d", rc, msg ? msg : "-", expect);
+	if (msg_out)
+		*msg_out = msg;
+	else
+		g_free(msg);
+	return m;
+}
+
+static struct meta *do_mount(struct fx *f)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta" };
+
+	return do_mount_opts(f, &o, 0, NULL);
+}
+
+static uint64_t mk(struct meta *m, uint64_t parent, const char *name, uint32_t mode)
+{
+	struct meta_attr a;
+	int rc;
+
+	if (S_ISDIR(mode))
+		rc = meta_mkdir(m, parent, name, mode & 07777, &root_cred, &a);
+	else
+		rc = meta_mknod(m, parent, name, mode, 0, &root_cred, &a);
+	g_assert_cmpint(rc, ==, 0);
+	meta_forget(m, a.ino, 1);
+	return a.ino;
+}
+
+static uint64_t lookup_ino(struct meta *m, uint64_t parent, const char *name)
+{
+	struct meta_attr a;
+
+	if (meta_lookup(m, parent, name, &a) < 0)
+		return 0;
+	meta_forget(m, a.ino, 1);
+	return a.ino;
+}
+
+static struct meta_attr attr_of(struct meta *m, uint64_t ino)
+{
+	struct meta_attr a;
+
+	g_assert_cmpint(meta_getattr(m, ino, &a), ==, 0);
+	return a;
+}
+
+/* write through meta_map/remote like io.c does: zero fresh padding, data, write_done */
+static int write_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t off,
+		      const void *buf, size_t len)
+{
+	struct meta_extent ext[300];
+	static const uint8_t zero[BS];
+	int n, i, rc;
+
+	n = meta_map(m, ino, off, len, true, ext, G_N_ELEMENTS(ext));
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		uint64_t es = ext[i].file_block * BS, ee = es + ext[i].count * BS;
+		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
+
+		g_assert_cmpuint(ext[i].pool_off, !=, 0);
+		if (ext[i].fresh && es < s)
+			g_assert_cmpint(remote_write(r, ext[i].pool_off, zero, s - es), ==, 0);
+		rc = remote_write(r, ext[i].pool_off + (s - es), (const uint8_t *)buf + (s - off),
+				  e - s);
+		g_assert_cmpint(rc, ==, 0);
+		if (ext[i].fresh && e < ee)
+			g_assert_cmpint(remote_write(r, ext[i].pool_off + (e - es), zero, ee - e), ==,
+					0);
+	}
+	return meta_write_done(m, ino, off, len);
+}
+
+static void read_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t off, void *buf,
+		      size_t len)
+{
+	struct meta_extent ext[300];
+	int n, i;
+
+	n = meta_map(m, ino, off, len, false, ext, G_N_ELEMENTS(ext));
+	g_assert_cmpint(n, >, 0);
+	for (i = 0; i < n; i++) {
+		uint64_t es = ext[i].file_block * BS, ee = es + ext[i].count * BS;
+		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
+
+		if (!ext[i].pool_off)
+			memset((uint8_t *)buf + (s - off), 0, e - s);
+		else
+			g_assert_cmpint(remote_read(r, ext[i].pool_off + (s - es),
+						    (uint8_t *)buf + (s - off), e - s),
+					==, 0);
+	}
+}
+
+static void fill_pattern(uint8_t *buf, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 9));
+}
+
+/* ---- tree dump: everything a remount must preserve ---- */
+
+struct dir_list {
+	GPtrArray *names;
+	GArray *cookies;
+	int limit; /* stop after this many (0: no limit) */
+};
+
+static int collect(void *ctx, const char *name, const struct meta_attr *attr, uint64_t next)
+{
+	struct dir_list *l = ctx;
+
+	if (l->limit && (int)l->names->len >= l->limit)
+		return 1;
+	g_ptr_array_add(l->names, g_strdup(name));
+	g_array_append_val(l->cookies, next);
+	return 0;
+}
+
+static void dump_ino(struct meta *m, struct remote *r, uint64_t ino, const char *path,
+		     GString *out)
+{
+	struct meta_attr a = attr_of(m, ino);
+	char xl[4096], val[256], target[4096];
+	ssize_t n, k;
+
+	g_string_append_printf(out, "%s ino=%" G_GUINT64_FORMAT " mode=%o nlink=%u uid=%u gid=%u "
+			       "rdev=%" G_GUINT64_FORMAT " size=%" G_GUINT64_FORMAT " blocks=%"
+			       G_GUINT64_FORMAT " mtime=%ld.%09ld ctime=%ld.%09ld atime=%ld.%09ld",
+			       path, (guint64)a.ino, a.mode, a.nlink, a.uid, a.gid, (guint64)a.rdev,
+			       (guint64)a.size, (guint64)a.blocks, (long)a.mtime.tv_sec,
+			       a.mtime.tv_nsec, (long)a.ctime.tv_sec, a.ctime.tv_nsec,
+			       (long)a.atime.tv_sec, a.atime.tv_nsec);
+	n = meta_listxattr(m, ino, xl, sizeof(xl));
+	g_assert_cmpint(n, >=, 0);
+	for (k = 0; k < n; k += (ssize_t)strlen(xl + k) + 1) {
+		ssize_t vl = meta_getxattr(m, ino, xl + k, val, sizeof(val));
+
+		g_assert_cmpint(vl, >=, 0);
+		g_string_append_printf(out, " xattr[%s]=%.*s", xl + k, (int)vl, val);
+	}
+	if (S_ISLNK(a.mode)) {
+		g_assert_cmpint(meta_readlink(m, ino, target, sizeof(target)), ==, 0);
+		g_string_append_printf(out, " -> %s", target);
+	}
+	if (S_ISREG(a.mode) && a.size) {
+		uint8_t *buf = g_malloc(a.size);
+		char *sum;
+
+		read_data(m, r, ino, 0, buf, a.size);
+		sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, buf, a.size);
+		g_string_append_printf(out, " sha256=%s", sum);
+		g_free(sum);
+		g_free(buf);
+	}
+	g_string_append_c(out, '\n');
+	if (S_ISDIR(a.mode)) {
+		struct dir_list l = { g_ptr_array_new_with_free_func(g_free),
+				      g_array_new(FALSE, FALSE, sizeof(uint64_t)), 0 };
+		guint i;
+
+		g_assert_cmpint(meta_readdir(m, ino, 0, false, collect, &l), ==, 0);
+		for (i = 2; i < l.names->len; i++) {
+			const char *name = g_ptr_array_index(l.names, i);
+			char *sub = g_strdup_printf("%s/%s", path, name);
+
+			dump_ino(m, r, lookup_ino(m, ino, name), sub, out);
+			g_free(sub);
+		}
+		g_ptr_array_free(l.names, TRUE);
+		g_array_free(l.cookies, TRUE);
+	}
+}
+
+static char *dump(struct meta *m, struct remote *r)
+{
+	GString *s = g_string_new(NULL);
+
+	dump_ino(m, r, ROOT, "", s);
+	return g_string_free(s, FALSE);
+}
+
+/* a tree with a bit of everything */
+static void build_tree(struct meta *m, struct remote *r)
+{
+	struct meta_attr a;
+	uint64_t d1, d2, f1, f2, big;
+	uint8_t *buf = g_malloc(300000);
+
+	d1 = mk(m, ROOT, "dir1", S_IFDIR | 0755);
+	d2 = mk(m, d1, "sub", S_IFDIR | 0700);
+	f1 = mk(m, d1, "file1", S_IFREG | 0644);
+	fill_pattern(buf, 5000, 1);
+	g_assert_cmpint(write_data(m, r, f1, 0, buf, 5000), ==, 0);
+	f2 = mk(m, d2, "sparse", S_IFREG | 0600);
+	fill_pattern(buf, 100, 2);
+	g_assert_cmpint(write_data(m, r, f2, 10 * 1024 * 1024, buf, 100), ==, 0);
+	big = mk(m, ROOT, "big", S_IFREG | 0644);
+	fill_pattern(buf, 300000, 3);
+	g_assert_cmpint(write_data(m, r, big, 0, buf, 300000), ==, 0);
+	g_assert_cmpint(write_data(m, r, big, 123, buf, 7777), ==, 0);
+	mk(m, ROOT, "fifo", S_IFIFO | 0644);
+	g_assert_cmpint(meta_symlink(m, d1, "link", "../big", &root_cred, &a), ==, 0);
+	meta_forget(m, a.ino, 1);
+	g_assert_cmpint(meta_link(m, f1, ROOT, "hardlink", &a), ==, 0);
+	meta_forget(m, a.ino, 1);
+	g_assert_cmpint(meta_setxattr(m, f1, "user.color", "blue", 4, 0), ==, 0);
+	g_assert_cmpint(meta_setxattr(m, d1, "trusted.t", "x", 1, 0), ==, 0);
+	g_assert_cmpint(meta_fallocate(m, big, 1 << 20, 1 << 20, FALLOC_FL_KEEP_SIZE), ==, 0);
+	g_free(buf);
+}
+
+/* ---- tests ---- */
+
+static void test_remount(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	char *before, *after;
+	struct meta_attr a;
+
+	build_tree(m, f->r);
+	a = attr_of(m, ROOT);
+	g_assert_cmpuint(a.nlink, ==, 3); /* . and dir1 */
+	a = attr_of(m, lookup_ino(m, ROOT, "dir1"));
+	g_assert_cmpuint(a.nlink, ==, 3);
+	a = attr_of(m, lookup_ino(m, ROOT, "hardlink"));
+	g_assert_cmpuint(a.nlink, ==, 2);
+	before = dump(m, f->r);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+
+	m = do_mount(f);
+	g_assert_true(m->load.was_clean);
+	g_assert_cmpuint(m->load.replayed, ==, 0);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_free(after);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+
+	/* a third time, after a mount that changed nothing */
+	m = do_mount(f);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_free(before);
+	g_free(after);
+}
+
+static void test_replay(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	char *before, *after;
+	uint64_t ckpts_before;
+
+	build_tree(m, f->r);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	before = dump(m, f->r);
+	ckpts_before = m->ckpts;
+	meta_abandon(m); /* crash: nothing written, lease still held */
+
+	{
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+
+		m = do_mount_opts(f, &o, 0, NULL);
+	}
+	g_assert_false(m->load.was_clean);
+	g_assert_cmpuint(m->load.replayed + ckpts_before, >, 0);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_free(after);
+	/* recovery wrote a checkpoint: a second crash right now loses nothing either */
+	meta_abandon(m);
+	{
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+
+		m = do_mount_opts(f, &o, 0, NULL);
+	}
+	g_assert_cmpuint(m->load.replayed, ==, 0);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_free(before);
+	g_free(after);
+}
+
+static uint64_t tail_of(struct meta *m)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&m->lock);
+	t = journal_tail(m->j);
+	g_assert_cmpuint(journal_pending_bytes(m->j), ==, 0);
+	pthread_mutex_unlock(&m->lock);
+	return t;
+}
+
+static void test_torn_tail(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta *m = do_mount(f);
+	uint64_t t0, t1, joff = m->g.journal_off;
+	uint8_t junk[16];
+	struct fsck_report rep;
+	struct fsck_opts fo = { .lease_takeover_ms = 300 };
+	char *msg = NULL;
+
+	mk(m, ROOT, "a", S_IFREG | 0644);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	mk(m, ROOT, "b", S_IFREG | 0644);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	t0 = tail_of(m);
+	mk(m, ROOT, "c", S_IFREG | 0644);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	t1 = tail_of(m);
+	g_assert_cmpuint(t1, >, t0);
+	meta_abandon(m);
+
+	/* tear the last transaction: garbage in its middle */
+	memset(junk, 0xa5, sizeof(junk));
+	g_assert_cmpint(remote_write(f->r, joff + (t0 + t1) / 2, junk, sizeof(junk)), ==, 0);
+
+	/* fsck (read-only) sees a consistent filesystem with a torn tail */
+	fsck_report_init(&rep);
+	g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_null(msg);
+	fsck_report_clear(&rep);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_true(m->load.torn_tail);
+	g_assert_cmpuint(m->load.replayed, ==, 2);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "a"), !=, 0);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "b"), !=, 0);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), ==, 0);
+	/* and the filesystem goes on normally */
+	mk(m, ROOT, "c", S_IFREG | 0644);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	m = do_mount(f);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), !=, 0);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_rollover(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta *m = do_mount(f);
+	uint64_t dir = mk(m, ROOT, "many", S_IFDIR | 0755);
+	struct dir_list l;
+	int i, n = 15000;
+
+	/* 64 MiB pool: 1 MiB journal; ~15000 creates write several MiB of journal */
+	for (i = 0; i < n; i++) {
+		char name[64];
+
+		g_snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
+		mk(m, dir, name, S_IFREG | 0644);
+		if (i % 3000 == 0)
+			g_assert_cmpint(meta_sync(m), ==, 0);
+	}
+	for (i = 0; i < n; i += 2) {
+		char name[64];
+
+		g_snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
+		g_assert_cmpint(meta_unlink(m, dir, name), ==, 0);
+	}
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpuint(m->ckpts, >=, 3);
+	g_test_message("%" G_GUINT64_FORMAT " checkpoints", (guint64)m->ckpts);
+	meta_abandon(m);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	l.names = g_ptr_array_new_with_free_func(g_free);
+	l.cookies = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	l.limit = 0;
+	g_assert_cmpint(meta_readdir(m, dir, 0, false, collect, &l), ==, 0);
+	g_assert_cmpuint(l.names->len, ==, 2 + n / 2);
+	g_assert_cmpuint(lookup_ino(m, dir, "file-with-a-longish-name-000001"), !=, 0);
+	g_assert_cmpuint(lookup_ino(m, dir, "file-with-a-longish-name-000002"), ==, 0);
+	g_ptr_array_free(l.names, TRUE);
+	g_array_free(l.cookies, TRUE);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_lease(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts oa = { .holder_name = "holder-A on testhost",
+				      .lease_takeover_ms = 1000 };
+	struct meta_mount_opts ob = { .holder_name = "holder-B", .lease_takeover_ms = 1500 };
+	struct meta *a, *b;
+	char *msg = NULL;
+	gint64 t;
+
+	a = do_mount_opts(f, &oa, 0, NULL);
+	mk(a, ROOT, "from-a", S_IFREG | 0644);
+	g_assert_cmpint(meta_sync(a), ==, 0);
+
+	/* the holder is alive: refused, naming the holder */
+	t = g_get_monotonic_time();
+	b = do_mount_opts(f, &ob, -EBUSY, &msg);
+	g_assert_null(b);
+	g_assert_nonnull(msg);
+	g_assert_nonnull(strstr(msg, "holder-A on testhost"));
+	g_test_message("second mount: %s (after %" G_GINT64_FORMAT " ms)", msg,
+		       (g_get_monotonic_time() - t) / 1000);
+	g_free(msg);
+
+	/* fsck refuses to check a live mount (unless forced), naming the holder */
+	{
+		struct fsck_opts fo = { 0 };
+		struct fsck_report rep;
+
+		fsck_report_init(&rep);
+		g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, -EBUSY);
+		g_assert_nonnull(strstr(msg, "holder-A on testhost"));
+		g_free(msg);
+		msg = NULL;
+		fsck_report_clear(&rep);
+		fo.force = true;
+		fsck_report_init(&rep);
+		g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+		g_assert_null(msg);
+		fsck_report_clear(&rep);
+		/* a read-only mount takes no lease */
+		b = do_mount_opts(f, &(struct meta_mount_opts){ .read_only = true }, 0, NULL);
+		g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
+		g_assert_cmpint(meta_mknod(b, ROOT, "x", S_IFREG | 0644, 0, &root_cred,
+					   &(struct meta_attr){ 0 }),
+				==, -EROFS);
+		g_assert_cmpint(meta_unmount(b), ==, 0);
+	}
+
+	/* the holder dies (heartbeat stops, lease word stays): taken over */
+	meta_abandon(a);
+	t = g_get_monotonic_time();
+	b = do_mount_opts(f, &ob, 0, NULL);
+	t = (g_get_monotonic_time() - t) / 1000;
+	g_test_message("takeover after %" G_GINT64_FORMAT " ms", t);
+	g_assert_cmpint(t, >=, 1400);
+	g_assert_cmpint(t, <, 15000);
+	g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
+	g_assert_cmpint(meta_unmount(b), ==, 0);
+
+	/* released cleanly: the next mount is immediate */
+	t = g_get_monotonic_time();
+	a = do_mount_opts(f, &oa, 0, NULL);
+	g_assert_cmpint((g_get_monotonic_time() - t) / 1000, <, 1000);
+	g_assert_cmpint(meta_unmount(a), ==, 0);
+}
+
+static void test_lease_default_timing(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "crashed-holder" };
+	struct meta *a, *b;
+	gint64 t;
+
+	/* default timing: a crashed holder is taken over within 15 s */
+	a = do_mount_opts(f, &o, 0, NULL);
+	meta_abandon(a);
+	t = g_get_monotonic_time();
+	b = do_mount_opts(f, &o, 0, NULL);
+	t = (g_get_monotonic_time() - t) / 1000;
+	g_test_message("default takeover after %" G_GINT64_FORMAT " ms", t);
+	g_assert_cmpint(t, <, 15000);
+	g_assert_cmpint(meta_unmount(b), ==, 0);
+}
+
+static void test_format_rules(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta" };
+	struct meta_mount_opts of = { .holder_name = "test-meta", .format = true };
+	struct meta *m;
+	uint8_t junk[512];
+	char *msg = NULL;
+	__le32 v2 = htole32(LAYOUT_VERSION + 1);
+
+	/* foreign data in block 0: refused, and -o format formats it */
+	memset(junk, 0x5a, sizeof(junk));
+	g_assert_cmpint(remote_write(f->r, 0, junk, sizeof(junk)), ==, 0);
+	m = do_mount_opts(f, &o, -EMEDIUMTYPE, &msg);
+	g_assert_nonnull(strstr(msg, "no rmemfs filesystem"));
+	g_assert_nonnull(strstr(msg, "-o format"));
+	g_free(msg);
+	m = do_mount_opts(f, &of, 0, NULL);
+	mk(m, ROOT, "kept", S_IFREG | 0644);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+
+	/* -o format never formats an rmemfs pool */
+	m = do_mount_opts(f, &of, 0, NULL);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), !=, 0);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+
+	/* a newer format version: refused even with -o format */
+	g_assert_cmpint(remote_write(f->r, 8, &v2, sizeof(v2)), ==, 0);
+	m = do_mount_opts(f, &of, -EPROTONOSUPPORT, &msg);
+	g_assert_nonnull(strstr(msg, "newer rmemfs"));
+	g_free(msg);
+
+	/* a damaged superblock: refused without -o format */
+	v2 = htole32(LAYOUT_VERSION);
+	g_assert_cmpint(remote_write(f->r, 8, &v2, sizeof(v2)), ==, 0);
+	g_assert_cmpint(remote_write(f->r, 20, junk, 4), ==, 0); /* inside fs_size */
+	m = do_mount_opts(f, &o, -EUCLEAN, &msg);
+	g_assert_nonnull(strstr(msg, "damaged"));
+	g_free(msg);
+}
+
+static void test_fresh_format(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f); /* all-zero pool: formatted */
+	struct meta_statfs st;
+
+	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+	g_assert_cmpuint(st.blocks, ==, m->g.data_blocks);
+	g_assert_cmpuint(st.bfree, ==, st.blocks);
+	g_assert_cmpuint(st.files, >, 10000);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_enospc(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	struct meta_statfs st;
+	uint8_t *buf = g_malloc(1 << 20);
+	uint64_t ino, off = 0, ino2;
+	int rc, rounds;
+
+	memset(buf, 0x77, 1 << 20);
+	ino = mk(m, ROOT, "filler", S_IFREG | 0644);
+	for (;;) {
+		rc = write_data(m, f->r, ino, off, buf, 1 << 20);
+		if (rc < 0)
+			break;
+		off += 1 << 20;
+	}
+	g_assert_cmpint(rc, ==, -ENOSPC);
+	/* fill the remainder block by block */
+	for (;;) {
+		rc = write_data(m, f->r, ino, off, buf, BS);
+		if (rc < 0)
+			break;
+		off += BS;
+	}
+	g_assert_cmpint(rc, ==, -ENOSPC);
+	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+	g_assert_cmpuint(st.bfree, ==, 0);
+	g_assert_cmpuint(off, ==, st.blocks * BS);
+	g_test_message("filled %" G_GUINT64_FORMAT " bytes", (guint64)off);
+	/* still usable: metadata works, the data written reads back */
+	ino2 = mk(m, ROOT, "small", S_IFREG | 0644);
+	g_assert_cmpint(write_data(m, f->r, ino2, 0, buf, 10), ==, -ENOSPC);
+	read_data(m, f->r, ino, off - BS, buf, BS);
+	g_assert_cmpuint(buf[BS - 1], ==, 0x77);
+
+	/* delete: the space comes back (freed blocks wait for their txn to be durable) */
+	for (rounds = 0; rounds < 3; rounds++) {
+		g_assert_cmpint(meta_unlink(m, ROOT, "filler"), ==, 0);
+		g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+		g_assert_cmpuint(st.bfree, ==, st.blocks);
+		g_assert_cmpint(write_data(m, f->r, ino2, 0, buf, 1 << 20), ==, 0);
+		g_assert_cmpint(meta_setattr(m, ino2, &(struct meta_setattr){ .valid = META_SET_SIZE,
+									     .size = 0 },
+					     &root_cred, &(struct meta_attr){ 0 }),
+				==, 0);
+		ino = mk(m, ROOT, "filler", S_IFREG | 0644);
+		for (off = 0;; off += 1 << 20)
+			if (write_data(m, f->r, ino, off, buf, 1 << 20) < 0)
+				break;
+	}
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	m = do_mount(f);
+	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+	g_assert_cmpuint(st.bfree, <, 256);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_free(buf);
+}
+
+static void test_bigdir(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta *m = do_mount(f);
+	const int n = 100000;
+	uint64_t dir = mk(m, ROOT, "big", S_IFDIR | 0755);
+	GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	struct dir_list l;
+	uint64_t cookie = 0;
+	gint64 t0, t;
+	int i, removed = 0, added = 0;
+	guint k;
+
+	t0 = g_get_monotonic_time();
+	for (i = 0; i < n; i++) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "entry%06d", i);
+		mk(m, dir, name, S_IFREG | 0644);
+	}
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	t = g_get_monotonic_time() - t0;
+	g_test_message("100000 creates + sync: %" G_GINT64_FORMAT " ms", t / 1000);
+	g_assert_cmpint(t, <, 30 * G_USEC_PER_SEC);
+	g_assert_cmpuint(attr_of(m, dir).nlink, ==, 2);
+
+	t0 = g_get_monotonic_time();
+	for (i = 0; i < n; i += 7) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "entry%06d", i);
+		g_assert_cmpuint(lookup_ino(m, dir, name), !=, 0);
+	}
+	t = g_get_monotonic_time() - t0;
+	g_test_message("%d lookups: %" G_GINT64_FORMAT " ms", n / 7, t / 1000);
+	g_assert_cmpint(t, <, 5 * G_USEC_PER_SEC);
+
+	/* readdir in chunks while entries come and go: no duplicates, nothing stable missed */
+	l.names = g_ptr_array_new_with_free_func(g_free);
+	l.cookies = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	for (;;) {
+		l.limit = 1000;
+		g_ptr_array_set_size(l.names, 0);
+		g_array_set_size(l.cookies, 0);
+		g_assert_cmpint(meta_readdir(m, dir, cookie, false, collect, &l), ==, 0);
+		if (!l.names->len)
+			break;
+		for (k = 0; k < l.names->len; k++) {
+			char *name = g_ptr_array_index(l.names, k);
+
+			g_assert_false(g_hash_table_contains(seen, name));
+			g_hash_table_add(seen, g_strdup(name));
+		}
+		cookie = g_array_index(l.cookies, uint64_t, l.cookies->len - 1);
+		/* remove an entry further on, add a new one */
+		if (removed < 50) {
+			char name[32];
+
+			g_snprintf(name, sizeof(name), "entry%06d", n - 1 - removed * 13);
+			if (!g_hash_table_contains(seen, name) &&
+			    meta_unlink(m, dir, name) == 0)
+				removed++;
+			g_snprintf(name, sizeof(name), "new%04d", added++);
+			mk(m, dir, name, S_IFREG | 0644);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "entry%06d", i);
+		if (!g_hash_table_contains(seen, name))
+			g_assert_cmpuint(lookup_ino(m, dir, name), ==, 0); /* only removed ones */
+	}
+	g_assert_cmpuint(g_hash_table_size(seen), >=, 2 + n - removed);
+	g_ptr_array_free(l.names, TRUE);
+	g_array_free(l.cookies, TRUE);
+	g_hash_table_destroy(seen);
+
+	t0 = g_get_monotonic_time();
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	m = do_mount_opts(f, &o, 0, NULL);
+	t = g_get_monotonic_time() - t0;
+	g_test_message("unmount + mount with 100000 entries: %" G_GINT64_FORMAT " ms", t / 1000);
+	g_assert_cmpint(t, <, 10 * G_USEC_PER_SEC);
+	g_assert_cmpuint(lookup_ino(m, dir, "entry000003"), !=, 0);
+	g_assert_cmpuint(lookup_ino(m, dir, "new0001"), !=, 0);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+/* corrupt the metadata in RAM and commit it as a checkpoint, behind meta's back */
+static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t *fc)
+{
+	struct meta *m = do_mount(f);
+	struct meta_inode *a, *b, *c, *root;
+	struct meta_ext *ea, *eb;
+	uint8_t buf[2 * BS];
+
+	*fa = mk(m, ROOT, "a", S_IFREG | 0644);
+	*fb = mk(m, ROOT, "b", S_IFREG | 0644);
+	*fc = mk(m, ROOT, "c", S_IFREG | 0644);
+	fill_pattern(buf, sizeof(buf), 11);
+	g_assert_cmpint(write_data(m, f->r, *fa, 0, buf, sizeof(buf)), ==, 0);
+	fill_pattern(buf, sizeof(buf), 22);
+	g_assert_cmpint(write_data(m, f->r, *fb, 0, buf, sizeof(buf)), ==, 0);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+
+	pthread_mutex_lock(&m->lock);
+	a = meta_inode_get(m, *fa);
+	b = meta_inode_get(m, *fb);
+	c = meta_inode_get(m, *fc);
+	root = meta_inode_get(m, ROOT);
+	/* 1: an entry naming an inode that does not exist */
+	meta_dir_add(m, root, "dangling", 8, 999999, DT_REG, 0);
+	/* 2: a wrong link count */
+	c->a.nlink = 5;
+	meta_inode_touch_acct(m, c);
+	/* 3: b's second block is a's first block */
+	ea = meta_ext_find(a, 0, NULL);
+	eb = meta_ext_find(b, 1, NULL);
+	g_assert_nonnull(ea);
+	g_assert_nonnull(eb);
+	meta_ext_clear(m, b, 1, 1, false);
+	meta_ext_set(m, b, 1, 1, ea->pblock, META_EXT_WRITTEN);
+	pthread_mutex_unlock(&m->lock);
+	g_assert_cmpint(meta_commit(m, true), ==, 0);
+	meta_abandon(m);
+}
+
+static void test_fsck(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct fsck_opts ro = { .lease_takeover_ms = 300 };
+	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 300 };
+	struct fsck_report rep;
+	uint64_t fa, fb, fc;
+	char *msg = NULL, *all;
+	uint8_t want[2 * BS], got[2 * BS];
+	struct meta *m;
+	struct meta_extent ea[4], eb[4];
+	guint i;
+	int rc;
+
+	corrupt_and_crash(f, &fa, &fb, &fc);
+
+	/* a mount refuses: this is not something a crash explains */
+	m = do_mount_opts(f, &o, -EUCLEAN, &msg);
+	g_assert_nonnull(strstr(msg, "rmemfs-fsck --repair"));
+	g_test_message("mount: %s", msg);
+	g_free(msg);
+	msg = NULL;
+
+	/* fsck finds all three */
+	fsck_report_init(&rep);
+	rc = fsck_pool(f->r, &ro, &rep, &msg);
+	g_assert_null(msg);
+	g_assert_cmpint(rc, ==, 1);
+	g_ptr_array_add(rep.lines, NULL);
+	all = g_strjoinv("\n", (char **)rep.lines->pdata);
+	g_test_message("fsck:\n%s", all);
+	g_assert_nonnull(strstr(all, "missing inode 999999"));
+	g_assert_nonnull(strstr(all, "link count 5, should be 1"));
+	g_assert_nonnull(strstr(all, "also used by another file"));
+	g_assert_cmpuint(rep.repaired, ==, 0);
+	g_free(all);
+	g_ptr_array_remove_index(rep.lines, rep.lines->len - 1);
+	fsck_report_clear(&rep);
+
+	/* --repair fixes them */
+	fsck_report_init(&rep);
+	rc = fsck_pool(f->r, &rw, &rep, &msg);
+	g_assert_null(msg);
+	g_assert_cmpint(rc, ==, 1);
+	g_assert_cmpuint(rep.repaired, ==, rep.problems);
+	g_assert_cmpuint(rep.problems, >=, 3);
+	fsck_report_clear(&rep);
+
+	/* clean now */
+	fsck_report_init(&rep);
+	rc = fsck_pool(f->r, &ro, &rep, &msg);
+	g_assert_null(msg);
+	g_assert_cmpint(rc, ==, 0);
+	fsck_report_clear(&rep);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "dangling"), ==, 0);
+	g_assert_cmpuint(attr_of(m, fc).nlink, ==, 1);
+	/* a kept its data; b got its own copy of the block it shared */
+	fill_pattern(want, sizeof(want), 11);
+	read_data(m, f->r, fa, 0, got, sizeof(got));
+	g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+	read_data(m, f->r, fb, 0, got, sizeof(got));
+	fill_pattern(want, sizeof(want), 22);
+	g_assert_cmpmem(got, BS, want, BS);
+	fill_pattern(want, sizeof(want), 11);
+	g_assert_cmpmem(got + BS, BS, want, BS);
+	/* and no block is shared any more */
+	for (i = 0; i < 2; i++) {
+		g_assert_cmpint(meta_map(m, fa, i * BS, BS, false, ea, 4), ==, 1);
+		g_assert_cmpint(meta_map(m, fb, 0, BS, false, eb, 4), ==, 1);
+		g_assert_cmpuint(ea[0].pool_off, !=, eb[0].pool_off);
+		g_assert_cmpint(meta_map(m, fb, BS, BS, false, eb, 4), ==, 1);
+		g_assert_cmpuint(ea[0].pool_off, !=, eb[0].pool_off);
+	}
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_rename(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	uint64_t d1, d2, d3, sub, x, y, e1, z;
+	struct meta_attr a, b;
+
+	d1 = mk(m, ROOT, "d1", S_IFDIR | 0755);
+	d2 = mk(m, ROOT, "d2", S_IFDIR | 0755);
+	sub = mk(m, d1, "sub", S_IFDIR | 0755);
+	x = mk(m, d1, "x", S_IFREG | 0644);
+	y = mk(m, d2, "y", S_IFREG | 0644);
+	e1 = mk(m, d2, "empty", S_IFDIR | 0755);
+	d3 = mk(m, sub, "deeper", S_IFDIR | 0755);
+
+	/* a directory never moves into its own subtree */
+	g_assert_cmpint(meta_rename(m, ROOT, "d1", sub, "d1", 0), ==, -EINVAL);
+	g_assert_cmpint(meta_rename(m, ROOT, "d1", d3, "x", 0), ==, -EINVAL);
+	g_assert_cmpint(meta_rename(m, ROOT, "d1", d1, "self", 0), ==, -EINVAL);
+	/* type rules */
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "empty", 0), ==, -EISDIR);
+	g_assert_cmpint(meta_rename(m, d1, "sub", d2, "y", 0), ==, -ENOTDIR);
+	g_assert_cmpint(meta_rename(m, d2, "empty", ROOT, "d1", 0), ==, -ENOTEMPTY);
+	g_assert_cmpint(meta_rename(m, d1, "missing", d2, "q", 0), ==, -ENOENT);
+	/* RENAME_NOREPLACE */
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", RENAME_NOREPLACE), ==, -EEXIST);
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "x2", RENAME_NOREPLACE), ==, 0);
+	g_assert_cmpint(meta_rename(m, d2, "x2", d1, "x", RENAME_NOREPLACE), ==, 0);
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", RENAME_NOREPLACE | RENAME_EXCHANGE), ==,
+			-EINVAL);
+
+	/* over an existing file: the old one is gone (its last name) */
+	a = attr_of(m, d2);
+	g_usleep(2000);
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", 0), ==, 0);
+	g_assert_cmpuint(lookup_ino(m, d2, "y"), ==, x);
+	g_assert_cmpuint(lookup_ino(m, d1, "x"), ==, 0);
+	g_assert_cmpint(meta_getattr(m, y, &b), ==, -ENOENT);
+	b = attr_of(m, d2);
+	g_assert_true(b.mtime.tv_sec > a.mtime.tv_sec ||
+		      (b.mtime.tv_sec == a.mtime.tv_sec && b.mtime.tv_nsec > a.mtime.tv_nsec));
+
+	/* a directory over an empty directory, across parents: link counts follow */
+	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 3);
+	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 3);
+	g_assert_cmpint(meta_rename(m, d1, "sub", d2, "empty", 0), ==, 0);
+	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 2);
+	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 3);
+	g_assert_cmpint(meta_getattr(m, e1, &b), ==, -ENOENT);
+	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, sub);
+	/* ".." of the moved directory is its new parent */
+	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d2);
+
+	/* RENAME_EXCHANGE of a file and a directory across parents */
+	z = mk(m, d1, "z", S_IFREG | 0644);
+	g_assert_cmpint(meta_rename(m, d1, "z", d2, "empty", RENAME_EXCHANGE), ==, 0);
+	g_assert_cmpuint(lookup_ino(m, d1, "z"), ==, sub);
+	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, z);
+	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 3);
+	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 2);
+	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d1);
+	g_assert_cmpint(meta_rename(m, d1, "z", d2, "nothere", RENAME_EXCHANGE), ==, -ENOENT);
+	/* exchanging a directory with something inside itself */
+	mk(m, d3, "inner", S_IFREG | 0644);
+	g_assert_cmpint(meta_rename(m, ROOT, "d1", d3, "inner", RENAME_EXCHANGE), ==, -EINVAL);
+	g_assert_cmpint(meta_rename(m, d3, "inner", ROOT, "d1", RENAME_EXCHANGE), ==, -EINVAL);
+
+	/* hard links of one file: rename is a no-op */
+	g_assert_cmpint(meta_link(m, z, d2, "z2", &a), ==, 0);
+	meta_forget(m, a.ino, 1);
+	g_assert_cmpint(meta_rename(m, d2, "empty", d2, "z2", 0), ==, 0);
+	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, z);
+	g_assert_cmpuint(attr_of(m, z).nlink, ==, 2);
+
+	/* everything survives a remount, and fsck agrees with the link counts */
+	{
+		char *before = dump(m, f->r), *after;
+		struct fsck_report rep;
+		struct fsck_opts ro = { 0 };
+		char *msg = NULL;
+
+		g_assert_cmpint(meta_unmount(m), ==, 0);
+		fsck_report_init(&rep);
+		g_assert_cmpint(fsck_pool(f->r, &ro, &rep, &msg), ==, 0);
+		fsck_report_clear(&rep);
+		m = do_mount(f);
+		after = dump(m, f->r);
+		g_assert_cmpstr(before, ==, after);
+		g_free(before);
+		g_free(after);
+	}
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_xattr(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	uint64_t x = mk(m, ROOT, "x", S_IFREG | 0644);
+	char buf[256];
+	struct meta_attr a, b;
+	char big[70000];
+
+	g_assert_cmpint(meta_setxattr(m, x, "os2.foo", "v", 1, 0), ==, -EOPNOTSUPP);
+	g_assert_cmpint(meta_setxattr(m, x, "system.posix_acl_access", "v", 1, 0), ==,
+			-EOPNOTSUPP);
+	g_assert_cmpint(meta_getxattr(m, x, "user.none", buf, sizeof(buf)), ==, -ENODATA);
+	g_assert_cmpint(meta_setxattr(m, x, "user.a", "v", 1, XATTR_REPLACE), ==, -ENODATA);
+	a = attr_of(m, x);
+	g_usleep(2000);
+	g_assert_cmpint(meta_setxattr(m, x, "user.a", "value-a", 7, XATTR_CREATE), ==, 0);
+	b = attr_of(m, x);
+	g_assert_true(b.ctime.tv_sec > a.ctime.tv_sec ||
+		      (b.ctime.tv_sec == a.ctime.tv_sec && b.ctime.tv_nsec > a.ctime.tv_nsec));
+	g_assert_cmpint(meta_setxattr(m, x, "user.a", "v", 1, XATTR_CREATE), ==, -EEXIST);
+	g_assert_cmpint(meta_setxattr(m, x, "trusted.b", "", 0, 0), ==, 0);
+	g_assert_cmpint(meta_setxattr(m, x, "security.c", "ccc", 3, 0), ==, 0);
+	g_assert_cmpint(meta_getxattr(m, x, "user.a", NULL, 0), ==, 7);
+	g_assert_cmpint(meta_getxattr(m, x, "user.a", buf, 3), ==, -ERANGE);
+	g_assert_cmpint(meta_getxattr(m, x, "user.a", buf, sizeof(buf)), ==, 7);
+	g_assert_cmpmem(buf, 7, "value-a", 7);
+	g_assert_cmpint(meta_getxattr(m, x, "trusted.b", buf, sizeof(buf)), ==, 0);
+	g_assert_cmpint(meta_listxattr(m, x, NULL, 0), ==, 7 + 10 + 11);
+	g_assert_cmpint(meta_listxattr(m, x, buf, 5), ==, -ERANGE);
+	g_assert_cmpint(meta_setxattr(m, x, "user.a", "new", 3, XATTR_REPLACE), ==, 0);
+	memset(big, 'q', sizeof(big));
+	g_assert_cmpint(meta_setxattr(m, x, "user.big", big, sizeof(big), 0), ==, -E2BIG);
+	g_assert_cmpint(meta_setxattr(m, x, "user.big", big, 65536, 0), ==, 0);
+	g_assert_cmpint(meta_removexattr(m, x, "user.none"), ==, -ENODATA);
+	g_assert_cmpint(meta_removexattr(m, x, "security.c"), ==, 0);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	meta_abandon(m);
+	{
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+
+		m = do_mount_opts(f, &o, 0, NULL);
+	}
+	g_assert_cmpint(meta_getxattr(m, x, "user.a", buf, sizeof(buf)), ==, 3);
+	g_assert_cmpmem(buf, 3, "new", 3);
+	g_assert_cmpint(meta_getxattr(m, x, "user.big", NULL, 0), ==, 65536);
+	g_assert_cmpint(meta_getxattr(m, x, "security.c", buf, sizeof(buf)), ==, -ENODATA);
+	g_assert_cmpint(meta_listxattr(m, x, buf, sizeof(buf)), ==, 7 + 10 + 9);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_names(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	char name[300];
+	struct meta_attr a;
+
+	memset(name, 'n', sizeof(name));
+	name[255] = 0;
+	g_assert_cmpint(meta_mknod(m, ROOT, name, S_IFREG | 0644, 0, &root_cred, &a), ==, 0);
+	meta_forget(m, a.ino, 1);
+	g_assert_cmpuint(lookup_ino(m, ROOT, name), ==, a.ino);
+	name[255] = 'n';
+	name[256] = 0;
+	g_assert_cmpint(meta_mknod(m, ROOT, name, S_IFREG | 0644, 0, &root_cred, &a), ==,
+			-ENAMETOOLONG);
+	g_assert_cmpint(meta_mkdir(m, ROOT, name, 0755, &root_cred, &a), ==, -ENAMETOOLONG);
+	g_assert_cmpint(meta_lookup(m, ROOT, name, &a), ==, -ENAMETOOLONG);
+	name[255] = 0;
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	m = do_mount(f);
+	g_assert_cmpuint(lookup_ino(m, ROOT, name), !=, 0);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_sparse(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f); /* 16 MiB pool */
+	const uint64_t four_g = 4ULL << 30;
+	uint64_t ino = mk(m, ROOT, "sparse", S_IFREG | 0644), res;
+	uint8_t buf[BS], zero[BS] = { 0 };
+	struct meta_statfs st0, st;
+	struct meta_attr a;
+
+	g_assert_cmpint(meta_statfs(m, &st0), ==, 0);
+	memset(buf, 0xee, sizeof(buf));
+	g_assert_cmpint(write_data(m, f->r, ino, four_g - BS, buf, BS), ==, 0);
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, 100), ==, 0);
+	a = attr_of(m, ino);
+	g_assert_cmpuint(a.size, ==, four_g);
+	g_assert_cmpuint(a.blocks, ==, 2);
+	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+	g_assert_cmpuint(st0.bfree - st.bfree, ==, 2);
+	read_data(m, f->r, ino, 1ULL << 31, buf, BS);
+	g_assert_cmpmem(buf, BS, zero, BS);
+	g_assert_cmpint(meta_seek(m, ino, 200, SEEK_DATA, &res), ==, 0);
+	g_assert_cmpuint(res, ==, 200); /* inside the block written at 0 */
+	g_assert_cmpint(meta_seek(m, ino, BS + 200, SEEK_DATA, &res), ==, 0);
+	g_assert_cmpuint(res, ==, four_g - BS);
+	g_assert_cmpint(meta_seek(m, ino, four_g - 10, SEEK_HOLE, &res), ==, 0);
+	g_assert_cmpuint(res, ==, four_g);
+	g_assert_cmpint(meta_seek(m, ino, 0, SEEK_HOLE, &res), ==, 0);
+	g_assert_cmpuint(res, ==, BS);
+	g_assert_cmpint(meta_seek(m, ino, four_g, SEEK_DATA, &res), ==, -ENXIO);
+	/* fallocate KEEP_SIZE: allocated, reads zero, size unchanged */
+	g_assert_cmpint(meta_fallocate(m, ino, 1 << 20, 8 * BS, FALLOC_FL_KEEP_SIZE), ==, 0);
+	a = attr_of(m, ino);
+	g_assert_cmpuint(a.size, ==, four_g);
+	g_assert_cmpuint(a.blocks, ==, 10);
+	read_data(m, f->r, ino, 1 << 20, buf, BS);
+	g_assert_cmpmem(buf, BS, zero, BS);
+	/* punch the last block */
+	g_assert_cmpint(meta_punch_hole(m, ino, four_g - BS, BS), ==, 0);
+	g_assert_cmpuint(attr_of(m, ino).blocks, ==, 9);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+	m = do_mount(f);
+	a = attr_of(m, ino);
+	g_assert_cmpuint(a.size, ==, four_g);
+	g_assert_cmpuint(a.blocks, ==, 9);
+	read_data(m, f->r, ino, 0, buf, BS);
+	g_assert_cmpuint(buf[99], ==, 0xee);
+	g_assert_cmpuint(buf[100], ==, 0);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_setattr(struct fx *f, gconstpointer d)
+{
+	struct meta *m = do_mount(f);
+	uint32_t groups[] = { 300, 301 };
+	struct meta_cred owner = { .uid = 1000, .gid = 100, .groups = groups, .ngroups = 2 };
+	struct meta_cred other = { .uid = 1001, .gid = 100 };
+	struct meta_setattr sa;
+	struct meta_attr a;
+	uint64_t ino = mk(m, ROOT, "f", S_IFREG | 0644);
+	uint8_t buf[3 * BS];
+
+	memset(&sa, 0, sizeof(sa));
+	sa.valid = META_SET_UID | META_SET_GID;
+	sa.uid = 1000;
+	sa.gid = 100;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
+	sa.valid = META_SET_MODE;
+	sa.mode = 06755;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpuint(a.mode & 07777, ==, 06755);
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	/* chown only by root */
+	sa.valid = META_SET_UID;
+	sa.uid = 1001;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
+	/* chgrp by the owner to a group it is in; setuid/setgid cleared */
+	sa.valid = META_SET_GID;
+	sa.gid = 555;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
+	sa.gid = 301;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpuint(a.gid, ==, 301);
+	g_assert_cmpuint(a.mode & 07777, ==, 0755);
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	/* explicit times only by the owner */
+	sa.valid = META_SET_MTIME;
+	sa.mtime.tv_sec = 12345;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpint(a.mtime.tv_sec, ==, 12345);
+	/* truncate both ways frees and reads zeros */
+	memset(buf, 1, sizeof(buf));
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
+	g_assert_cmpuint(attr_of(m, ino).blocks, ==, 3);
+	sa.valid = META_SET_SIZE;
+	sa.size = BS;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpuint(a.blocks, ==, 1);
+	sa.size = 3 * BS;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	read_data(m, f->r, ino, 0, buf, sizeof(buf));
+	g_assert_cmpuint(buf[BS - 1], ==, 1);
+	g_assert_cmpuint(buf[BS], ==, 0);
+	g_assert_cmpuint(buf[3 * BS - 1], ==, 0);
+	sa.valid = META_SET_SIZE;
+	g_assert_cmpint(meta_setattr(m, ROOT, &sa, &root_cred, &a), ==, -EISDIR);
+	/* unlink while open: the inode lives until release and forget */
+	g_assert_cmpint(meta_lookup(m, ROOT, "f", &a), ==, 0);
+	g_assert_cmpint(meta_open(m, ino), ==, 0);
+	g_assert_cmpint(meta_unlink(m, ROOT, "f"), ==, 0);
+	g_assert_cmpuint(attr_of(m, ino).nlink, ==, 0);
+	meta_release(m, ino);
+	g_assert_cmpint(meta_getattr(m, ino, &a), ==, 0);
+	meta_forget(m, ino, 1);
+	g_assert_cmpint(meta_getattr(m, ino, &a), ==, -ENOENT);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+static void test_orphan_recovery(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta *m = do_mount(f);
+	uint8_t buf[8 * BS];
+	struct meta_statfs st0, st;
+	struct meta_attr a;
+	uint64_t ino;
+
+	g_assert_cmpint(meta_statfs(m, &st0), ==, 0);
+	g_assert_cmpint(meta_mknod(m, ROOT, "open-unlinked", S_IFREG | 0644, 0, &root_cred, &a),
+			==, 0);
+	ino = a.ino;
+	g_assert_cmpint(meta_open(m, ino), ==, 0);
+	memset(buf, 3, sizeof(buf));
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
+	g_assert_cmpint(meta_unlink(m, ROOT, "open-unlinked"), ==, 0);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	meta_abandon(m); /* crash while the file is open */
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_cmpuint(m->load.orphans, ==, 1);
+	g_assert_cmpint(meta_getattr(m, ino, &a), ==, -ENOENT);
+	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
+	g_assert_cmpuint(st.bfree, ==, st0.bfree);
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+
+#define ADD(path, setup, fn) g_test_add(path, struct fx, NULL, setup, fn, teardown)
+	ADD("/meta/fresh-format", setup_64m, test_fresh_format);
+	ADD("/meta/remount", setup_64m, test_remount);
+	ADD("/meta/replay", setup_64m, test_replay);
+	ADD("/meta/torn-tail", setup_64m, test_torn_tail);
+	ADD("/meta/rollover", setup_64m, test_rollover);
+	ADD("/meta/lease", setup_64m, test_lease);
+	ADD("/meta/lease-default-timing", setup_64m, test_lease_default_timing);
+	ADD("/meta/format-rules", setup_64m, test_format_rules);
+	ADD("/meta/enospc", setup_16m, test_enospc);
+	ADD("/meta/bigdir", setup_512m, test_bigdir);
+	ADD("/meta/fsck", setup_64m, test_fsck);
+	ADD("/meta/rename", setup_64m, test_rename);
+	ADD("/meta/xattr", setup_64m, test_xattr);
+	ADD("/meta/names", setup_64m, test_names);
+	ADD("/meta/sparse", setup_16m, test_sparse);
+	ADD("/meta/setattr", setup_64m, test_setattr);
+	ADD("/meta/orphans", setup_64m, test_orphan_recovery);
+#undef ADD
+	return g_test_run();
+}
