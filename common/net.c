@@ -62,7 +62,7 @@ static int64_t net_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int net_set_nonblock(int fd, bool on)
+int net_set_nonblock(int fd, bool on)
 {
 	int fl = fcntl(fd, F_GETFL);
 

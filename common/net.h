@@ -8,6 +8,7 @@
 #ifndef RMEM_NET_H
 #define RMEM_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -33,7 +34,14 @@ int net_local_port(int fd);
 /* true if addr (numeric or name) is a loopback address */
 int net_is_loopback(const char *addr);
 
-/* read/write exactly len bytes; 0, -ECONNRESET on EOF mid-way, or -errno */
+/* set or clear O_NONBLOCK; 0 or -errno from fcntl */
+int net_set_nonblock(int fd, bool on);
+
+/*
+ * read/write exactly len bytes; 0, -ECONNRESET on EOF (before the first byte
+ * too) or a peer that has gone away, or -errno. On a non-blocking descriptor
+ * they wait in poll() without a time limit.
+ */
 int net_read_full(int fd, void *buf, size_t len);
 int net_write_full(int fd, const void *buf, size_t len);
 /* write every byte of the iovec array (modified in place); 0 or -errno */

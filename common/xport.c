@@ -263,16 +263,24 @@ int xport_call(struct xport *x, uint16_t type, const void *req, uint32_t req_len
  * Post ops[0..n) in chunks that fit the free slots, all signalled, and reap
  * until every posted op has completed. After the first failure nothing more is
  * posted, but what is in flight is still reaped, so no op is left running.
+ * Every op is checked first, as xport_post() would: the chunks below go to the
+ * ops table directly, and a malformed op must be -EINVAL with nothing posted.
  */
 int xport_run(struct xport *x, const struct xport_op *ops, unsigned int n)
 {
 	struct xport_op copy[XPORT_RUN_COPY];
 	struct xport_cqe cqes[XPORT_RUN_CQES];
-	unsigned int posted = 0, done = 0;
+	unsigned int posted = 0, done = 0, i;
 	int first_err = 0;
 
 	if (!x || (n && !ops))
 		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		int rc = xport_op_check(&ops[i]);
+
+		if (rc)
+			return rc;
+	}
 	if (x->ops->inflight(x))
 		return -EBUSY;
 
@@ -283,7 +291,6 @@ int xport_run(struct xport *x, const struct xport_op *ops, unsigned int n)
 		if (posted < n && !first_err && room > 0) {
 			const struct xport_op *batch = ops + posted;
 			unsigned int chunk = MIN(room, n - posted);
-			unsigned int i;
 
 			for (i = 0; i < chunk; i++) {
 				if (batch[i].flags & XPORT_OP_UNSIGNALED)
@@ -314,7 +321,7 @@ int xport_run(struct xport *x, const struct xport_op *ops, unsigned int n)
 				first_err = rc < 0 ? rc : -EIO;
 			break;
 		}
-		for (int i = 0; i < rc; i++) {
+		for (i = 0; i < (unsigned int)rc; i++) {
 			if (cqes[i].status && !first_err)
 				first_err = cqes[i].status;
 		}

@@ -189,7 +189,8 @@ void xport_params_init(struct xport_params *params);
 /*
  * Connect with the named transport: "tcp", "rdma" or "auto" (NULL = "auto").
  * auto tries RDMA when a verbs device exists and falls back to TCP on
- * -ENODEV/-ECONNREFUSED/-EADDRNOTAVAIL/-ETIMEDOUT, logging which it picked.
+ * -ENODEV/-ECONNREFUSED/-EADDRNOTAVAIL/-ETIMEDOUT/-ENETUNREACH, logging which
+ * it picked.
  * -EINVAL for an unknown name; -EPROTONOSUPPORT for "rdma" in a build without it.
  */
 int xport_connect(const char *name, const struct xport_params *params, struct xport **out);
@@ -210,7 +211,8 @@ int xport_call(struct xport *x, uint16_t type, const void *req, uint32_t req_len
 
 /*
  * Synchronous helper: run n ops (any n; posted in chunks of the queue depth,
- * all signalled) and wait for every completion. Requires nothing else in
+ * all signalled) and wait for every completion. Every op is checked as
+ * xport_post() checks it (-EINVAL, nothing posted). Requires nothing else in
  * flight on x (-EBUSY). Returns 0 or the first failure's -errno; every op has
  * finished (or the connection is dead) when it returns.
  */

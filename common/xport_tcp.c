@@ -42,7 +42,6 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -473,7 +472,8 @@ static int tcp_recv_exact(struct xport_tcp *xt, void *buf, size_t len, int64_t d
 {
 	size_t got = MIN(len, xt->rend - xt->rpos);
 
-	memcpy(buf, xt->rbuf + xt->rpos, got);
+	if (got) /* buf may be NULL when len is 0 (xport_call without a response buffer) */
+		memcpy(buf, xt->rbuf + xt->rpos, got);
 	xt->rpos += got;
 	if (xt->rpos == xt->rend)
 		xt->rpos = xt->rend = 0;
@@ -605,8 +605,9 @@ static int tcp_connect(const struct xport_params *p, struct xport **out)
 		goto err_free;
 	}
 	xt->fd = rc;
-	if (fcntl(xt->fd, F_SETFL, fcntl(xt->fd, F_GETFL) | O_NONBLOCK) < 0) {
-		rc = -errno;
+	rc = net_set_nonblock(xt->fd, true);
+	if (rc) {
+		g_debug("%s: fcntl O_NONBLOCK: %s", xt->base.peer, g_strerror(-rc));
 		goto err_close;
 	}
 

@@ -58,6 +58,7 @@ struct memserver_opts {
 	bool hugepages;
 	bool verbose;
 	bool insecure;
+	unsigned int hello_timeout_s;
 };
 
 static void memserver_usage(FILE *f)
@@ -81,13 +82,15 @@ static void memserver_usage(FILE *f)
 		"      --chunk-size SIZE    split the pool into regions of SIZE, a power of two\n"
 		"                           >= 1M (default 1G)\n"
 		"      --insecure           allow a non-loopback --listen without --token-file\n"
+		"      --hello-timeout SECS close a TCP connection that has not authenticated\n"
+		"                           this long after connecting (default %u)\n"
 		"  -v, --verbose            debug logging\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            print the version\n"
 		"\n"
 		"When ready it prints one line to stdout, e.g.\n"
 		"  memserver: serving 1.0 GiB on tcp 127.0.0.1:%u (rdma: no device)\n",
-		PROTO_DEFAULT_PORT, PROTO_DEFAULT_PORT);
+		PROTO_DEFAULT_PORT, TCP_SERVER_HELLO_TIMEOUT_MS / 1000, PROTO_DEFAULT_PORT);
 }
 
 static int memserver_bad_size(const char *opt, const char *arg, int rc)
@@ -103,7 +106,7 @@ static int memserver_bad_size(const char *opt, const char *arg, int rc)
 /* 0, -EINVAL after printing what is wrong, or 1 when --help/--version was handled */
 static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 {
-	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE };
+	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT };
 	static const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
@@ -114,12 +117,13 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 		{ "hugepages", no_argument, NULL, 'H' },
 		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
 		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned long port;
+	unsigned long port, secs;
 	char *end;
 	int c, rc;
 
@@ -130,6 +134,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 	o->listen = "127.0.0.1";
 	o->port = PROTO_DEFAULT_PORT;
 	o->transport = MEMSERVER_AUTO;
+	o->hello_timeout_s = TCP_SERVER_HELLO_TIMEOUT_MS / 1000;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
@@ -197,6 +202,19 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 			break;
 		case OPT_INSECURE:
 			o->insecure = true;
+			break;
+		case OPT_HELLO_TIMEOUT:
+			errno = 0;
+			secs = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || errno || optarg[0] == '-' || secs < 1 ||
+			    secs > 3600) {
+				fprintf(stderr,
+					"memserver: --hello-timeout '%s' is not a number of "
+					"seconds (1-3600)\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->hello_timeout_s = secs;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -479,6 +497,7 @@ int main(int argc, char **argv)
 			g_strerror(-rc));
 		goto close_pool;
 	}
+	tcp_server_set_hello_timeout(ts, (int)o.hello_timeout_s * 1000);
 
 #ifdef RMEM_HAVE_RDMA
 	rc = memserver_start_rdma(&ms, &o, tcp_server_port(ts), &rs, rdma_note,

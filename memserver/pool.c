@@ -267,7 +267,47 @@ static int pool_write_full(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* create a fresh backing file: the trailer goes at offset size, the rest is a hole */
+/*
+ * Reserve the blocks of the pool's bytes in the backing file. Through a
+ * shared mapping, a client WRITE into a hole that the file system has no room
+ * for raises SIGBUS and kills the memserver with every client on it;
+ * reserving up front turns that into a start-up error. A file system without
+ * fallocate keeps the file sparse, and the risk is logged.
+ */
+static int pool_file_reserve(struct pool *pool, char *why, size_t why_len)
+{
+	char a[32];
+	int rc;
+
+	do
+		rc = fallocate(pool->fd, 0, 0, (off_t)pool->size);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return 0;
+	rc = -errno;
+	if (rc == -EOPNOTSUPP) {
+		g_message("%s: fallocate is not supported on this file system; the file stays "
+			  "sparse and a write it has no room for will stop the memserver (SIGBUS)",
+			  pool->path);
+		return 0;
+	}
+	units_format_size(pool->size, a, sizeof(a));
+	if (rc == -ENOSPC)
+		pool_why(why, why_len,
+			 "not enough space for a %s pool in %s (fallocate: %s); free some space, "
+			 "or pick a smaller --size or another file system",
+			 a, pool->path, g_strerror(-rc));
+	else
+		pool_why(why, why_len, "cannot reserve %s in %s (fallocate: %s)", a, pool->path,
+			 g_strerror(-rc));
+	return rc;
+}
+
+/*
+ * Create a fresh backing file: the pool's bytes (reserved, reading as zero),
+ * then the trailer. On failure the file is cut back to empty, so that a retry
+ * creates it again instead of refusing it as "not a memserver pool file".
+ */
 static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 {
 	uint8_t page[POOL_TRAILER_SIZE] = { 0 };
@@ -283,8 +323,11 @@ static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 		rc = -errno;
 		pool_why(why, why_len, "cannot extend backing file %s (ftruncate: %s)", pool->path,
 			 g_strerror(-rc));
-		return rc;
+		goto err_truncate;
 	}
+	rc = pool_file_reserve(pool, why, why_len);
+	if (rc)
+		goto err_truncate;
 	pool_trailer_init(&t, pool->size, pool->pool_id);
 	memcpy(page, &t, sizeof(t));
 	rc = pool_write_full(pool->fd, page, sizeof(page), pool->size);
@@ -293,10 +336,16 @@ static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 	if (rc) {
 		pool_why(why, why_len, "cannot write the pool trailer of %s: %s", pool->path,
 			 g_strerror(-rc));
-		return rc;
+		goto err_truncate;
 	}
 	g_message("created pool file %s, pool_id %016" PRIx64, pool->path, pool->pool_id);
 	return 0;
+
+err_truncate:
+	if (ftruncate(pool->fd, 0) < 0)
+		g_message("%s: ftruncate back to empty after a failed creation: %s", pool->path,
+			  g_strerror(errno));
+	return rc;
 }
 
 /* a size as a --size argument: "8G", "512M", or plain bytes */
@@ -353,6 +402,10 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 			 pool->path, a, t.size, b, pool->size, c);
 		return -EEXIST;
 	}
+	/* an older file may be sparse; the data in it is left alone either way */
+	rc = pool_file_reserve(pool, why, why_len);
+	if (rc)
+		return rc;
 	pool->pool_id = t.pool_id;
 	g_message("reusing pool file %s, pool_id %016" PRIx64, pool->path, pool->pool_id);
 	return 0;

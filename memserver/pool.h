@@ -60,7 +60,10 @@ struct pool_region {
  * (reserve huge pages, pick another --size, ...).
  * -EINVAL (bad size/chunk/combination), -ENOMEM (no huge pages, no memory),
  * -EEXIST (backing file of another size or not a pool file), -EBUSY (backing
- * file in use by another memserver), other -errno from open/mmap/getrandom.
+ * file in use by another memserver), -ENOSPC (no room to reserve the backing
+ * file's blocks: they are allocated up front, so that a client WRITE can never
+ * hit a full file system through the mapping), other -errno from
+ * open/mmap/fallocate/getrandom.
  */
 int pool_open(const struct pool_params *params, struct pool **out, char *why, size_t why_len);
 

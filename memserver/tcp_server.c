@@ -30,6 +30,15 @@
  * drained briefly so the peer gets to read it instead of a reset); it is
  * counted in stats.bad_requests and logged with g_message (expected events,
  * never g_warning). Other clients are unaffected.
+ *
+ * Unauthenticated peers. Until a HELLO (or QP_EXCHANGE) with a good token,
+ * a connection may only authenticate: anything else, including an unknown
+ * message type, is answered with an error and the connection closed, so an
+ * unauthenticated peer never has more than one small response queued and the
+ * thread never blocks writing to it. Every read before authentication waits
+ * in poll() against a deadline counted from accept (hello_timeout_ms), so a
+ * peer that connects and stays silent, or trickles bytes, is closed in
+ * bounded time and cannot hold a thread and a connection slot for ever.
  */
 #define G_LOG_DOMAIN "rmemfs-tcp-server"
 
@@ -38,9 +47,9 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -94,6 +103,7 @@ struct tcp_conn {
 	size_t pending; /* bytes queued in iov */
 	bool pool_queued; /* some iov points into pool memory */
 	bool authed; /* HELLO (or QP_EXCHANGE) with a good token seen */
+	gint64 hello_deadline; /* monotonic us: close if still !authed by then */
 	void *oob_handle; /* from ms->oob_accept; released when the connection ends */
 };
 
@@ -103,6 +113,7 @@ struct tcp_server {
 	int stop_fd; /* eventfd: the acceptor returns */
 	int reap_fd; /* eventfd: a connection thread finished */
 	uint16_t port;
+	int hello_timeout_ms; /* set before run, read-only afterwards */
 	pthread_t acceptor;
 	bool acceptor_running;
 	uint8_t *pool_wire; /* the TCP pool descriptor, packed once for every HELLO */
@@ -181,9 +192,32 @@ static int tcp_respond_status(struct tcp_conn *c, uint16_t type, uint32_t status
 /* ---- input: buffered reads; blocking only after the queued output is out ---- */
 
 /*
+ * Before authentication: wait until the socket is readable or the HELLO
+ * deadline passes. 0, -ETIMEDOUT, or -errno from poll().
+ */
+static int tcp_wait_hello(struct tcp_conn *c)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+
+	for (;;) {
+		gint64 left_ms = (c->hello_deadline - g_get_monotonic_time() + 999) / 1000;
+		int n;
+
+		if (left_ms <= 0)
+			return -ETIMEDOUT;
+		n = poll(&pfd, 1, (int)MIN(left_ms, (gint64)INT_MAX));
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/*
  * readv() on the socket. While responses are queued it first tries without
  * blocking; only when nothing is there does it write the queue out (the
- * client may be waiting for it) and block. Returns bytes read, 0 on EOF.
+ * client may be waiting for it) and block (before authentication, no longer
+ * than the HELLO deadline: -ETIMEDOUT). Returns bytes read, 0 on EOF.
  */
 static ssize_t tcp_readv(struct tcp_conn *c, struct iovec *iov, int cnt)
 {
@@ -200,6 +234,11 @@ static ssize_t tcp_readv(struct tcp_conn *c, struct iovec *iov, int cnt)
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
 		rc = tcp_flush(c);
+		if (rc)
+			return rc;
+	}
+	if (!c->authed) {
+		rc = tcp_wait_hello(c);
 		if (rc)
 			return rc;
 	}
@@ -574,6 +613,10 @@ static int tcp_conn_step(struct tcp_conn *c)
 	if (!tcp_type_known(m.type) || (m.type & PROTO_RESPONSE)) {
 		if (m.len > PROTO_MAX_CTRL)
 			return tcp_refuse_close(c, &m, PROTO_E_TOOBIG, "oversized message");
+		/* only an authenticated peer is worth answering and keeping */
+		if (!c->authed)
+			return tcp_refuse_close(c, &m, PROTO_E_STATE,
+						"unknown message type before HELLO");
 		g_message("%s: unknown message type 0x%04x, ignored", c->peer, m.type);
 		rc = tcp_discard(c, m.len);
 		return rc ? rc : tcp_refuse(c, &m, PROTO_E_UNSUPPORTED);
@@ -657,6 +700,10 @@ static void *tcp_conn_main(void *arg)
 	} else if (rc == -EBADMSG) {
 		g_message("%s: connection closed in the middle of a message", c->peer);
 		tcp_bad(c);
+	} else if (rc == -ETIMEDOUT && !c->authed) {
+		g_message("%s: no HELLO within %d ms of connecting, closing the connection",
+			  c->peer, srv->hello_timeout_ms);
+		memserver_count(&c->ms->stats.auth_failures, 1);
 	} else {
 		g_debug("%s: connection lost: %s", c->peer, g_strerror(-rc));
 	}
@@ -757,6 +804,7 @@ static void tcp_accept_one(struct tcp_server *srv, int fd, const struct sockaddr
 	c->srv = srv;
 	c->ms = srv->ms;
 	c->fd = fd;
+	c->hello_deadline = g_get_monotonic_time() + (gint64)srv->hello_timeout_ms * 1000;
 	tcp_peer_name(peer, c->peer, sizeof(c->peer));
 
 	pthread_mutex_lock(&srv->lock);
@@ -854,6 +902,7 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 	srv->listen_fd = -1;
 	srv->stop_fd = -1;
 	srv->reap_fd = -1;
+	srv->hello_timeout_ms = TCP_SERVER_HELLO_TIMEOUT_MS;
 	pthread_mutex_init(&srv->lock, NULL);
 
 	rc = pool_describe(ms->pool, &desc);
@@ -886,8 +935,8 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 	if (rc < 0)
 		goto err_free;
 	srv->port = rc;
-	if (fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK) < 0) {
-		rc = -errno;
+	rc = net_set_nonblock(srv->listen_fd, true);
+	if (rc) {
 		g_warning("fcntl O_NONBLOCK (listener): %s", g_strerror(-rc));
 		goto err_free;
 	}
@@ -902,6 +951,12 @@ err_free:
 uint16_t tcp_server_port(const struct tcp_server *ts)
 {
 	return ts->port;
+}
+
+void tcp_server_set_hello_timeout(struct tcp_server *ts, int ms)
+{
+	if (ms > 0)
+		ts->hello_timeout_ms = ms;
 }
 
 int tcp_server_run(struct tcp_server *ts)

@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#define TCP_SERVER_HELLO_TIMEOUT_MS 10000 /* default for tcp_server_set_hello_timeout() */
+
 struct memserver;
 struct tcp_server;
 
@@ -29,6 +31,15 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 
 /* the TCP port actually bound */
 uint16_t tcp_server_port(const struct tcp_server *ts);
+
+/*
+ * How long a new connection may take to authenticate (a HELLO or QP_EXCHANGE
+ * with a good token) before it is closed, in milliseconds (> 0; default
+ * TCP_SERVER_HELLO_TIMEOUT_MS). The limit is on the total time since the
+ * connection was accepted, so a peer that trickles bytes cannot stretch it.
+ * Call before tcp_server_run().
+ */
+void tcp_server_set_hello_timeout(struct tcp_server *ts, int ms);
 
 /* start the acceptor thread: clients are served from now on. 0 or -errno */
 int tcp_server_run(struct tcp_server *ts);

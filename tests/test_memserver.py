@@ -405,6 +405,8 @@ def test_help_and_version():
     (['--transport', 'carrier-pigeon'], "--transport 'carrier-pigeon' is unknown"),
     (['--chunk-size', '3M'], "--chunk-size '3M' must be a power of two"),
     (['--chunk-size', '512K'], "--chunk-size '512K' must be a power of two"),
+    (['--hello-timeout', '0'], "--hello-timeout '0' is not a number of seconds"),
+    (['--hello-timeout', '1.5'], "--hello-timeout '1.5' is not a number of seconds"),
     (['--hugepages', '--backing-file', '/tmp/x'], 'cannot be combined'),
     (['--listen', ''], '--listen needs an address'),
     (['--listen', '0.0.0.0'], 'refusing to listen on 0.0.0.0 without --token-file'),
@@ -591,6 +593,7 @@ def test_hello_malformed(srv):
     (FETCH_ADD, ATOMIC_W.pack(0, 0, 0, 1, 0)),
     (PING, b'hi'),
     (STATS, b''),
+    (0x42, b'unknown type'),    # an unknown type too: only an authenticated peer is kept
 ])
 def test_request_before_hello(srv, mtype, payload):
     with Client(srv.port) as c:
@@ -606,6 +609,53 @@ def test_request_after_failed_hello_is_not_served(srv):
         rtype, status, _, _ = c.recv_msg()
         assert (rtype, status) == (HELLO | RESP, E_AUTH)
         assert c.is_closed()
+
+
+def test_hello_deadline(start):
+    """A connection that has not authenticated --hello-timeout after connecting is
+    closed (silent, half a header, a trickle of bytes); an authenticated one is not."""
+    s = start('--port', '0', '--size', '8M', '--hello-timeout', '1')
+    t0 = time.monotonic()
+    idle = Client(s.port)                       # connects and says nothing
+    partial = Client(s.port)                    # half a header, then nothing
+    partial.s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 1)[:10])
+    short = Client(s.port)                      # a HELLO whose payload never completes
+    short.s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 2) + b'x' * 8)
+    trickle = Client(s.port)                    # one byte every 200 ms: the limit is total
+    good = Client(s.port)
+    clients = (idle, partial, short, trickle, good)
+    try:
+        assert good.hello() == OK
+        hello = HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 3) + HELLO_W.pack(ZERO_HASH, 0, 0)
+        trickle_closed = None
+        for i in range(len(hello)):
+            r, _, _ = select.select([trickle.s], [], [], 0.2)
+            if r:
+                try:
+                    closed = not trickle.s.recv(4096)
+                except ConnectionResetError:
+                    closed = True
+                if closed:
+                    trickle_closed = time.monotonic() - t0
+                    break
+            try:
+                trickle.s.sendall(hello[i:i + 1])
+            except OSError:
+                trickle_closed = time.monotonic() - t0
+                break
+        assert trickle_closed is not None, 'a trickling client outlived the HELLO deadline'
+        assert 0.9 <= trickle_closed < 4, trickle_closed
+        for c in (idle, partial, short):
+            assert c.is_closed(timeout=5)
+        assert time.monotonic() - t0 < 6
+        # past the deadline, the authenticated connection is served as before
+        assert good.call(PING, b'still here') == (OK, b'still here')
+        assert good.stats()['auth_failures'] >= 4
+        assert s.stderr().count('no HELLO within 1000 ms') >= 4
+        s.stop_clean()
+    finally:
+        for c in clients:
+            c.close()
 
 
 # ---- protocol: malformed messages ----

@@ -329,6 +329,20 @@ static int open_file_pool(const char *path, uint64_t size, struct pool **out, ch
 	return pool_open(&pp, out, why, cap);
 }
 
+/* true if the file system holding dir supports fallocate (the pool then reserves its blocks) */
+static bool fallocate_works(const char *dir)
+{
+	g_autofree char *probe = g_build_filename(dir, "probe", NULL);
+	int fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	bool ok;
+
+	g_assert_cmpint(fd, >=, 0);
+	ok = fallocate(fd, 0, 0, 4096) == 0;
+	close(fd);
+	g_unlink(probe);
+	return ok;
+}
+
 static void test_backing_file(void)
 {
 	g_autofree char *dir = g_dir_make_tmp("rmemfs-pool-XXXXXX", NULL);
@@ -356,6 +370,13 @@ static void test_backing_file(void)
 	/* fresh pools are zero-filled */
 	for (i = 0; i < 8 * MIB; i += 4096)
 		g_assert_cmpuint(((uint8_t *)pool_base(pool))[i], ==, 0);
+	/* and their blocks are reserved: a WRITE cannot meet a full file system (SIGBUS) */
+	if (fallocate_works(dir)) {
+		g_assert_cmpint(stat(path, &st), ==, 0);
+		g_assert_cmpuint((uint64_t)st.st_blocks * 512, >=, 8 * MIB);
+	} else {
+		g_test_message("no fallocate in %s: block reservation not checked", dir);
+	}
 	/* write across a region boundary, through the checks, as the server does */
 	{
 		const struct pool_region *r0 = pool_region_get(pool, 0);

@@ -398,10 +398,8 @@ unsigned int perf_opts_sizes(const struct perf_opts *o, uint32_t *sizes, unsigne
 	unsigned int n = 0;
 
 	do {
-		if (n < cap)
-			sizes[n] = (uint32_t)size;
-		n++;
+		sizes[n++] = (uint32_t)size;
 		size *= 2;
-	} while (o->sweep && size <= o->size_max);
+	} while (o->sweep && size <= o->size_max && n < cap);
 	return n;
 }

@@ -49,7 +49,10 @@ struct perf_opts {
 int perf_opts_parse(int argc, char **argv, struct perf_opts *o);
 void perf_opts_clear(struct perf_opts *o);
 
-/* the READ/WRITE sizes of the run (--size, or the --sweep powers of two); count, <= cap stored */
+/*
+ * The READ/WRITE sizes of the run (--size, or the --sweep powers of two) into
+ * sizes[]; returns how many were stored, at most cap.
+ */
 unsigned int perf_opts_sizes(const struct perf_opts *o, uint32_t *sizes, unsigned int cap);
 bool perf_op_is_atomic(enum xport_op_type op);
 

@@ -4,6 +4,8 @@
  * words are generated and compared at once; bytes only at a ragged end or
  * where a word differs, to find which byte.
  */
+#define G_LOG_DOMAIN "rmemfs-perf"
+
 #include <string.h>
 
 #include <glib.h>

@@ -110,5 +110,5 @@ double perf_hist_mean(const struct perf_hist *h)
 {
 	if (!h->count)
 		return 0.0;
-	return (double)(h->sum_ns / h->count);
+	return (double)h->sum_ns / (double)h->count;
 }

@@ -42,40 +42,28 @@ int perf_worker_init(struct perf_worker *w, unsigned int id, const struct perf_c
 	w->targets = g_try_new0(struct perf_target, MAX(max_targets, (size_t)qd));
 	if (!w->slots || !w->batch || !w->cqes || !w->free_ring || !w->targets) {
 		perf_worker_fail(w, rc, "allocating queues for %u slots", qd);
-		goto free_queues;
+		goto err_destroy;
 	}
 
 	rc = -posix_memalign((void **)&w->buf, 4096, w->buf_len);
 	if (rc) {
 		w->buf = NULL;
 		perf_worker_fail(w, rc, "posix_memalign(%zu bytes of slot buffer)", w->buf_len);
-		goto free_queues;
+		goto err_destroy;
 	}
 	memset(w->buf, 0, w->buf_len); /* fault every page in before anything is timed */
 
 	rc = xport_reg_mr(x, w->buf, w->buf_len, &w->mr);
 	if (rc) {
+		w->mr = NULL;
 		perf_worker_fail(w, rc, "xport_reg_mr(%zu bytes)", w->buf_len);
-		goto free_buf;
+		goto err_destroy;
 	}
 	return 0;
 
-free_buf:
-	free(w->buf);
-	w->buf = NULL;
-free_queues:
-	g_free(w->targets);
-	g_free(w->free_ring);
-	g_free(w->cqes);
-	g_free(w->batch);
-	g_free(w->slots);
-	w->targets = NULL;
-	w->free_ring = NULL;
-	w->cqes = NULL;
-	w->batch = NULL;
-	w->slots = NULL;
-	xport_close(x);
-	w->x = NULL;
+err_destroy:
+	/* NULL-tolerant: releases what was set up, and closes x as promised */
+	perf_worker_destroy(w);
 	return rc;
 }
 
