@@ -54,7 +54,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -132,6 +131,9 @@ struct xrdma {
 	struct ibv_sge *sges;
 	int64_t last_progress_us;
 	int64_t next_conn_check_us;
+
+	bool fail_pending; /* fail_seq is a misaligned atomic, see xrdma_atomic_misaligned() */
+	uint64_t fail_seq;
 
 	bool dead;
 	int dead_errno; /* what ops still in flight complete with once dead */
@@ -434,14 +436,95 @@ static void xrdma_check_op_timeout(struct xrdma *x)
 
 /* ---- the data path ---- */
 
+/*
+ * Is m one of this transport's live registrations? Compared by address only,
+ * so an MR freed by dereg_mr (or another connection's) is refused with
+ * -EINVAL instead of being dereferenced.
+ */
+static bool xrdma_owns_mr(struct xrdma *x, const struct xport_mr *m)
+{
+	const struct xrdma_mr *p;
+
+	for (p = x->mrs; p; p = p->next) {
+		if (&p->base == m)
+			return true;
+	}
+	return false;
+}
+
+/* the checks post() makes before anything is posted: 0 or -EINVAL / -EOPNOTSUPP */
+static int xrdma_check_op(struct xrdma *x, const struct xport_op *op,
+			  const struct xport_mr **last_mr)
+{
+	struct ibv_sge sge;
+	const struct xrdma_mr *mr;
+
+	if (!op->mr || (op->mr != *last_mr && !xrdma_owns_mr(x, op->mr)))
+		return -EINVAL;
+	*last_mr = op->mr;
+	mr = container_of(op->mr, const struct xrdma_mr, base);
+	switch (op->type) {
+	case XPORT_READ:
+	case XPORT_WRITE:
+		if (op->len == 0 || op->len > PROTO_MAX_IO)
+			return -EINVAL;
+		return verbs_sge(&sge, &mr->vmr, op->local, op->len) ? -EINVAL : 0;
+	case XPORT_CAS:
+	case XPORT_FETCH_ADD:
+		if (!x->dev.atomics)
+			return -EOPNOTSUPP;
+		return verbs_sge(&sge, &mr->vmr, op->local, sizeof(uint64_t)) ? -EINVAL : 0;
+	}
+	return -EINVAL;
+}
+
+static void xrdma_build_wr(struct xrdma *x, const struct xport_op *op, uint64_t seq,
+			   struct ibv_send_wr *wr, struct ibv_sge *sge, unsigned int flags)
+{
+	struct xrdma_mr *mr = container_of(op->mr, struct xrdma_mr, base);
+	uint32_t len = op->type == XPORT_READ || op->type == XPORT_WRITE ? op->len : 8;
+
+	verbs_sge(sge, &mr->vmr, op->local, len); /* checked by xrdma_check_op */
+	switch (op->type) {
+	case XPORT_READ:
+		verbs_wr_read(wr, seq, sge, 1, op->raddr, op->rkey, flags);
+		break;
+	case XPORT_WRITE:
+		if ((op->flags & XPORT_OP_INLINE) && op->len <= x->max_inline)
+			flags |= IBV_SEND_INLINE;
+		verbs_wr_write(wr, seq, sge, 1, op->raddr, op->rkey, flags);
+		break;
+	case XPORT_CAS:
+		verbs_wr_cas(wr, seq, sge, op->raddr, op->rkey, op->compare_add, op->swap, flags);
+		break;
+	case XPORT_FETCH_ADD:
+		verbs_wr_fetch_add(wr, seq, sge, op->raddr, op->rkey, op->compare_add, flags);
+		break;
+	}
+}
+
+/*
+ * A misaligned atomic is a remote error on a NIC (the responder NAKs it: an
+ * error completion, the QP goes to ERR) but some providers (rxe) refuse it in
+ * ibv_post_send. So that every device behaves like the NIC, it is never
+ * posted: the ops before it run, it then completes with -EINVAL (poll) and
+ * everything after it, in this batch or later ones, is flushed with the
+ * connection, exactly as on hardware.
+ */
+static bool xrdma_atomic_misaligned(const struct xport_op *op)
+{
+	return (op->type == XPORT_CAS || op->type == XPORT_FETCH_ADD) && (op->raddr & 7);
+}
+
 static int xrdma_post(struct xport *xb, const struct xport_op *ops, unsigned int n)
 {
 	struct xrdma *x = container_of(xb, struct xrdma, base);
 	unsigned int depth = x->base.depth;
 	unsigned int signal_every = depth / 2 ? depth / 2 : 1;
 	unsigned int since = x->since_signal;
+	const struct xport_mr *last_mr = NULL;
 	struct ibv_send_wr *bad = NULL;
-	unsigned int i, posted;
+	unsigned int i, limit, posted;
 	int rc;
 
 	if (x->dead)
@@ -453,73 +536,61 @@ static int xrdma_post(struct xport *xb, const struct xport_op *ops, unsigned int
 	if (x->head - x->tail + n > depth)
 		return -EAGAIN;
 
+	/* all or nothing: every op is checked before anything is posted */
+	limit = x->fail_pending ? 0 : n;
+	for (i = 0; i < n; i++) {
+		rc = xrdma_check_op(x, &ops[i], &last_mr);
+		if (rc)
+			return rc;
+		if (i < limit && xrdma_atomic_misaligned(&ops[i]))
+			limit = i;
+	}
+
 	for (i = 0; i < n; i++) {
 		const struct xport_op *op = &ops[i];
-		struct ibv_send_wr *wr = &x->wrs[i];
-		struct ibv_sge *sge = &x->sges[i];
-		uint64_t seq = x->head + i;
-		struct xrdma_slot *slot = &x->slots[seq % depth];
-		unsigned int flags = 0;
-		struct xrdma_mr *mr;
+		struct xrdma_slot *slot = &x->slots[(x->head + i) % depth];
 		bool report = !(op->flags & XPORT_OP_UNSIGNALED);
+		unsigned int flags = 0;
 
-		if (!op->mr)
-			return -EINVAL;
-		mr = container_of(op->mr, struct xrdma_mr, base);
-		if (report || i == n - 1 || since + 1 >= signal_every) {
+		slot->wr_id = op->wr_id;
+		slot->type = op->type;
+		slot->report = report;
+		if (i >= limit)
+			continue;
+		if (report || i == limit - 1 || since + 1 >= signal_every) {
 			flags |= IBV_SEND_SIGNALED;
 			since = 0;
 		} else {
 			since++;
 		}
-
-		switch (op->type) {
-		case XPORT_READ:
-		case XPORT_WRITE:
-			if (op->len == 0 || op->len > PROTO_MAX_IO)
-				return -EINVAL;
-			if (verbs_sge(sge, &mr->vmr, op->local, op->len))
-				return -EINVAL;
-			if (op->type == XPORT_READ) {
-				verbs_wr_read(wr, seq, sge, 1, op->raddr, op->rkey, flags);
-			} else {
-				if ((op->flags & XPORT_OP_INLINE) && op->len <= x->max_inline)
-					flags |= IBV_SEND_INLINE;
-				verbs_wr_write(wr, seq, sge, 1, op->raddr, op->rkey, flags);
-			}
-			break;
-		case XPORT_CAS:
-		case XPORT_FETCH_ADD:
-			if (!x->dev.atomics)
-				return -EOPNOTSUPP;
-			if (verbs_sge(sge, &mr->vmr, op->local, sizeof(uint64_t)))
-				return -EINVAL;
-			if (op->type == XPORT_CAS)
-				verbs_wr_cas(wr, seq, sge, op->raddr, op->rkey, op->compare_add,
-					     op->swap, flags);
-			else
-				verbs_wr_fetch_add(wr, seq, sge, op->raddr, op->rkey,
-						   op->compare_add, flags);
-			break;
-		default:
-			return -EINVAL;
-		}
-		slot->wr_id = op->wr_id;
-		slot->type = op->type;
-		slot->report = report;
+		xrdma_build_wr(x, op, x->head + i, &x->wrs[i], &x->sges[i], flags);
 	}
-	verbs_wr_chain(x->wrs, (int)n);
-
 	if (x->head == x->tail)
 		x->last_progress_us = xrdma_now_us();
+	if (limit < n && !x->fail_pending) {
+		x->fail_pending = true;
+		x->fail_seq = x->head + limit;
+		g_message("%s: %s at a misaligned remote address 0x%" G_GINT64_MODIFIER
+			  "x: it fails, and the connection with it",
+			  x->base.peer, xport_op_type_str(ops[limit].type),
+			  (guint64)ops[limit].raddr);
+	}
+	if (limit == 0) {
+		x->head += n;
+		return 0;
+	}
+
+	verbs_wr_chain(x->wrs, (int)limit);
 	rc = verbs_post_send(x->qp, x->wrs, &bad);
 	if (rc == 0) {
 		x->head += n;
 		x->since_signal = since;
 		return 0;
 	}
+	if (limit < n && x->fail_seq == x->head + limit)
+		x->fail_pending = false;
 	posted = bad ? (unsigned int)(bad - x->wrs) : 0;
-	if (posted == 0 || posted > n) {
+	if (posted == 0 || posted > limit) {
 		/* nothing went out: the queue is full (not expected) or the QP broke */
 		if (rc == -ENOMEM)
 			return -EAGAIN;
@@ -533,6 +604,27 @@ static int xrdma_post(struct xport *xb, const struct xport_op *ops, unsigned int
 	x->head += posted;
 	xrdma_mark_dead(x, -ECANCELED, "partial post");
 	return -EIO;
+}
+
+/*
+ * A failure post() decided on (misaligned atomic) is due once everything
+ * before it has completed: report it, then the connection goes down.
+ */
+static void xrdma_fail_due(struct xrdma *x, struct xport_cqe *cqes, unsigned int max,
+			   unsigned int *filled)
+{
+	struct xrdma_slot *slot;
+
+	if (!x->fail_pending || x->dead || x->tail != x->fail_seq || *filled >= max)
+		return;
+	slot = &x->slots[x->tail % x->base.depth];
+	cqes[*filled].wr_id = slot->wr_id;
+	cqes[*filled].status = -EINVAL;
+	cqes[*filled].type = slot->type;
+	(*filled)++;
+	x->tail++;
+	x->fail_pending = false;
+	xrdma_mark_dead(x, -ECANCELED, "misaligned atomic");
 }
 
 static int xrdma_poll(struct xport *xb, struct xport_cqe *cqes, unsigned int max, int timeout_ms)
@@ -554,6 +646,7 @@ static int xrdma_poll(struct xport *xb, struct xport_cqe *cqes, unsigned int max
 			rc = xrdma_drain_cq(x, cqes, max, &filled);
 			if (rc)
 				xrdma_mark_dead(x, -EIO, "completion queue failure");
+			xrdma_fail_due(x, cqes, max, &filled);
 		}
 		if (x->dead) {
 			filled += xrdma_report_dead(x, cqes + filled, max - filled);
@@ -750,16 +843,64 @@ static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint
 	}
 }
 
-/* read one response from the TCP control socket (SO_RCVTIMEO bounds every read) */
+/*
+ * Move every byte of iov over the (non-blocking) control socket, or fail with
+ * -ETIMEDOUT at deadline_us: a server that stops answering must not hang
+ * xport_call (net_read_full/net_writev_full wait without a limit).
+ * -ECONNRESET when the peer closes.
+ */
+static int xrdma_sock_io(int fd, struct iovec *iov, int iovcnt, bool write, int64_t deadline_us)
+{
+	while (iovcnt > 0) {
+		struct pollfd pfd = { .fd = fd, .events = write ? POLLOUT : POLLIN };
+		ssize_t n;
+
+		n = write ? sendmsg(fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = iovcnt },
+				    MSG_NOSIGNAL) :
+			    readv(fd, iov, iovcnt);
+		if (n > 0) {
+			while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+				n -= (ssize_t)iov->iov_len;
+				iov++;
+				iovcnt--;
+			}
+			if (iovcnt > 0) {
+				iov->iov_base = (char *)iov->iov_base + n;
+				iov->iov_len -= (size_t)n;
+			}
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		if (xrdma_now_us() >= deadline_us)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, xrdma_ms_left(deadline_us)) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static int xrdma_sock_read(int fd, void *buf, size_t len, int64_t deadline_us)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return len ? xrdma_sock_io(fd, &iov, 1, false, deadline_us) : 0;
+}
+
+/* read one response from the TCP control socket */
 static int xrdma_tcp_read_response(struct xrdma *x, uint16_t type, uint64_t id,
-				   struct proto_msg *m, void **payload)
+				   struct proto_msg *m, void **payload, int64_t deadline_us)
 {
 	struct proto_hdr hdr;
 	void *buf = NULL;
 	int rc;
 
 	*payload = NULL;
-	rc = net_read_full(x->ctrl_fd, &hdr, sizeof(hdr));
+	rc = xrdma_sock_read(x->ctrl_fd, &hdr, sizeof(hdr), deadline_us);
 	if (rc == 0)
 		rc = proto_hdr_unpack(&hdr, m);
 	if (rc == 0 && (m->type != (type | PROTO_RESPONSE) || m->id != id))
@@ -768,23 +909,13 @@ static int xrdma_tcp_read_response(struct xrdma *x, uint16_t type, uint64_t id,
 		buf = malloc(m->len);
 		if (!buf)
 			return -ENOMEM;
-		rc = net_read_full(x->ctrl_fd, buf, m->len);
+		rc = xrdma_sock_read(x->ctrl_fd, buf, m->len, deadline_us);
 	}
 	if (rc) {
 		free(buf);
-		return rc == -EAGAIN || rc == -EWOULDBLOCK ? -ETIMEDOUT : rc;
+		return rc;
 	}
 	*payload = buf;
-	return 0;
-}
-
-static int xrdma_set_sock_timeout(int fd, int timeout_ms)
-{
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
-
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
-		return -errno;
 	return 0;
 }
 
@@ -792,6 +923,7 @@ static int xrdma_set_sock_timeout(int fd, int timeout_ms)
 static int xrdma_call_tcp(struct xrdma *x, uint16_t type, const void *req, uint32_t req_len,
 			  void *resp, uint32_t resp_cap, uint32_t *resp_len)
 {
+	int64_t deadline = xrdma_now_us() + (int64_t)x->base.op_timeout_ms * 1000;
 	struct proto_hdr hdr;
 	struct iovec iov[2];
 	struct proto_msg m;
@@ -805,9 +937,9 @@ static int xrdma_call_tcp(struct xrdma *x, uint16_t type, const void *req, uint3
 	iov[0].iov_len = sizeof(hdr);
 	iov[1].iov_base = (void *)req;
 	iov[1].iov_len = req_len;
-	rc = net_writev_full(x->ctrl_fd, iov, req_len ? 2 : 1);
+	rc = xrdma_sock_io(x->ctrl_fd, iov, req_len ? 2 : 1, true, deadline);
 	if (rc == 0)
-		rc = xrdma_tcp_read_response(x, type, id, &m, &payload);
+		rc = xrdma_tcp_read_response(x, type, id, &m, &payload, deadline);
 	if (rc) {
 		/* the stream is out of step or gone: so is the server's QP */
 		xrdma_mark_dead(x, -EIO, "control connection failed");
@@ -1217,6 +1349,7 @@ static int xrdma_first_active_port(struct xrdma *x, struct verbs_port_attr *patt
 
 static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 {
+	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	const size_t qp_len = sizeof(struct proto_qp_info_wire);
 	struct proto_qp_exchange_wire ex;
 	struct proto_qp_info mine, theirs;
@@ -1256,7 +1389,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	}
 	x->ctrl_fd = rc;
-	rc = xrdma_set_sock_timeout(x->ctrl_fd, p->connect_timeout_ms);
+	rc = xrdma_set_nonblock(x->ctrl_fd);
 	if (rc)
 		return rc;
 
@@ -1274,9 +1407,10 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	iov[0].iov_len = sizeof(hdr);
 	iov[1].iov_base = &ex;
 	iov[1].iov_len = sizeof(ex);
-	rc = net_writev_full(x->ctrl_fd, iov, 2);
+	rc = xrdma_sock_io(x->ctrl_fd, iov, 2, true, deadline);
 	if (rc == 0)
-		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload);
+		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload,
+					     deadline);
 	if (rc) {
 		g_message("%s: QP exchange failed: %s", x->base.peer, g_strerror(-rc));
 		return rc == -ECONNRESET ? -ECONNREFUSED : rc;
@@ -1320,9 +1454,6 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	rts.max_rd_atomic =
 		(uint8_t)xrdma_rd_atomic(x->dev.max_qp_init_rd_atom, theirs.max_rd_atomic);
 	rc = verbs_qp_to_rts(x->qp, &rts);
-	if (rc)
-		goto free_payload;
-	rc = xrdma_set_sock_timeout(x->ctrl_fd, p->op_timeout_ms);
 	if (rc)
 		goto free_payload;
 	x->last_progress_us = xrdma_now_us();

@@ -7,9 +7,10 @@
  * REJECT carrying struct proto_cm_reject_wire. Per device a client arrives on,
  * the pool is registered once (local write + remote read/write/atomic), in
  * pieces no larger than the device's max MR size; those pieces are the regions
- * of that device's RDMA pool descriptor. One-sided READ/WRITE/atomics then need
- * no server CPU at all; the server only answers control SENDs (HELLO -> the
- * descriptor, PING, STATS).
+ * of that device's RDMA pool descriptor (env RMEM_RDMA_MAX_MR_SIZE lowers that
+ * limit, so tests can exercise the split on devices with no real limit).
+ * One-sided READ/WRITE/atomics then need no server CPU at all; the server only
+ * answers control SENDs (HELLO -> the descriptor, PING, STATS).
  *
  * As in the client (xport_rdma.c), a QP is never attached to its cm_id: it is
  * created with the verbs wrappers and brought to RTS with the parameters
@@ -58,6 +59,7 @@
 #include "memserver.h"
 #include "pool.h"
 #include "proto.h"
+#include "units.h"
 #include "verbs.h"
 
 #define RS_NRECV 2 /* control receives per client; send buffer i answers receive i */
@@ -102,7 +104,8 @@ struct rdma_client {
 	struct ibv_qp *qp;
 	struct verbs_mr ctrl; /* RS_NRECV receive buffers, then RS_NRECV send buffers */
 	bool in_epoll;
-	bool established;
+	bool established; /* ESTABLISHED seen: disconnect at stop */
+	bool counted; /* in stats.clients_now (from rdma_accept on) */
 	char peer[64];
 };
 
@@ -175,11 +178,18 @@ static void rdma_explain_memlock(size_t len, int rc)
  */
 static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 {
-	uint64_t piece = d->attr.max_mr_size & ~(RS_MR_ALIGN - 1);
+	const char *cap = getenv("RMEM_RDMA_MAX_MR_SIZE");
+	uint64_t piece = d->attr.max_mr_size;
 	unsigned int nreg = pool_region_count(pool);
 	unsigned int n = 0, i, k = 0;
+	uint64_t v;
 	ssize_t packed;
 	int rc;
+
+	/* a smaller cap than the device's, so tests can exercise the split on any device */
+	if (cap && *cap && units_parse_size(cap, &v) == 0 && v && v < piece)
+		piece = v;
+	piece &= ~(RS_MR_ALIGN - 1);
 
 	if (!piece) {
 		g_message("%s: max MR size %" PRIu64 " is below 1 MiB", d->attr.name,
@@ -189,7 +199,7 @@ static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 	for (i = 0; i < nreg; i++) {
 		const struct pool_region *r = pool_region_get(pool, i);
 
-		n += (unsigned int)((r->len + piece - 1) / piece);
+		n += (unsigned int)(r->len / piece + (r->len % piece != 0));
 	}
 	if (n == 0 || n > PROTO_MAX_REGIONS) {
 		g_message("%s: the pool needs %u memory regions (max MR size %" PRIu64
@@ -206,7 +216,8 @@ static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 		const struct pool_region *r = pool_region_get(pool, i);
 		uint64_t off;
 
-		for (off = 0; off < r->len; off += piece) {
+		/* piece may be UINT64_MAX (no limit): never compute off + piece */
+		for (off = 0; off < r->len;) {
 			uint64_t len = MIN(piece, r->len - off);
 			char *addr = (char *)r->base + off;
 
@@ -221,6 +232,7 @@ static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 			d->pool.regions[k].len = len;
 			d->pool.regions[k].rkey = d->mrs[k].rkey;
 			k++;
+			off += len;
 		}
 	}
 	d->pool.nregions = k;
@@ -327,7 +339,7 @@ static void rdma_client_destroy(struct rdma_server *rs, struct rdma_client *c)
 		g_warning("epoll_ctl(DEL) failed: %s", g_strerror(errno));
 	if (c->id && c->established && rdma_disconnect(c->id))
 		g_debug("%s: rdma_disconnect: %s", c->peer, g_strerror(errno));
-	if (c->established && c->id)
+	if (c->counted)
 		rs_uncount(&rs->ms->stats.clients_now);
 	if (c->cq.cq)
 		verbs_cq_ack(&c->cq);
@@ -674,6 +686,14 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	id->context = c;
 	c->next = rs->clients;
 	rs->clients = c;
+	/*
+	 * Counted here, not at ESTABLISHED: the client's first control SEND may
+	 * be served before the cm thread sees the RTU, and must see itself.
+	 */
+	c->counted = true;
+	memserver_count(&rs->ms->stats.clients_now, 1);
+	memserver_count(&rs->ms->stats.clients_total, 1);
+	memserver_count(&rs->ms->stats.rdma_connections, 1);
 	g_debug("%s: accepted on %s, QP 0x%x", peer, d->attr.name, c->qp->qp_num);
 	return 0;
 
@@ -733,7 +753,6 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 	struct rdma_client *c = ev->id && ev->id != rs->listen_id ? ev->id->context : NULL;
 	struct rdma_client *doomed = NULL;
 	struct rdma_cm_id *doomed_id = NULL;
-	struct memserver *ms = rs->ms;
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
@@ -746,9 +765,6 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 		pthread_mutex_lock(&rs->lock);
 		c->established = true;
 		pthread_mutex_unlock(&rs->lock);
-		memserver_count(&ms->stats.rdma_connections, 1);
-		memserver_count(&ms->stats.clients_total, 1);
-		memserver_count(&ms->stats.clients_now, 1);
 		g_debug("%s: connected", c->peer);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -775,11 +791,8 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 	rdma_ack_cm_event(ev);
 	if (doomed) {
 		pthread_mutex_lock(&rs->lock);
-		/* the peer is gone: no DREQ back; the counters still see it leave */
-		if (doomed->established) {
-			rs_uncount(&ms->stats.clients_now);
-			doomed->established = false;
-		}
+		/* the peer is gone (or never came): no DREQ back */
+		doomed->established = false;
 		rdma_client_destroy(rs, doomed);
 		pthread_mutex_unlock(&rs->lock);
 	}
