@@ -597,6 +597,293 @@ out_unlock:
 	return n;
 }
 
+/* ---- for the block cache ---- */
+
+struct meta *io_meta(struct io *io)
+{
+	return io->meta;
+}
+
+struct remote *io_remote(struct io *io)
+{
+	return io->remote;
+}
+
+/* a growing list of pool pieces for one batch */
+struct io_batch {
+	uint64_t *offs;
+	struct iovec *iov;
+	int cnt, cap;
+};
+
+static void batch_add(struct io_batch *b, uint64_t off, void *buf, size_t len)
+{
+	if (b->cnt && b->offs[b->cnt - 1] + b->iov[b->cnt - 1].iov_len == off &&
+	    (char *)b->iov[b->cnt - 1].iov_base + b->iov[b->cnt - 1].iov_len == buf) {
+		b->iov[b->cnt - 1].iov_len += len; /* contiguous in both: one piece */
+		return;
+	}
+	if (b->cnt == b->cap) {
+		b->cap = b->cap ? b->cap * 2 : 32;
+		b->offs = g_renew(uint64_t, b->offs, b->cap);
+		b->iov = g_renew(struct iovec, b->iov, b->cap);
+	}
+	b->offs[b->cnt] = off;
+	b->iov[b->cnt].iov_base = buf;
+	b->iov[b->cnt].iov_len = len;
+	b->cnt++;
+}
+
+static void batch_free(struct io_batch *b)
+{
+	g_free(b->offs);
+	g_free(b->iov);
+}
+
+/* map [off, off+len) completely (several meta_map calls if needed) into *ext */
+static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool alloc,
+		   GArray *ext)
+{
+	struct meta_extent e[64];
+	uint64_t end = off + len;
+	int n, i;
+
+	g_array_set_size(ext, 0);
+	while (off < end) {
+		uint64_t covered = off;
+
+		n = meta_map(io->meta, ino, off, end - off, alloc, e, G_N_ELEMENTS(e));
+		if (n < 0)
+			return n;
+		if (n == 0 || e[0].file_block != off / IO_BS)
+			return -EIO;
+		for (i = 0; i < n; i++) {
+			if (i && e[i].file_block != e[i - 1].file_block + e[i - 1].count)
+				return -EIO;
+			covered = (e[i].file_block + e[i].count) * IO_BS;
+		}
+		g_array_append_vals(ext, e, n);
+		if (covered <= off)
+			return -EIO;
+		off = covered;
+	}
+	return 0;
+}
+
+int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n)
+{
+	struct io_batch b = { 0 };
+	struct io_lock *l;
+	GArray *ext;
+	int k, rc = 0;
+	guint i;
+
+	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
+	l = io_lock_read(io, ino);
+	for (k = 0; k < n && rc == 0; k++) {
+		uint64_t off = p[k].off, end = p[k].off + p[k].len;
+
+		if (!p[k].len)
+			continue;
+		rc = map_all(io, ino, off, p[k].len, false, ext);
+		if (rc < 0)
+			break;
+		for (i = 0; i < ext->len; i++) {
+			struct meta_extent *e = &g_array_index(ext, struct meta_extent, i);
+			uint64_t es = e->file_block * IO_BS, ee = es + e->count * IO_BS;
+			uint64_t s = MAX(es, off), t = MIN(ee, end);
+			char *dst = (char *)p[k].buf + (s - off);
+
+			if (s >= t)
+				continue;
+			if (!e->pool_off) {
+				memset(dst, 0, t - s);
+				io_count(&io->stats.hole_bytes_read, t - s);
+				continue;
+			}
+			batch_add(&b, e->pool_off + (s - es), dst, t - s);
+			if (p[k].written) {
+				uint64_t bb;
+
+				for (bb = (s - off) / IO_BS; bb <= (t - 1 - off) / IO_BS; bb++)
+					p[k].written[bb / 64] |= 1ULL << (bb % 64);
+			}
+		}
+	}
+	if (rc == 0 && b.cnt) {
+		rc = remote_readv(io->remote, b.offs, b.iov, b.cnt);
+		if (rc < 0)
+			g_message("remote_readv(ino %" G_GUINT64_FORMAT ", %d pieces): %s", ino,
+				  b.cnt, g_strerror(-rc));
+	}
+	io_unlock(io, l);
+	if (rc == 0) {
+		uint64_t bytes = 0;
+
+		for (k = 0; k < b.cnt; k++)
+			bytes += b.iov[k].iov_len;
+		io_count(&io->stats.reads, 1);
+		io_count(&io->stats.bytes_read, bytes);
+	}
+	batch_free(&b);
+	g_array_free(ext, TRUE);
+	return rc;
+}
+
+int io_reserve(struct io *io, uint64_t ino, uint64_t off, uint64_t len)
+{
+	GArray *ext;
+	int rc;
+
+	if (!len)
+		return 0;
+	if (off + len < off)
+		return -EFBIG;
+	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
+	rc = map_all(io, ino, off, len, true, ext);
+	g_array_free(ext, TRUE);
+	return rc;
+}
+
+int io_block_written(struct io *io, uint64_t ino, uint64_t off)
+{
+	struct meta_extent e;
+	int n;
+
+	n = meta_map(io->meta, ino, round_down(off), IO_BS, false, &e, 1);
+	if (n < 0)
+		return n;
+	return n == 1 && e.pool_off != 0;
+}
+
+/* add file f's pieces to the batch (its inode lock held); 0 or -errno */
+static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
+			 struct io_batch *b, uint64_t *bytes)
+{
+	const struct io_piece *p = f->p;
+	int k, rc;
+	guint i;
+
+	for (k = 0; k < f->n; k++) {
+		uint64_t off = p[k].off, end = p[k].off + p[k].len;
+
+		if (!p[k].len)
+			continue;
+		if (k && round_up(p[k - 1].off + p[k - 1].len) > round_down(off)) {
+			g_warning("io_writeback(ino %" G_GUINT64_FORMAT
+				  "): pieces overlap or share a block",
+				  f->ino);
+			return -EINVAL;
+		}
+		rc = map_all(io, f->ino, off, p[k].len, true, ext);
+		if (rc < 0)
+			return rc;
+		for (i = 0; i < ext->len; i++) {
+			struct meta_extent *e = &g_array_index(ext, struct meta_extent, i);
+			uint64_t es = e->file_block * IO_BS, ee = es + e->count * IO_BS;
+			uint64_t s = MAX(es, off), t = MIN(ee, end);
+
+			if (!e->pool_off) {
+				g_warning("meta_map(alloc) left a hole in ino %" G_GUINT64_FORMAT,
+					  f->ino);
+				return -EIO;
+			}
+			/* fresh blocks: the bytes no piece covers become zeros */
+			if (e->fresh && es < s) {
+				batch_add(b, e->pool_off, io_zero_block, s - es);
+				io_count(&io->stats.bytes_zeroed, s - es);
+			}
+			batch_add(b, e->pool_off + (s - es), (char *)p[k].buf + (s - off), t - s);
+			*bytes += t - s;
+			if (e->fresh && t < ee) {
+				batch_add(b, e->pool_off + (t - es), io_zero_block, ee - t);
+				io_count(&io->stats.bytes_zeroed, ee - t);
+			}
+		}
+	}
+	return 0;
+}
+
+int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
+{
+	struct io_lock **locks = g_new0(struct io_lock *, nf);
+	struct io_batch b = { 0 };
+	struct meta_attr attr;
+	uint64_t bytes = 0;
+	bool *opened = g_new0(bool, nf);
+	GArray *ext;
+	int k, rc = 0;
+
+	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
+	for (k = 0; k < nf; k++) {
+		f[k].gone = false;
+		if (k && f[k].ino <= f[k - 1].ino) {
+			g_warning("io_writeback_files: inodes not in ascending order");
+			f[k].rc = -EINVAL;
+			continue;
+		}
+		/* an open reference: the inode (and its blocks) outlive this write */
+		f[k].rc = meta_open(io->meta, f[k].ino);
+		if (f[k].rc < 0)
+			continue;
+		opened[k] = true;
+		locks[k] = io_lock_read(io, f[k].ino);
+		f[k].rc = writeback_map(io, &f[k], ext, &b, &bytes);
+	}
+	if (b.cnt) {
+		rc = remote_writev(io->remote, b.offs, b.iov, b.cnt);
+		if (rc < 0) {
+			g_message("remote_writev(%d files, %d pieces): %s", nf, b.cnt,
+				  g_strerror(-rc));
+			for (k = 0; k < nf; k++)
+				if (f[k].rc == 0)
+					f[k].rc = rc;
+		}
+	}
+	/* the data is in the pool: now its blocks may become durable */
+	for (k = 0; k < nf; k++) {
+		int i;
+
+		for (i = 0; i < f[k].n && f[k].rc == 0; i++)
+			if (f[k].p[i].len)
+				f[k].rc = meta_write_commit(io->meta, f[k].ino, f[k].p[i].off,
+							    f[k].p[i].len);
+	}
+	if (rc == 0 && b.cnt) {
+		io_count(&io->stats.writes, 1);
+		io_count(&io->stats.bytes_written, bytes);
+	}
+	for (k = nf; k-- > 0;) {
+		if (locks[k])
+			io_unlock(io, locks[k]);
+		if (!opened[k])
+			continue;
+		meta_release(io->meta, f[k].ino);
+		if (meta_getattr(io->meta, f[k].ino, &attr) == -ENOENT)
+			f[k].gone = true;
+	}
+	g_array_free(ext, TRUE);
+	batch_free(&b);
+	g_free(locks);
+	g_free(opened);
+	return rc;
+}
+
+int io_writeback(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool *gone)
+{
+	struct io_wb_file f = { .ino = ino, .p = p, .n = n };
+
+	io_writeback_files(io, &f, 1);
+	*gone = f.gone;
+	return f.rc;
+}
+
+void io_note_read(struct io *io, uint64_t ino, const struct meta_attr *attr)
+{
+	if (io->update_atime)
+		io_touch_atime(io, ino, attr);
+}
+
 void io_get_stats(struct io *io, struct io_stats *out)
 {
 	out->reads = __atomic_load_n(&io->stats.reads, __ATOMIC_RELAXED);

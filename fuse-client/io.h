@@ -22,7 +22,10 @@
  * blocks that a truncate is freeing. Two inodes are locked in ascending inode
  * order. io's locks are taken before meta's internal mutex, never after.
  *
- * The block cache (cache.h) sits above this module. All functions are
+ * The block cache (cache.h) sits above this module: it fetches with
+ * io_readv, reserves blocks with io_reserve when it accepts a write, and
+ * writes back with io_writeback (data first, then meta_write_commit: the
+ * ordered-mode rule holds for cached writes too). All functions are
  * thread-safe and return 0 / a byte count or -errno.
  */
 #ifndef RMEM_IO_H
@@ -85,5 +88,72 @@ ssize_t io_copy_range(struct io *io, uint64_t ino_in, uint64_t off_in, uint64_t 
 		      uint64_t off_out, size_t len);
 
 void io_get_stats(struct io *io, struct io_stats *out);
+
+/* ---- for the block cache (cache.c) ---- */
+
+struct meta *io_meta(struct io *io);
+struct remote *io_remote(struct io *io);
+
+/* a piece of one file: [off, off+len) of the file <-> len bytes at buf */
+struct io_piece {
+	uint64_t off;
+	size_t len;
+	void *buf;
+	/*
+	 * io_readv only, optional: bit i (of word i / 64) is set when the
+	 * META_BLOCK_SIZE block i of the piece holds written data in the pool
+	 * (off must then be block aligned). Bits are only ever set.
+	 */
+	uint64_t *written;
+};
+
+/*
+ * Read n pieces of one file, all inside its size (the caller clamps), as one
+ * batch of pool reads (straight into the cache arena when buf lies there).
+ * Holes, unwritten and not yet committed blocks read as zeros.
+ */
+int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n);
+
+/*
+ * Allocate the blocks [off, off+len) will need without writing them (they
+ * stay fresh: nothing durable points at them until io_writeback commits
+ * them). The block cache calls it when it accepts a write, so that a full
+ * pool is -ENOSPC for that write, not a surprise at write-back.
+ */
+int io_reserve(struct io *io, uint64_t ino, uint64_t off, uint64_t len);
+
+/* 1 if the META_BLOCK_SIZE block holding off holds written data, 0 if not, or -errno */
+int io_block_written(struct io *io, uint64_t ino, uint64_t off);
+
+/*
+ * Write back n pieces of one file (sorted by offset; no two share a
+ * META_BLOCK_SIZE block) as one batch: the parts of fresh blocks outside
+ * the pieces are zeroed in the same batch. Once all of it is in the pool,
+ * each piece is committed (meta_write_commit: the times stay those of the
+ * write). An open reference on the inode is held meanwhile, so the inode's
+ * blocks cannot be freed (and reused) under a write in flight; *gone is set
+ * when dropping that reference freed the inode (it was unlinked meanwhile).
+ * -ENOENT: the inode no longer exists (nothing written).
+ */
+int io_writeback(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool *gone);
+
+/*
+ * io_writeback for several files in ONE batch of pool writes (the flusher's
+ * way with many small files). f[] sorted by ascending, distinct inode; each
+ * entry's rc and gone are set as io_writeback would return them (a file
+ * whose mapping failed is skipped, the others still go). Returns 0, or the
+ * error of the batch itself (then every file not failed before has it).
+ */
+struct io_wb_file {
+	uint64_t ino;
+	const struct io_piece *p;
+	int n;
+	int rc; /* out */
+	bool gone; /* out */
+};
+int io_writeback_files(struct io *io, struct io_wb_file *f, int nf);
+
+/* relatime: after a read of ino served from anywhere, move atime if due (best effort) */
+void io_note_read(struct io *io, uint64_t ino, const struct meta_attr *attr);
 
 #endif /* RMEM_IO_H */

@@ -228,14 +228,15 @@ int main(int argc, char **argv)
 	ctx.entry_timeout = o.entry_timeout;
 	ctx.attr_timeout = o.attr_timeout;
 	ctx.direct_io = o.direct_io;
+	ctx.writeback_cache = o.writeback_cache;
 	ctx.default_permissions = o.default_permissions;
-	ctx.readahead = o.readahead;
 
 	se = fuse_session_new(&o.args, &ops_lowlevel, sizeof(ops_lowlevel), &ctx);
 	if (!se) {
 		options_free(&o); /* libfuse said which option it did not like */
 		return 2;
 	}
+	ctx.se = se;
 
 	if (!o.foreground && daemon_fork(&notify_fd) < 0)
 		goto out_session;

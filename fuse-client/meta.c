@@ -1184,11 +1184,36 @@ struct restate {
 	uint64_t fb, count, pb;
 };
 
+#define WRITE_COMMIT 0x1 /* the blocks of the range become WRITTEN */
+#define WRITE_TIMES 0x2 /* mtime = ctime = now */
+#define WRITE_SIZE 0x4 /* size = max(size, end of the range) */
+
+static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len,
+			unsigned int what);
+
 int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
+{
+	return write_update(m, ino, off, len, WRITE_COMMIT | WRITE_TIMES | (len ? WRITE_SIZE : 0));
+}
+
+int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end)
+{
+	return write_update(m, ino, end, 0, WRITE_SIZE | WRITE_TIMES);
+}
+
+int meta_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
+{
+	return write_update(m, ino, off, len, WRITE_COMMIT);
+}
+
+/* meta_write_done and its two halves: the WRITE_* parts of it in what */
+static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len,
+			unsigned int what)
 {
 	struct meta_inode *in;
 	GArray *parts;
-	uint64_t b, last;
+	uint64_t b, last, end = off + len;
+	bool changed;
 	guint i;
 	int rc;
 
@@ -1198,8 +1223,12 @@ int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
 		rc = writable(m);
 	if (rc < 0)
 		goto out;
+	if (end < off) {
+		rc = -EFBIG;
+		goto out;
+	}
 	parts = g_array_new(FALSE, FALSE, sizeof(struct restate));
-	if (len) {
+	if ((what & WRITE_COMMIT) && len) {
 		b = off / BS;
 		last = (off + len - 1) / BS;
 		while (b <= last) {
@@ -1228,12 +1257,19 @@ int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
 		meta_ext_set(m, in, r->fb, r->count, r->pb, META_EXT_WRITTEN);
 		journal_rec_ext_set(m->j, ino, r->fb, r->count, r->pb, META_EXT_WRITTEN);
 	}
+	changed = parts->len > 0;
 	g_array_free(parts, TRUE);
-	if (len && off + len > in->a.size)
-		in->a.size = off + len;
-	meta_now(&in->a.mtime);
-	in->a.ctime = in->a.mtime;
-	log_inode(m, in);
+	if ((what & WRITE_SIZE) && end > in->a.size) {
+		in->a.size = end;
+		changed = true;
+	}
+	if (what & WRITE_TIMES) {
+		meta_now(&in->a.mtime);
+		in->a.ctime = in->a.mtime;
+		changed = true;
+	}
+	if (changed)
+		log_inode(m, in);
 	txn_end(m);
 out:
 	pthread_mutex_unlock(&m->lock);

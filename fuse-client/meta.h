@@ -213,6 +213,18 @@ int meta_map(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, bool allo
  * crash before this point leaves nothing pointing at unwritten blocks).
  */
 int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
+/*
+ * meta_write_done in two halves, for the write-back block cache (cache.c),
+ * which accepts a write long before its data reaches the pool:
+ * meta_write_accept() when the write is accepted: size = max(size, end),
+ * mtime = ctime = now; no block is committed (blocks meta_map allocated stay
+ * fresh: a crash forgets them). meta_write_commit() once the data of
+ * [off, off+len) is in the pool: the blocks there become part of the file;
+ * size and times are left alone (accept set them), so the time of the
+ * write, or a later utimes/setattr, is what stays.
+ */
+int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end);
+int meta_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
 /* fallocate: mode 0 or FALLOC_FL_KEEP_SIZE; newly allocated blocks are zeroed by meta */
 int meta_fallocate(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, int mode);
 /* free the whole blocks inside [off, off+len) (caller zeroes partial edges) */

@@ -5,9 +5,16 @@
  * Every handler replies exactly once: the reply call is the last statement
  * of each path, errors as fuse_reply_err(req, -rc). Handlers hold no locks of
  * their own; meta serialises metadata inside, io takes the per-inode data
- * locks. Data moves only through cache.h, bracketed by cache_flush /
- * cache_invalidate around operations that touch the pool directly
- * (truncate, fallocate, copy_file_range, SEEK_DATA/HOLE).
+ * locks. Data moves only through cache.h; operations that touch the pool
+ * directly (truncate, fallocate, copy_file_range, SEEK_DATA/HOLE) run in
+ * the cache's exclusive section of their inode(s).
+ *
+ * Kernel caching: keep_cache and the writeback cache are on by default (this
+ * client is the pool's only writer, so the kernel's pages never go stale
+ * behind its back). With the writeback cache the kernel owns size, mtime and
+ * ctime of open files and handles O_APPEND itself; writes arrive as page
+ * write-back, and their errors reach the application at fsync/close.
+ * READ replies are sent straight from the cache slots (fuse_reply_iov).
  *
  * Lookup references: meta counts one per successful lookup/create/mknod/
  * mkdir/symlink/link (and readdirplus entry); when the kernel never receives
@@ -26,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +49,14 @@
 static struct ops_ctx *req_ctx(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static struct meta_cred req_cred(fuse_req_t req)
@@ -104,8 +120,6 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	struct ops_ctx *ctx = userdata;
 
 	conn->max_write = OPS_MAX_WRITE; /* libfuse derives max_pages from it */
-	if (ctx->readahead && ctx->readahead < conn->max_readahead)
-		conn->max_readahead = ctx->readahead;
 	conn->time_gran = 1;
 	want(conn, FUSE_CAP_ASYNC_READ);
 	want(conn, FUSE_CAP_ATOMIC_O_TRUNC); /* open() truncates: one request, no window */
@@ -116,12 +130,16 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	/* pages cached across opens are refreshed when mtime/size change */
 	want(conn, FUSE_CAP_AUTO_INVAL_DATA);
 	/*
-	 * Issue 4 keeps the kernel in write-through mode: O_APPEND and size
-	 * semantics are tested without the writeback cache first. Splice buys
-	 * nothing here: the data is copied into the transport anyway.
+	 * The kernel's writeback cache (see the top of the file), unless every
+	 * file bypasses the page cache anyway (direct_io). Splice buys nothing
+	 * here: the data is copied into the transport anyway.
 	 */
 	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE | FUSE_CAP_EXPORT_SUPPORT);
+	if (ctx->writeback_cache && !ctx->direct_io)
+		want(conn, FUSE_CAP_WRITEBACK_CACHE);
+	/* what the kernel will really do decides how setattr and lseek behave */
+	ctx->writeback_cache = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
 		conn->proto_major, conn->proto_minor, conn->max_write, conn->max_readahead,
 		conn->want);
@@ -199,18 +217,41 @@ static void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fuse_reply_attr(req, &st, ctx->attr_timeout);
 }
 
-/* truncate through io (it zeroes partial blocks), with the cache kept coherent */
+/*
+ * truncate through io (it zeroes partial blocks), in the cache's exclusive
+ * section: cached writes past the new size are dropped, the rest written
+ * back first, and cached blocks from the new size on dropped after
+ */
 static int do_truncate(struct ops_ctx *ctx, fuse_ino_t ino, const struct meta_setattr *sa,
 		       const struct meta_cred *cred, struct meta_attr *out)
 {
 	int rc;
 
-	rc = cache_flush(ctx->cache, ino);
+	rc = cache_begin_exclusive(ctx->cache, ino, sa->size);
 	if (rc < 0)
 		return rc;
 	rc = io_truncate(ctx->io, ino, sa, cred, out);
-	cache_invalidate(ctx->cache, ino, sa->size, UINT64_MAX);
+	cache_end_exclusive(ctx->cache, ino, sa->size, UINT64_MAX);
 	return rc;
+}
+
+/*
+ * With the writeback cache the kernel keeps mtime/ctime itself and sends
+ * them as explicit times: after writes (by anyone allowed to write) and for
+ * utimes(NULL) (where atime comes as "now"). An explicit mtime without an
+ * explicit atime is that - a user's own utimensat with explicit times was
+ * already checked by the kernel (default_permissions) or comes from the
+ * only user of the mount. meta would refuse explicit times from a
+ * non-owner, so such a request is applied with this credential.
+ */
+static const struct meta_cred kernel_cred = { .uid = 0, .gid = 0 };
+
+static bool kernel_times(const struct ops_ctx *ctx, int to_set)
+{
+	return ctx->writeback_cache && !ctx->direct_io && (to_set & FUSE_SET_ATTR_MTIME) &&
+	       !(to_set & (FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+			   FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE)) &&
+	       (!(to_set & FUSE_SET_ATTR_ATIME) || (to_set & FUSE_SET_ATTR_ATIME_NOW));
 }
 
 static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -262,7 +303,8 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		sa.size = attr->st_size;
 		rc = do_truncate(ctx, ino, &sa, &cred, &a);
 	} else {
-		rc = meta_setattr(ctx->meta, ino, &sa, &cred, &a);
+		rc = meta_setattr(ctx->meta, ino, &sa, kernel_times(ctx, to_set) ? &kernel_cred : &cred,
+				  &a);
 	}
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
@@ -444,34 +486,36 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 }
 
+/* the reply goes out of the pinned cache slots: no copy here */
 static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
+	struct cache_read_ref ref;
+	uint64_t t0 = now_ns();
 	ssize_t n;
-	char *buf;
 
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	buf = g_try_malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = cache_read(ctx->cache, ino, off, size, buf);
-	if (n < 0)
+	n = cache_read_pin(ctx->cache, ino, off, size, &ref);
+	if (n < 0) {
 		fuse_reply_err(req, -n);
-	else
-		fuse_reply_buf(req, buf, n);
-	g_free(buf);
+	} else if (n == 0) {
+		fuse_reply_buf(req, NULL, 0);
+	} else {
+		fuse_reply_iov(req, ref.iov, ref.niov);
+		cache_read_done(ctx->cache, &ref);
+	}
+	cache_note_latency(ctx->cache, CACHE_OP_READ, now_ns() - t0);
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
+	uint64_t t0 = now_ns();
 	ssize_t n;
 
 	if (off < 0) {
@@ -483,22 +527,31 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, -n);
 	else
 		fuse_reply_write(req, n);
+	cache_note_latency(ctx->cache, CACHE_OP_WRITE, now_ns() - t0);
 }
 
+/* close: a write-back error of this file not reported yet is reported here */
 static void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -cache_flush(req_ctx(req)->cache, ino));
+	fuse_reply_err(req, -cache_close(req_ctx(req)->cache, ino));
 }
 
 static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	meta_release(req_ctx(req)->meta, ino);
+	struct ops_ctx *ctx = req_ctx(req);
+	struct meta_attr a;
+
+	meta_release(ctx->meta, ino);
+	/* the last close of an unlinked file freed it: so is its cached data */
+	if (meta_getattr(ctx->meta, ino, &a) == -ENOENT)
+		cache_forget(ctx->cache, ino);
 	fuse_reply_err(req, 0);
 }
 
 static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
+	uint64_t t0 = now_ns();
 	int rc;
 
 	/* data first (ordered mode), then every journal transaction so far */
@@ -506,6 +559,7 @@ static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	if (rc == 0)
 		rc = meta_sync(ctx->meta);
 	fuse_reply_err(req, -rc);
+	cache_note_latency(ctx->cache, CACHE_OP_FSYNC, now_ns() - t0);
 }
 
 static void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -625,9 +679,37 @@ static void ops_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* the statistics are a read-only xattr of the root that listxattr does not show */
+static bool is_stats_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == META_ROOT_INO && strcmp(name, CACHE_STATS_XATTR) == 0;
+}
+
+static void reply_stats(fuse_req_t req, size_t size)
+{
+	struct ops_ctx *ctx = req_ctx(req);
+	char *buf = g_malloc(CACHE_STATS_MAX);
+	ssize_t n;
+
+	n = cache_stats_text(ctx->cache, buf, CACHE_STATS_MAX);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else if (size == 0)
+		fuse_reply_xattr(req, CACHE_STATS_MAX); /* an upper bound: the text changes */
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, n);
+	g_free(buf);
+}
+
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
+	if (is_stats_xattr(ino, name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	fuse_reply_err(req, -meta_setxattr(req_ctx(req)->meta, ino, name, value, size, flags));
 }
 
@@ -637,6 +719,10 @@ static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	ssize_t n;
 	char *buf;
 
+	if (is_stats_xattr(ino, name)) {
+		reply_stats(req, size);
+		return;
+	}
 	if (size == 0) {
 		n = meta_getxattr(ctx->meta, ino, name, NULL, 0);
 		if (n < 0)
@@ -721,6 +807,10 @@ static void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	if (is_stats_xattr(ino, name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	fuse_reply_err(req, -meta_removexattr(req_ctx(req)->meta, ino, name));
 }
 
@@ -778,10 +868,11 @@ static void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, o
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	rc = cache_flush(ctx->cache, ino);
-	if (rc == 0)
+	rc = cache_begin_exclusive(ctx->cache, ino, UINT64_MAX);
+	if (rc == 0) {
 		rc = io_fallocate(ctx->io, ino, mode, off, len);
-	cache_invalidate(ctx->cache, ino, off, len);
+		cache_end_exclusive(ctx->cache, ino, off, len);
+	}
 	fuse_reply_err(req, -rc);
 }
 
@@ -796,9 +887,22 @@ static void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL); /* the kernel does SEEK_SET/CUR/END itself */
 		return;
 	}
-	rc = cache_flush(ctx->cache, ino); /* dirty blocks are data too */
-	if (rc == 0)
+	/*
+	 * Written data is data: the kernel's dirty pages (writeback cache: it
+	 * does not write them back for FUSE_LSEEK) reach us through this
+	 * invalidation, which writes them back and waits; then our cached
+	 * writes go to the pool.
+	 */
+	if (ctx->writeback_cache && !ctx->direct_io && ctx->se) {
+		rc = fuse_lowlevel_notify_inval_inode(ctx->se, ino, off, 0);
+		if (rc < 0 && rc != -ENOSYS && rc != -ENOENT)
+			g_message("lseek: fuse_lowlevel_notify_inval_inode: %s", g_strerror(-rc));
+	}
+	rc = cache_begin_exclusive(ctx->cache, ino, UINT64_MAX);
+	if (rc == 0) {
 		rc = meta_seek(ctx->meta, ino, off, whence, &result);
+		cache_end_exclusive(ctx->cache, ino, 0, 0);
+	}
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -810,6 +914,7 @@ static void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 				struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	struct ops_ctx *ctx = req_ctx(req);
+	fuse_ino_t lo, hi;
 	ssize_t n;
 	int rc;
 
@@ -817,15 +922,25 @@ static void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	rc = cache_flush(ctx->cache, ino_in);
-	if (rc == 0 && ino_out != ino_in)
-		rc = cache_flush(ctx->cache, ino_out);
+	/* both inodes exclusive, in ascending order (cache.h) */
+	lo = MIN(ino_in, ino_out);
+	hi = MAX(ino_in, ino_out);
+	rc = cache_begin_exclusive(ctx->cache, lo, UINT64_MAX);
+	if (rc == 0 && hi != lo) {
+		rc = cache_begin_exclusive(ctx->cache, hi, UINT64_MAX);
+		if (rc < 0)
+			cache_end_exclusive(ctx->cache, lo, 0, 0);
+	}
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	n = io_copy_range(ctx->io, ino_in, off_in, ino_out, off_out, len);
-	cache_invalidate(ctx->cache, ino_out, off_out, len);
+	if (hi != lo)
+		cache_end_exclusive(ctx->cache, hi, hi == ino_out ? (uint64_t)off_out : 0,
+				    hi == ino_out ? len : 0);
+	cache_end_exclusive(ctx->cache, lo, lo == ino_out ? (uint64_t)off_out : 0,
+			    lo == ino_out ? len : 0);
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else

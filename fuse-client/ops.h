@@ -20,14 +20,15 @@ struct io;
 struct cache;
 
 struct ops_ctx {
+	struct fuse_session *se; /* for notifications to the kernel */
 	struct meta *meta;
 	struct io *io;
 	struct cache *cache;
 	double entry_timeout; /* seconds the kernel may cache names (and negative lookups) */
 	double attr_timeout; /* seconds the kernel may cache attributes */
 	bool direct_io; /* every open bypasses the page cache */
+	bool writeback_cache; /* the kernel's writeback cache (off anyway with direct_io) */
 	bool default_permissions; /* the kernel checks permissions: access() is never asked */
-	uint64_t readahead; /* max kernel readahead in bytes; 0: the kernel's default */
 };
 
 extern const struct fuse_lowlevel_ops ops_lowlevel;

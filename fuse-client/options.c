@@ -44,6 +44,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("poll=%s", poll_str, 0),
 	OPT("readahead=%s", readahead_str, 0),
 	OPT("writeback=%s", writeback_str, 0),
+	OPT("writeback_cache=%s", writeback_cache_str, 0),
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("direct_io", direct_io, 1),
@@ -175,6 +176,30 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
 	return 0;
 }
 
+static int parse_on_off(const char *name, const char *s, bool *out)
+{
+	if (!s)
+		return 0;
+	if (!strcmp(s, "on")) {
+		*out = true;
+	} else if (!strcmp(s, "off")) {
+		*out = false;
+	} else {
+		fprintf(stderr, "rmemfs: %s=%s: expected on or off\n", name, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+uint64_t options_default_cache_size(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+
+	return CLAMP(ram / OPTIONS_CACHE_RAM_DIV, OPTIONS_MIN_DEFAULT_CACHE_SIZE,
+		     OPTIONS_MAX_DEFAULT_CACHE_SIZE);
+}
+
 static int parse_timeout(const char *name, const char *s, double *out)
 {
 	char *end;
@@ -286,17 +311,9 @@ static int validate(struct options *o)
 		o->readahead = sz;
 	}
 
-	if (o->writeback_str) {
-		if (!strcmp(o->writeback_str, "on")) {
-			o->writeback = true;
-		} else if (!strcmp(o->writeback_str, "off")) {
-			o->writeback = false;
-		} else {
-			fprintf(stderr, "rmemfs: writeback=%s: expected on or off\n",
-				o->writeback_str);
-			return -EINVAL;
-		}
-	}
+	if (parse_on_off("writeback", o->writeback_str, &o->writeback) < 0 ||
+	    parse_on_off("writeback_cache", o->writeback_cache_str, &o->writeback_cache) < 0)
+		return -EINVAL;
 
 	if (parse_timeout("entry_timeout", o->entry_timeout_str, &o->entry_timeout) < 0 ||
 	    parse_timeout("attr_timeout", o->attr_timeout_str, &o->attr_timeout) < 0)
@@ -307,10 +324,12 @@ static int validate(struct options *o)
 		fprintf(stderr, "rmemfs: -o format cannot be combined with -o ro (formatting writes the pool)\n");
 		return -EINVAL;
 	}
-	if (o->direct_io && o->writeback) {
-		fprintf(stderr, "rmemfs: direct_io and writeback=on exclude each other (direct_io bypasses every cache)\n");
+	if (o->direct_io && o->writeback_cache_str && o->writeback_cache) {
+		fprintf(stderr, "rmemfs: direct_io and writeback_cache=on exclude each other (direct_io bypasses the kernel's page cache)\n");
 		return -EINVAL;
 	}
+	if (o->direct_io)
+		o->writeback_cache = false;
 	return 0;
 }
 
@@ -331,12 +350,13 @@ int options_parse(struct options *o, int argc, char **argv)
 
 	memset(o, 0, sizeof(*o));
 	/* defaults before parsing */
-	o->cache_size = OPTIONS_DEFAULT_CACHE_SIZE;
+	o->cache_size = options_default_cache_size();
 	o->block_size = OPTIONS_DEFAULT_BLOCK_SIZE;
 	o->qps = OPTIONS_DEFAULT_QPS;
 	o->poll_mode = XPORT_POLL_EVENT;
-	o->readahead = 0;
-	o->writeback = false;
+	o->readahead = OPTIONS_DEFAULT_READAHEAD;
+	o->writeback = true;
+	o->writeback_cache = true;
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
@@ -409,6 +429,7 @@ void options_free(struct options *o)
 	free(o->poll_str);
 	free(o->readahead_str);
 	free(o->writeback_str);
+	free(o->writeback_cache_str);
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
 	fuse_opt_free_args(&o->args);
@@ -417,6 +438,11 @@ void options_free(struct options *o)
 
 void options_print_help(const char *prog)
 {
+	char cs[32], bs[32], ra[32];
+
+	units_format_size(options_default_cache_size(), cs, sizeof(cs));
+	units_format_size(OPTIONS_DEFAULT_BLOCK_SIZE, bs, sizeof(bs));
+	units_format_size(OPTIONS_DEFAULT_READAHEAD, ra, sizeof(ra));
 	printf("usage: %s SERVER[:PORT] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
 	       "\n"
 	       "Mount the memory pool served by a memserver at SERVER (default port %d;\n"
@@ -427,14 +453,20 @@ void options_print_help(const char *prog)
 	       "    -o transport=auto|tcp|rdma  how to reach the pool (default auto: RDMA when a\n"
 	       "                           verbs device reaches the server, else TCP)\n"
 	       "    -o token_file=FILE     file holding the memserver's access token\n"
-	       "    -o cache_size=SIZE     client block cache size (default 256M)\n"
-	       "    -o block_size=SIZE     cache block size, power of two 4K..1M (default 4K)\n"
+	       "    -o cache_size=SIZE     client block cache size (default RAM/16 within\n"
+	       "                           64M..1G: %s here)\n"
+	       "    -o block_size=SIZE     cache block size, power of two 4K..1M (default %s)\n"
+	       "    -o readahead=SIZE      largest readahead window for sequential reads\n"
+	       "                           (default %s; 0: none)\n"
+	       "    -o writeback=on|off    on: the block cache writes data back later, by age\n"
+	       "                           and dirty ratio, and at fsync (default on);\n"
+	       "                           off: every write goes through to the pool\n"
+	       "    -o writeback_cache=on|off  the kernel's writeback cache (default on;\n"
+	       "                           write errors are then reported at fsync/close)\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
 	       "    -o qps=N               connections to the server, 1..%u (default %u)\n"
 	       "    -o poll=busy|event|hybrid  completion polling (default event)\n"
-	       "    -o readahead=SIZE      maximum kernel readahead (default: the kernel's)\n"
-	       "    -o writeback=on|off    write-back block cache (default off)\n"
 	       "    -o entry_timeout=SECS  kernel name cache timeout (default 1)\n"
 	       "    -o attr_timeout=SECS   kernel attribute cache timeout (default 1)\n"
 	       "    -o ro                  mount read-only (takes no lease)\n"
@@ -447,7 +479,7 @@ void options_print_help(const char *prog)
 	       "nouser, owner, group, nofail, comment=..., x-systemd.* and other x-* options.\n"
 	       "\n"
 	       "FUSE options:\n",
-	       prog, PROTO_DEFAULT_PORT, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS);
+	       prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS);
 	fflush(stdout);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();

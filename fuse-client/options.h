@@ -21,8 +21,12 @@
 
 #include "xport.h"
 
-#define OPTIONS_DEFAULT_CACHE_SIZE (256ULL << 20)
-#define OPTIONS_DEFAULT_BLOCK_SIZE 4096U
+/* cache_size default: RAM / OPTIONS_CACHE_RAM_DIV, within these bounds */
+#define OPTIONS_CACHE_RAM_DIV 16
+#define OPTIONS_MIN_DEFAULT_CACHE_SIZE (64ULL << 20)
+#define OPTIONS_MAX_DEFAULT_CACHE_SIZE (1ULL << 30)
+#define OPTIONS_DEFAULT_BLOCK_SIZE (64U << 10)
+#define OPTIONS_DEFAULT_READAHEAD (4ULL << 20)
 #define OPTIONS_DEFAULT_QPS 4U
 #define OPTIONS_MAX_QPS 64U
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
@@ -43,6 +47,7 @@ struct options {
 	char *poll_str;
 	char *readahead_str;
 	char *writeback_str;
+	char *writeback_cache_str;
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	int direct_io;
@@ -54,11 +59,12 @@ struct options {
 
 	/* validated values */
 	uint64_t cache_size;
-	uint32_t block_size; /* block cache granularity (issue 5) */
+	uint32_t block_size; /* block cache granularity */
 	unsigned int qps;
 	enum xport_poll_mode poll_mode;
-	uint64_t readahead; /* 0: kernel default */
-	bool writeback;
+	uint64_t readahead; /* the block cache's largest readahead window; 0: none */
+	bool writeback; /* the block cache writes back later (else through) */
+	bool writeback_cache; /* the kernel's writeback cache */
 	double entry_timeout;
 	double attr_timeout;
 
@@ -73,6 +79,9 @@ struct options {
 	int nonopt_count; /* positional arguments seen so far (parser state) */
 	struct fuse_args args; /* what is left for fuse_session_new() */
 };
+
+/* the default cache_size on this machine: RAM / 16 within [64 MiB, 1 GiB] */
+uint64_t options_default_cache_size(void);
 
 /*
  * Parse argv into o (o is initialised here; free it with options_free).

@@ -11,6 +11,14 @@
  * copies between the bounce buffer and the caller's memory. Requests bigger
  * than the bounce buffer loop.
  *
+ * The arena. The block cache registers its slot memory once
+ * (remote_register_arena); every channel registers it with its xport, also
+ * after a reconnect. An iovec piece that lies inside the arena is posted
+ * straight from / into that memory (RDMA READs land in cache slots, WRITEs
+ * go out of them, TCP receives into them): no bounce copy, and such pieces
+ * do not count against the bounce size, so a whole multi-block request is
+ * one batch.
+ *
  * A connection-level failure (-ENOTCONN, -EIO, -ETIMEDOUT...) closes the
  * channel's xport; the next request on it reconnects first and checks that the
  * server still serves the same pool (pool_id and size), so a restarted server
@@ -45,6 +53,9 @@ struct remote_chan {
 	unsigned int idx;
 	struct xport *x; /* NULL: not connected (reconnect on next use); under lock */
 	struct xport_mr *mr; /* bounce registration with x; under lock */
+	struct xport_mr *arena_mr; /* the cache arena's registration with x, or NULL; under lock */
+	uint8_t *arena; /* the arena this channel posts from (NULL: none); under lock */
+	size_t arena_len;
 	uint8_t *bounce; /* bounce_len bytes, page aligned, lives as long as the remote */
 	struct xport_op *ops; /* scratch, REMOTE_MAX_BATCH entries; under lock */
 	uint8_t **dst; /* READ: where each op's bytes go; under lock */
@@ -59,6 +70,9 @@ struct remote {
 	struct xport_params params;
 	struct proto_pool pool;
 	uint64_t *region_start; /* pool offset of each region's first byte */
+	/* the registered cache arena (remote_register_arena); changed with every channel lock held */
+	uint8_t *arena;
+	size_t arena_len;
 	size_t bounce_len;
 	unsigned int nchan;
 	struct remote_chan *chan;
@@ -85,6 +99,8 @@ static void chan_disconnect(struct remote_chan *c)
 {
 	if (!c->x)
 		return;
+	xport_dereg_mr(c->x, c->arena_mr);
+	c->arena_mr = NULL;
 	xport_dereg_mr(c->x, c->mr);
 	c->mr = NULL;
 	xport_close(c->x);
@@ -118,9 +134,20 @@ static int chan_connect(struct remote *r, struct remote_chan *c, bool first)
 		g_message("xport_reg_mr(%zu bytes): %s", r->bounce_len, g_strerror(-rc));
 		goto err_close;
 	}
+	if (r->arena) {
+		rc = xport_reg_mr(x, r->arena, r->arena_len, &c->arena_mr);
+		if (rc < 0) {
+			g_message("xport_reg_mr(cache arena, %zu bytes): %s", r->arena_len,
+				  g_strerror(-rc));
+			goto err_dereg_bounce;
+		}
+	}
 	c->x = x;
 	return 0;
 
+err_dereg_bounce:
+	xport_dereg_mr(x, c->mr);
+	c->mr = NULL;
 err_close:
 	xport_close(x);
 	return rc;
@@ -179,6 +206,13 @@ static int region_of(const struct remote *r, uint64_t off)
 	return (int)lo;
 }
 
+/* does [p, p+len) lie in the channel's registered arena? */
+static bool in_arena(const struct remote_chan *c, const uint8_t *p, size_t len)
+{
+	return c->arena_mr && p >= c->arena && len <= c->arena_len &&
+	       (size_t)(p - c->arena) <= c->arena_len - len;
+}
+
 static int check_fence(struct remote *r)
 {
 	uint64_t dl;
@@ -211,6 +245,7 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 
 		while (i < cnt && n < max_batch && (zero || used < r->bounce_len)) {
 			uint64_t off, rem;
+			bool direct;
 			size_t len;
 			int reg;
 			struct xport_op *op = &c->ops[n];
@@ -224,9 +259,10 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 			if (off < offs[i] || off >= r->pool.size)
 				return -ERANGE;
 			len = iov[i].iov_len - pos;
+			direct = !zero && in_arena(c, (uint8_t *)iov[i].iov_base + pos, len);
 			if (zero)
 				len = MIN(len, r->bounce_len);
-			else
+			else if (!direct)
 				len = MIN(len, r->bounce_len - used);
 			len = MIN(len, (size_t)PROTO_MAX_IO);
 			reg = region_of(r, off);
@@ -241,6 +277,11 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 			op->rkey = r->pool.regions[reg].rkey;
 			if (zero) {
 				op->local = c->bounce;
+			} else if (direct) {
+				/* cache arena: straight from / into the slot */
+				op->mr = c->arena_mr;
+				op->local = (uint8_t *)iov[i].iov_base + pos;
+				c->dst[n] = NULL;
 			} else {
 				op->local = c->bounce + used;
 				if (type == XPORT_WRITE)
@@ -259,7 +300,8 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 			return rc;
 		if (type == XPORT_READ)
 			for (k = 0; k < n; k++)
-				memcpy(c->dst[k], c->ops[k].local, c->ops[k].len);
+				if (c->dst[k])
+					memcpy(c->dst[k], c->ops[k].local, c->ops[k].len);
 	}
 	return 0;
 }
@@ -483,6 +525,68 @@ int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64
 int remote_fetch_add_unfenced(struct remote *r, uint64_t off, uint64_t add, uint64_t *old)
 {
 	return do_atomic(r, XPORT_FETCH_ADD, false, off, add, 0, old);
+}
+
+int remote_register_arena(struct remote *r, void *addr, size_t len)
+{
+	unsigned int i, k;
+	int rc = 0;
+
+	if (!addr || !len || r->arena)
+		return -EINVAL;
+	for (i = 0; i < r->nchan; i++)
+		pthread_mutex_lock(&r->chan[i].lock);
+	for (i = 0; i < r->nchan; i++) {
+		struct remote_chan *c = &r->chan[i];
+
+		if (!c->x)
+			continue; /* registered when it reconnects */
+		rc = xport_reg_mr(c->x, addr, len, &c->arena_mr);
+		if (rc < 0) {
+			g_message("xport_reg_mr(cache arena, %zu bytes) on channel %u: %s", len, i,
+				  g_strerror(-rc));
+			break;
+		}
+	}
+	if (rc < 0) {
+		for (k = 0; k < i; k++) {
+			xport_dereg_mr(r->chan[k].x, r->chan[k].arena_mr);
+			r->chan[k].arena_mr = NULL;
+		}
+	} else {
+		r->arena = addr;
+		r->arena_len = len;
+		for (i = 0; i < r->nchan; i++) {
+			r->chan[i].arena = addr;
+			r->chan[i].arena_len = len;
+		}
+	}
+	for (i = 0; i < r->nchan; i++)
+		pthread_mutex_unlock(&r->chan[i].lock);
+	return rc;
+}
+
+void remote_unregister_arena(struct remote *r)
+{
+	unsigned int i;
+
+	if (!r || !r->arena)
+		return;
+	for (i = 0; i < r->nchan; i++)
+		pthread_mutex_lock(&r->chan[i].lock);
+	for (i = 0; i < r->nchan; i++) {
+		struct remote_chan *c = &r->chan[i];
+
+		if (c->x)
+			xport_dereg_mr(c->x, c->arena_mr);
+		c->arena_mr = NULL;
+		c->arena = NULL;
+		c->arena_len = 0;
+	}
+	r->arena = NULL;
+	r->arena_len = 0;
+	for (i = 0; i < r->nchan; i++)
+		pthread_mutex_unlock(&r->chan[i].lock);
 }
 
 void remote_fence(struct remote *r)

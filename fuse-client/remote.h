@@ -7,6 +7,7 @@
  * the pool descriptor, requests crossing a region boundary are split, and a
  * channel (one xport + a registered bounce area) is taken from a pool of
  * `qps` channels for each request so FUSE worker threads proceed in parallel.
+ * Memory inside the registered cache arena moves without the bounce copy.
  * When a connection dies, requests on it fail with -EIO and the channel is
  * reconnected on next use (the lease decides whether we may keep writing).
  *
@@ -15,6 +16,8 @@
 #ifndef RMEM_REMOTE_H
 #define RMEM_REMOTE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -47,6 +50,17 @@ int remote_zero(struct remote *r, uint64_t off, uint64_t len);
 /* 64-bit atomics on an 8-byte aligned pool offset; *old receives the prior value */
 int remote_cas(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap, uint64_t *old);
 int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
+
+/*
+ * The block cache's arena: register [addr, addr+len) with every channel's
+ * transport (now, and again after each reconnect). readv/writev pieces that
+ * lie inside it move straight between the pool and that memory, with no
+ * bounce copy (RDMA READs land in cache slots). One arena at a time: -EINVAL
+ * if one is registered; other -errno from xport_reg_mr (nothing registered).
+ * Unregister only when no request can be using it. NULL-tolerant.
+ */
+int remote_register_arena(struct remote *r, void *addr, size_t len);
+void remote_unregister_arena(struct remote *r);
 
 /*
  * Write fencing, driven by the lease (super.c). Once remote_fence() was

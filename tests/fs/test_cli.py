@@ -31,7 +31,8 @@ def test_help_lists_every_option():
     assert r.returncode == 0, r.stderr
     text = r.stdout + r.stderr
     for opt in ('transport=', 'token_file=', 'cache_size=', 'block_size=', 'direct_io',
-                'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'entry_timeout=',
+                'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'writeback_cache=',
+                'entry_timeout=',
                 'attr_timeout=', 'allow_other', 'default_permissions', '_netdev',
                 'SERVER[:PORT] MOUNTPOINT'):
         assert opt in text, f'--help does not mention {opt}'
@@ -58,7 +59,8 @@ def test_version():
     ('entry_timeout=-1', 'entry_timeout=-1: expected seconds'),
     ('attr_timeout=soon', 'attr_timeout=soon: expected seconds'),
     ('format,ro', 'format cannot be combined with -o ro'),
-    ('direct_io,writeback=on', 'direct_io and writeback=on exclude each other'),
+    ('direct_io,writeback_cache=on', 'direct_io and writeback_cache=on exclude each other'),
+    ('writeback_cache=perhaps', 'writeback_cache=perhaps: expected on or off'),
     ('token_file=', 'token_file= needs a file name'),
     ('no_such_option', "unknown option"),
 ])
@@ -245,8 +247,8 @@ def test_debug_prints_stats_at_unmount(env):
         assert f.read() == data
     assert fs.unmount() == 0
     out = fs.output()
-    assert 'rmemfs: cache: pass-through; io:' in out
-    assert 'writes' in out and 'reads' in out
+    assert 'rmemfs: cache ' in out
+    assert 'hits' in out and 'misses' in out and 'flushes' in out and 'written' in out
 
 
 def test_newer_format_refused(env, tmp_path):

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * cache_index.c - the block cache's bookkeeping: slot descriptors, the
+ * (inode, block) -> slot index (open hashing with chains), per-inode
+ * records, the dirty list, state counters, and CLOCK eviction.
+ *
+ * Everything here runs with c->lock held (see cache_int.h) and does no I/O.
+ * CLOCK: every block that is read or written gets its reference bit set;
+ * the hand sweeps the slots, clears set bits and takes the first clean,
+ * unpinned, idle block whose bit was already clear. Dirty blocks are never
+ * evicted: the flusher makes them clean first.
+ */
+#define G_LOG_DOMAIN "rmemfs-cache"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache_int.h"
+
+uint64_t cache_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned int hash_of(const struct cache *c, uint64_t ino, uint64_t blk)
+{
+	uint64_t h = ino * 0x9E3779B97F4A7C15ULL ^ (blk + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+
+	return (unsigned int)(h ^ (h >> 29)) & c->hmask;
+}
+
+int cache_index_init(struct cache *c)
+{
+	unsigned int i, nb = 1;
+
+	while (nb < 2 * c->nslots)
+		nb <<= 1;
+	c->hash = g_try_new0(struct cache_block *, nb);
+	c->blocks = g_try_new0(struct cache_block, c->nslots);
+	if (!c->hash || !c->blocks) {
+		g_free(c->hash);
+		g_free(c->blocks);
+		c->hash = NULL;
+		c->blocks = NULL;
+		return -ENOMEM;
+	}
+	c->hmask = nb - 1;
+	for (i = c->nslots; i-- > 0;) {
+		struct cache_block *b = &c->blocks[i];
+
+		b->data = c->arena + (size_t)i * c->bs;
+		b->hnext = c->free_list;
+		c->free_list = b;
+	}
+	c->nfree = c->nslots;
+	c->inodes = g_hash_table_new(g_int64_hash, g_int64_equal);
+	return 0;
+}
+
+void cache_index_free(struct cache *c)
+{
+	if (c->inodes) {
+		GHashTableIter it;
+		gpointer k, v;
+
+		g_hash_table_iter_init(&it, c->inodes);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			struct cache_inode *ci = v;
+
+			pthread_rwlock_destroy(&ci->rw);
+			g_free(ci);
+		}
+		g_hash_table_destroy(c->inodes);
+		c->inodes = NULL;
+	}
+	g_free(c->hash);
+	g_free(c->blocks);
+	c->hash = NULL;
+	c->blocks = NULL;
+}
+
+struct cache_block *cache_lookup(struct cache *c, uint64_t ino, uint64_t blk)
+{
+	struct cache_block *b = c->hash[hash_of(c, ino, blk)];
+
+	while (b && (b->ino != ino || b->blk != blk))
+		b = b->hnext;
+	return b;
+}
+
+static void hash_unlink(struct cache *c, struct cache_block *b)
+{
+	struct cache_block **pp = &c->hash[hash_of(c, b->ino, b->blk)];
+
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	b->hnext = NULL;
+}
+
+static void dirty_list_add(struct cache *c, struct cache_block *b)
+{
+	b->dnext = NULL;
+	b->dprev = c->dirty_tail;
+	if (c->dirty_tail)
+		c->dirty_tail->dnext = b;
+	else
+		c->dirty_head = b;
+	c->dirty_tail = b;
+	b->on_dirty_list = true;
+	c->ndirty++;
+	b->ci->ndirty++;
+}
+
+static void dirty_list_del(struct cache *c, struct cache_block *b)
+{
+	if (b->dprev)
+		b->dprev->dnext = b->dnext;
+	else
+		c->dirty_head = b->dnext;
+	if (b->dnext)
+		b->dnext->dprev = b->dprev;
+	else
+		c->dirty_tail = b->dprev;
+	b->dprev = b->dnext = NULL;
+	b->on_dirty_list = false;
+	c->ndirty--;
+	b->ci->ndirty--;
+	if (c->waiters)
+		pthread_cond_broadcast(&c->cond); /* throttled writers */
+}
+
+void cache_set_state(struct cache *c, struct cache_block *b, enum cache_state state)
+{
+	if (b->state == CACHE_CLEAN)
+		c->nclean--;
+	b->state = state;
+	if (state == CACHE_CLEAN)
+		c->nclean++;
+}
+
+void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to)
+{
+	unsigned int i;
+
+	for (i = from; i < to; i++)
+		mask[i / 64] |= 1ULL << (i % 64);
+}
+
+bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to)
+{
+	unsigned int i;
+
+	for (i = from; i < to; i++)
+		if (!(mask[i / 64] & (1ULL << (i % 64))))
+			return false;
+	return true;
+}
+
+void cache_mark_dirty(struct cache *c, struct cache_block *b, uint32_t from, uint32_t to)
+{
+	cache_mask_set(b->dirty, from / CACHE_SUB, (to + CACHE_SUB - 1) / CACHE_SUB);
+	if (!b->on_dirty_list) {
+		b->dirty_ns = cache_now_ns();
+		b->dirty_seq = ++c->dirty_seq;
+		b->failures = 0;
+		dirty_list_add(c, b);
+	}
+	if (b->state == CACHE_CLEAN)
+		cache_set_state(c, b, CACHE_DIRTY);
+}
+
+void cache_clear_dirty(struct cache *c, struct cache_block *b)
+{
+	memset(b->dirty, 0, sizeof(b->dirty));
+	if (b->on_dirty_list)
+		dirty_list_del(c, b);
+	if (b->state == CACHE_DIRTY || b->state == CACHE_WRITEBACK)
+		cache_set_state(c, b, CACHE_CLEAN);
+}
+
+struct cache_block *cache_slot_take(struct cache *c)
+{
+	struct cache_block *b;
+	unsigned int steps;
+
+	if (c->free_list) {
+		b = c->free_list;
+		c->free_list = b->hnext;
+		b->hnext = NULL;
+		c->nfree--;
+		return b;
+	}
+	if (!c->nclean)
+		return NULL;
+	for (steps = 0; steps < 2 * c->nslots; steps++) {
+		b = &c->blocks[c->hand];
+		c->hand = c->hand + 1 == c->nslots ? 0 : c->hand + 1;
+		if (b->state != CACHE_CLEAN || b->pins || b->busy)
+			continue;
+		if (b->ref) {
+			b->ref = false;
+			continue;
+		}
+		cache_count(&c->st.evictions, 1);
+		cache_block_drop(c, b);
+		/* drop put it on the free list: take it back */
+		c->free_list = b->hnext;
+		b->hnext = NULL;
+		c->nfree--;
+		return b;
+	}
+	return NULL;
+}
+
+void cache_slot_return(struct cache *c, struct cache_block *b)
+{
+	b->hnext = c->free_list;
+	c->free_list = b;
+	c->nfree++;
+	if (c->waiters)
+		pthread_cond_broadcast(&c->cond);
+}
+
+void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_inode *ci,
+			uint64_t blk, enum cache_state state)
+{
+	unsigned int h = hash_of(c, ci->ino, blk);
+
+	b->ino = ci->ino;
+	b->blk = blk;
+	b->ci = ci;
+	b->state = CACHE_EMPTY;
+	cache_set_state(c, b, state);
+	b->ref = true;
+	b->busy = false;
+	b->ra = false;
+	b->pins = 0;
+	b->vs = b->ve = 0;
+	b->failures = 0;
+	memset(b->dirty, 0, sizeof(b->dirty));
+	memset(b->alloc, 0, sizeof(b->alloc));
+	b->hnext = c->hash[h];
+	c->hash[h] = b;
+	b->iprev = NULL;
+	b->inext = ci->blocks;
+	if (ci->blocks)
+		ci->blocks->iprev = b;
+	ci->blocks = b;
+	ci->nblocks++;
+}
+
+void cache_block_drop(struct cache *c, struct cache_block *b)
+{
+	struct cache_inode *ci = b->ci;
+
+	if (b->on_dirty_list)
+		dirty_list_del(c, b);
+	hash_unlink(c, b);
+	if (b->iprev)
+		b->iprev->inext = b->inext;
+	else
+		ci->blocks = b->inext;
+	if (b->inext)
+		b->inext->iprev = b->iprev;
+	b->iprev = b->inext = NULL;
+	ci->nblocks--;
+	cache_set_state(c, b, CACHE_EMPTY);
+	b->ci = NULL;
+	b->ino = 0;
+	b->ra = false;
+	cache_slot_return(c, b);
+	cache_inode_maybe_free(c, ci);
+}
+
+struct cache_inode *cache_inode_find(struct cache *c, uint64_t ino)
+{
+	return g_hash_table_lookup(c->inodes, &ino);
+}
+
+struct cache_inode *cache_inode_get(struct cache *c, uint64_t ino)
+{
+	struct cache_inode *ci = g_hash_table_lookup(c->inodes, &ino);
+
+	if (!ci) {
+		pthread_rwlockattr_t attr;
+
+		ci = g_new0(struct cache_inode, 1);
+		ci->ino = ino;
+		pthread_rwlockattr_init(&attr);
+		/* a stream of readers must not starve a truncate */
+		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&ci->rw, &attr);
+		pthread_rwlockattr_destroy(&attr);
+		g_hash_table_insert(c->inodes, &ci->ino, ci);
+	}
+	ci->refs++;
+	return ci;
+}
+
+void cache_inode_maybe_free(struct cache *c, struct cache_inode *ci)
+{
+	if (ci->refs || ci->nblocks || ci->wb_err || ci->exclusive)
+		return;
+	g_hash_table_remove(c->inodes, &ci->ino);
+	pthread_rwlock_destroy(&ci->rw);
+	g_free(ci);
+}
+
+void cache_inode_put(struct cache *c, struct cache_inode *ci)
+{
+	ci->refs--;
+	cache_inode_maybe_free(c, ci);
+}
+
+struct cache_inode *cache_inode_ref(struct cache *c, uint64_t ino)
+{
+	struct cache_inode *ci;
+
+	pthread_mutex_lock(&c->lock);
+	ci = cache_inode_get(c, ino);
+	pthread_mutex_unlock(&c->lock);
+	return ci;
+}
+
+void cache_inode_unref(struct cache *c, struct cache_inode *ci)
+{
+	pthread_mutex_lock(&c->lock);
+	cache_inode_put(c, ci);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_wait(struct cache *c)
+{
+	c->waiters++;
+	pthread_cond_wait(&c->cond, &c->lock);
+	c->waiters--;
+}
+
+void cache_wake(struct cache *c)
+{
+	if (c->waiters)
+		pthread_cond_broadcast(&c->cond);
+}

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * cache_int.h - internals of the block cache, shared by its files:
+ *
+ *   cache.c            lifecycle, reads, fsync/close, exclusive sections, forget
+ *   cache_write.c      writes (write-back and write-through)
+ *   cache_index.c      slots, the (inode, block) index, per-inode records, CLOCK eviction
+ *   cache_fetch.c      filling slots from the pool (demand fetches and fills, in one batch)
+ *   cache_flusher.c    write-back: the flusher threads and synchronous flushes (fsync)
+ *   cache_readahead.c  sequential detection and the readahead threads
+ *   cache_stats.c      counters, latency histograms, the stats text
+ *
+ * The model (docs/cache.md has the whole story):
+ *
+ * The arena is one mapping of nslots * bs bytes, registered with every
+ * channel of the pool (remote_register_arena), so fetches land in slots and
+ * write-back leaves from them without a copy. struct cache_block describes
+ * slot i; a block, while it holds data, belongs to (ino, blk) - file bytes
+ * [blk * bs, (blk + 1) * bs) - and is in the index and on its inode's list.
+ *
+ * A block's bytes [vs, ve) are valid (a copy of the file); the rest of the
+ * slot means nothing. A fetched block is valid entirely; a block created by
+ * a write that did not cover it is valid only where it was written (no read
+ * before write), and is completed by a fill when someone needs the rest.
+ * dirty[] marks META_BLOCK_SIZE sub-blocks holding data newer than the pool;
+ * for a fully valid block a dirty sub-block is written back whole (its clean
+ * bytes equal the pool), for a partly valid one only the valid bytes go.
+ *
+ * States: EMPTY (free slot), FETCHING (a fetch or fill is in flight: exactly
+ * one per block; everybody else who needs its bytes waits on c->cond), CLEAN,
+ * DIRTY, WRITEBACK (being written to the pool; writers wait until it is
+ * done: the bytes in flight are stable). busy: a writer is copying into the
+ * block (other writers, the flusher, fills and eviction keep off; readers of
+ * valid bytes do not). pins: readers copying out of it or replying from it
+ * (no eviction, no drop). A block with dirty bits is on the dirty list
+ * (oldest first) whatever its state.
+ *
+ * Per inode (struct cache_inode, created on demand): the blocks, the
+ * remembered write-back error (reported to the next fsync/flush/close),
+ * the readahead state, and rw: data operations hold it shared; truncate,
+ * fallocate, copy_file_range hold it exclusive (cache_begin_exclusive), with
+ * every fetch and write-back of the inode finished before they proceed.
+ *
+ * Locking: c->lock protects every field of every block and inode record
+ * except the slot bytes, which follow the states above. It is a leaf lock:
+ * nothing calls io, meta or remote while holding it. Lock order:
+ * ci->rw (one inode; two in ascending inode order) -> io's inode lock ->
+ * meta's lock; c->lock may be taken anywhere but nothing is taken under it.
+ */
+#ifndef RMEM_CACHE_INT_H
+#define RMEM_CACHE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+
+#include "cache.h"
+#include "meta.h"
+
+#define CACHE_SUB META_BLOCK_SIZE /* dirty/allocation tracking unit */
+#define CACHE_MASK_WORDS 4 /* 1 MiB / 4 KiB = 256 sub-blocks */
+
+enum cache_state {
+	CACHE_EMPTY = 0,
+	CACHE_FETCHING,
+	CACHE_CLEAN,
+	CACHE_DIRTY,
+	CACHE_WRITEBACK,
+};
+
+struct cache_inode;
+
+struct cache_block {
+	uint64_t ino; /* key, with blk */
+	uint64_t blk;
+	struct cache_block *hnext; /* index chain; free list link while EMPTY */
+	struct cache_block *iprev, *inext; /* the inode's blocks */
+	struct cache_block *dprev, *dnext; /* the dirty list */
+	struct cache_inode *ci;
+	uint8_t *data; /* the slot, bs bytes of the arena */
+	uint8_t state; /* enum cache_state */
+	bool ref; /* CLOCK: used since the hand last passed */
+	bool busy; /* a writer copies into it */
+	bool ra; /* brought in by readahead and not read yet */
+	bool on_dirty_list;
+	uint32_t pins;
+	uint32_t vs, ve; /* valid bytes [vs, ve) of the block */
+	uint32_t failures; /* write-back attempts that failed in a row */
+	uint64_t dirty[CACHE_MASK_WORDS]; /* sub-blocks newer than the pool */
+	uint64_t alloc[CACHE_MASK_WORDS]; /* sub-blocks known to have pool blocks */
+	uint64_t dirty_ns; /* when it became dirty (CLOCK_MONOTONIC) */
+	uint64_t dirty_seq; /* c->dirty_seq when it became dirty */
+};
+
+struct cache_inode {
+	uint64_t ino;
+	unsigned int refs; /* threads using the record (it outlives them only with blocks/error) */
+	unsigned int nblocks;
+	unsigned int ndirty; /* blocks with dirty bits */
+	struct cache_block *blocks; /* list head (iprev/inext) */
+	pthread_rwlock_t rw; /* shared: data ops; exclusive: truncate & co */
+	unsigned int exclusive; /* an exclusive section runs: the flusher leaves the inode alone */
+	unsigned int urgent; /* fsyncs in progress: the flushers help, whatever the age */
+	int wb_err; /* a write-back error not reported yet (0: none) */
+	uint64_t retry_ns; /* the flusher retries the inode's failed blocks after this */
+	/* readahead (cache_readahead.c) */
+	uint64_t ra_prev; /* offset of the last read */
+	uint64_t ra_next; /* where a sequential reader goes next */
+	uint64_t ra_end; /* end of what readahead has issued */
+	uint64_t ra_win; /* current window, bytes */
+	unsigned int ra_streak; /* sequential reads in a row */
+};
+
+enum cache_lat {
+	CACHE_LAT_FETCH, /* one batch of pool reads */
+	CACHE_LAT_WRITEBACK, /* one batch of pool writes + commit */
+	CACHE_LAT_NCACHE,
+};
+
+#define CACHE_HIST_BUCKETS 256
+
+struct cache_hist {
+	uint64_t count;
+	uint64_t sum_ns;
+	uint64_t max_ns;
+	uint64_t b[CACHE_HIST_BUCKETS];
+};
+
+/* counters, updated with relaxed atomics (cache_stats.c) */
+struct cache_counters {
+	uint64_t hits; /* blocks read that were valid in the cache */
+	uint64_t misses; /* blocks a reader had to fetch (or fill, or wait for) */
+	uint64_t ra_blocks; /* blocks fetched by readahead */
+	uint64_t ra_hits; /* of those, read afterwards */
+	uint64_t fills; /* partly valid blocks completed from the pool */
+	uint64_t fetch_batches;
+	uint64_t evictions;
+	uint64_t bytes_read; /* served to readers */
+	uint64_t bytes_written; /* accepted from writers */
+	uint64_t wb_batches; /* write-back batches (one post each) */
+	uint64_t wb_blocks;
+	uint64_t wb_errors;
+	uint64_t discarded; /* dirty blocks given up (inode gone, or errors) */
+	uint64_t throttled; /* writers that waited for the flusher */
+	uint64_t fsyncs;
+};
+
+struct cache_ra_job;
+
+struct cache {
+	struct cache_config cfg;
+	struct io *io;
+	struct meta *meta;
+	struct remote *remote;
+	uint32_t bs; /* block size */
+	unsigned int shift; /* log2(bs) */
+	unsigned int subs; /* sub-blocks per block */
+	unsigned int max_req; /* blocks one request may hold at once */
+
+	uint8_t *arena;
+	size_t arena_len;
+	bool arena_registered;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* any block state change, a freed slot, fewer dirty blocks */
+	unsigned int waiters; /* threads in cache_wait: broadcast only when someone waits */
+
+	struct cache_block *blocks; /* nslots descriptors */
+	unsigned int nslots;
+	struct cache_block **hash;
+	unsigned int hmask;
+	struct cache_block *free_list;
+	unsigned int nfree, nclean, ndirty; /* ndirty: blocks with dirty bits */
+	unsigned int hand; /* CLOCK */
+	struct cache_block *dirty_head, *dirty_tail;
+	uint64_t dirty_seq;
+	GHashTable *inodes; /* &ci->ino -> struct cache_inode */
+	bool stopping;
+
+	/* write-back policy */
+	unsigned int dirty_bg; /* the flusher writes back regardless of age above this */
+	unsigned int dirty_max; /* writers wait above this */
+	uint64_t expire_ns; /* dirty data older than this is written back */
+
+	/* flushers (cache_flusher.c) */
+	pthread_t *flushers;
+	unsigned int nflushers;
+	int flusher_efd; /* kick and stop */
+
+	/* readahead (cache_readahead.c) */
+	pthread_t *ra_threads;
+	unsigned int nra_threads;
+	int ra_efd; /* semaphore: queued jobs */
+	int ra_stop_efd;
+	GQueue ra_queue; /* struct cache_ra_job *, under lock */
+
+	struct cache_counters st;
+	struct cache_hist lat[CACHE_LAT_NCACHE];
+	struct cache_hist op_lat[CACHE_OP_N];
+};
+
+static inline uint64_t cache_blk_off(const struct cache *c, uint64_t blk)
+{
+	return blk << c->shift;
+}
+
+static inline void cache_count(uint64_t *counter, uint64_t n)
+{
+	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+static inline bool cache_full_valid(const struct cache *c, const struct cache_block *b)
+{
+	return b->vs == 0 && b->ve == c->bs;
+}
+
+static inline bool cache_has_dirty(const struct cache_block *b)
+{
+	return b->dirty[0] | b->dirty[1] | b->dirty[2] | b->dirty[3];
+}
+
+uint64_t cache_now_ns(void);
+
+/* bytes of block blk that [off, end) covers, as [*s, *e) inside the block */
+static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_t off,
+				    uint64_t end, uint32_t *s, uint32_t *e)
+{
+	uint64_t bo = cache_blk_off(c, blk);
+
+	*s = off > bo ? (uint32_t)(off - bo) : 0;
+	*e = end < bo + c->bs ? (uint32_t)(end - bo) : c->bs;
+}
+
+/* ---- cache_index.c (c->lock held unless said otherwise) ---- */
+
+int cache_index_init(struct cache *c);
+void cache_index_free(struct cache *c); /* no lock; NULL-tolerant parts */
+struct cache_block *cache_lookup(struct cache *c, uint64_t ino, uint64_t blk);
+/* a free slot (evicting a clean block if needed), or NULL: none can be had now */
+struct cache_block *cache_slot_take(struct cache *c);
+/* give an unused slot from cache_slot_take back */
+void cache_slot_return(struct cache *c, struct cache_block *b);
+/* put slot b (from cache_slot_take) in the index as (ci, blk) in state */
+void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_inode *ci,
+			uint64_t blk, enum cache_state state);
+/* take b out of the index (dirty data is lost: callers decide) and free its slot */
+void cache_block_drop(struct cache *c, struct cache_block *b);
+/* state changes that keep the counters and the dirty list right */
+void cache_set_state(struct cache *c, struct cache_block *b, enum cache_state state);
+void cache_mark_dirty(struct cache *c, struct cache_block *b, uint32_t from, uint32_t to);
+void cache_clear_dirty(struct cache *c, struct cache_block *b);
+/* the inode record of ino, created if needed, with a reference */
+struct cache_inode *cache_inode_get(struct cache *c, uint64_t ino);
+struct cache_inode *cache_inode_find(struct cache *c, uint64_t ino); /* no reference */
+void cache_inode_put(struct cache *c, struct cache_inode *ci);
+/* the same two taking c->lock themselves */
+struct cache_inode *cache_inode_ref(struct cache *c, uint64_t ino);
+void cache_inode_unref(struct cache *c, struct cache_inode *ci);
+/* free the record if nothing needs it any more */
+void cache_inode_maybe_free(struct cache *c, struct cache_inode *ci);
+/* wait on c->cond (c->lock held) */
+void cache_wait(struct cache *c);
+void cache_wake(struct cache *c);
+/* set bits [from, to) of a sub-block mask; test that all are set */
+void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to);
+bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to);
+
+/* ---- cache_fetch.c ---- */
+
+/*
+ * Fetch blocks b[0..n) of ci (all FETCHING, owned by the caller): new
+ * blocks completely, blocks that were partly valid (fills) outside their
+ * valid bytes, as one batch. Bytes past the file's size become zeros. On
+ * success they are valid entirely (CLEAN, or DIRTY if they had dirty bits);
+ * on failure new blocks are dropped and fills go back to what they were.
+ * Wakes waiters. c->lock NOT held. Returns 0 or -errno.
+ */
+int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b, unsigned int n);
+
+/* ---- cache_flusher.c ---- */
+
+int cache_flusher_start(struct cache *c);
+void cache_flusher_stop(struct cache *c);
+void cache_flusher_kick(struct cache *c);
+/*
+ * Write back the dirty blocks of ci that became dirty at or before seq
+ * (UINT64_MAX: all), waiting for those in flight; returns 0 or the first
+ * error of this call. Waits while another thread holds an exclusive
+ * section on ci, unless the caller is that thread (exclusive_holder).
+ * c->lock NOT held.
+ */
+int cache_writeback_inode(struct cache *c, struct cache_inode *ci, uint64_t seq,
+			  bool exclusive_holder);
+
+/* ---- cache_readahead.c ---- */
+
+int cache_ra_start(struct cache *c);
+void cache_ra_stop(struct cache *c);
+/*
+ * A read of [off, off+len) of ci (file size size) is being served: update
+ * the sequential streak and queue readahead beyond it if due. c->lock held.
+ */
+void cache_ra_note_read(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t len,
+			uint64_t size);
+
+/* ---- cache_stats.c ---- */
+
+void cache_hist_add(struct cache_hist *h, uint64_t ns);
+
+#endif /* RMEM_CACHE_INT_H */

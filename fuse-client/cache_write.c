@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * cache_write.c - writes into the block cache (cache_write, see cache.h and
+ * cache_int.h).
+ *
+ * writeback=on: allocate the blocks the write needs (io_reserve: ENOSPC is
+ * the write's error, not a surprise at write-back), move the size and times
+ * (meta_write_accept), then copy into the blocks - creating them without
+ * reading the pool when the write covers them or they lie past EOF, or as
+ * partly valid blocks otherwise (a later read or a write that would leave a
+ * gap fills them) - and mark the written sub-blocks dirty. Writers wait
+ * while too much is dirty (dirty_max) for the flushers.
+ * writeback=off: the write goes through io_write and refreshes cached copies.
+ *
+ * Ordered mode is kept: blocks reserved for a write are fresh (no record
+ * names them) until a flusher has written their data and committed them
+ * (io_writeback). A crash loses unflushed writes and nothing else: their
+ * sizes may be durable, so the tail of a file can read as zeros, never as
+ * stale data (docs/cache.md has the whole argument).
+ */
+#define G_LOG_DOMAIN "rmemfs-cache"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <glib.h>
+
+#include "cache_int.h"
+#include "io.h"
+
+/* are the pool blocks of [off, end) known to exist (so no reservation is needed)? */
+static bool range_allocated(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t end)
+{
+	uint64_t blk;
+	bool all = true;
+
+	pthread_mutex_lock(&c->lock);
+	for (blk = off >> c->shift; all && cache_blk_off(c, blk) < end; blk++) {
+		struct cache_block *b = cache_lookup(c, ci->ino, blk);
+		uint32_t s, e;
+
+		if (!b) {
+			all = false;
+			break;
+		}
+		cache_block_span(c, blk, off, end, &s, &e);
+		all = cache_mask_all(b->alloc, s / CACHE_SUB, (e + CACHE_SUB - 1) / CACHE_SUB);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return all;
+}
+
+/*
+ * Put [off, end) (at most max_req blocks) into the cache as dirty data:
+ * src, or zeros when src is NULL. size0 is the file size before this write
+ * (blocks entirely past it need no fill: they read as zeros). The pool
+ * blocks are already reserved. 0 or -errno (a fill that failed).
+ */
+static int write_blocks(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t end,
+			const char *src, uint64_t size0)
+{
+	uint64_t first = off >> c->shift, n = ((end - 1) >> c->shift) - first + 1;
+	struct cache_block *stack[3 * 16], **b = stack, **slots, **fills;
+	bool zstack[16], *zero_rest = zstack;
+	unsigned int k, need, got, nfill;
+	int rc = 0;
+
+	if (n > G_N_ELEMENTS(zstack)) {
+		b = g_new(struct cache_block *, 3 * n);
+		zero_rest = g_new(bool, n);
+	}
+	slots = b + n;
+	fills = b + 2 * n;
+	pthread_mutex_lock(&c->lock);
+again:
+	need = 0;
+	nfill = 0;
+	for (k = 0; k < n; k++) {
+		struct cache_block *x = cache_lookup(c, ci->ino, first + k);
+		uint32_t s, e;
+
+		b[k] = x;
+		if (!x) {
+			need++;
+			continue;
+		}
+		if (x->state == CACHE_FETCHING || x->state == CACHE_WRITEBACK || x->busy)
+			goto wait;
+		cache_block_span(c, first + k, off, end, &s, &e);
+		/* partly valid and the write would leave a gap: complete it first */
+		if (!cache_full_valid(c, x) && x->vs != x->ve && (e < x->vs || s > x->ve))
+			fills[nfill++] = x;
+		else if (x->vs == x->ve && !(s == 0 && e == c->bs) &&
+			 cache_blk_off(c, first + k) < size0)
+			fills[nfill++] = x; /* nothing valid (a failed fetch left it): fetch it */
+	}
+	if (nfill) {
+		for (k = 0; k < nfill; k++)
+			cache_set_state(c, fills[k], CACHE_FETCHING);
+		pthread_mutex_unlock(&c->lock);
+		rc = cache_fetch(c, ci, fills, nfill);
+		pthread_mutex_lock(&c->lock);
+		if (rc < 0)
+			goto out;
+		goto again;
+	}
+	/* pinned while slots are taken: eviction must not take a block we are about to use */
+	for (k = 0; k < n; k++)
+		if (b[k])
+			b[k]->pins++;
+	for (got = 0; got < need; got++) {
+		slots[got] = cache_slot_take(c);
+		if (!slots[got]) {
+			while (got--)
+				cache_slot_return(c, slots[got]);
+			for (k = 0; k < n; k++)
+				if (b[k])
+					b[k]->pins--;
+			cache_flusher_kick(c);
+			goto wait;
+		}
+	}
+	for (k = 0, got = 0; k < n; k++) {
+		zero_rest[k] = false;
+		if (b[k])
+			b[k]->pins--; /* busy protects it from here on */
+		if (!b[k]) {
+			uint32_t s, e;
+
+			b[k] = slots[got++];
+			/* nothing valid until the copy is done (readers that need it wait: busy) */
+			cache_block_insert(c, b[k], ci, first + k, CACHE_CLEAN);
+			cache_block_span(c, first + k, off, end, &s, &e);
+			zero_rest[k] = cache_blk_off(c, first + k) >= size0 && !(s == 0 && e == c->bs);
+		} else if (b[k]->vs == b[k]->ve) {
+			/* an empty leftover, past EOF or about to be covered entirely */
+			uint32_t s, e;
+
+			cache_block_span(c, first + k, off, end, &s, &e);
+			zero_rest[k] = !(s == 0 && e == c->bs);
+		}
+		b[k]->busy = true;
+		b[k]->ref = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	for (k = 0; k < n; k++) {
+		uint32_t s, e;
+
+		cache_block_span(c, first + k, off, end, &s, &e);
+		if (zero_rest[k]) {
+			memset(b[k]->data, 0, s);
+			memset(b[k]->data + e, 0, c->bs - e);
+		}
+		if (src)
+			memcpy(b[k]->data + s, src + (cache_blk_off(c, first + k) + s - off), e - s);
+		else
+			memset(b[k]->data + s, 0, e - s);
+	}
+
+	pthread_mutex_lock(&c->lock);
+	for (k = 0; k < n; k++) {
+		struct cache_block *x = b[k];
+		uint32_t s, e;
+
+		cache_block_span(c, first + k, off, end, &s, &e);
+		x->busy = false;
+		if (zero_rest[k] || (s == 0 && e == c->bs)) {
+			x->vs = 0;
+			x->ve = c->bs;
+		} else if (x->vs == x->ve) {
+			x->vs = s;
+			x->ve = e;
+		} else {
+			x->vs = MIN(x->vs, s);
+			x->ve = MAX(x->ve, e);
+		}
+		cache_mask_set(x->alloc, s / CACHE_SUB, (e + CACHE_SUB - 1) / CACHE_SUB);
+		cache_mark_dirty(c, x, s, e);
+	}
+	cache_wake(c);
+out:
+	pthread_mutex_unlock(&c->lock);
+	if (b != stack) {
+		g_free(b);
+		g_free(zero_rest);
+	}
+	return rc;
+wait:
+	cache_wait(c);
+	goto again;
+}
+
+/* writeback=off: through io_write, then refresh the cached copies */
+static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t off,
+			     const char *buf, size_t len)
+{
+	ssize_t n = io_write(c->io, ci->ino, off, buf, len);
+	uint64_t end, blk;
+
+	if (n <= 0)
+		return n;
+	end = off + (uint64_t)n;
+	for (blk = off >> c->shift; cache_blk_off(c, blk) < end; blk++) {
+		struct cache_block *x;
+		uint32_t s, e;
+
+		pthread_mutex_lock(&c->lock);
+		for (;;) {
+			x = cache_lookup(c, ci->ino, blk);
+			if (!x || (x->state != CACHE_FETCHING && !x->busy))
+				break;
+			cache_wait(c);
+		}
+		if (!x) {
+			pthread_mutex_unlock(&c->lock);
+			continue;
+		}
+		cache_block_span(c, blk, off, end, &s, &e);
+		if (x->vs == x->ve || e < x->vs || s > x->ve) {
+			/* it would have a gap: forget it (the pool has everything) */
+			if (!x->pins && !x->on_dirty_list && x->state == CACHE_CLEAN)
+				cache_block_drop(c, x);
+			else
+				x->vs = x->ve = 0;
+			pthread_mutex_unlock(&c->lock);
+			continue;
+		}
+		x->busy = true;
+		pthread_mutex_unlock(&c->lock);
+		memcpy(x->data + s, buf + (cache_blk_off(c, blk) + s - off), e - s);
+		pthread_mutex_lock(&c->lock);
+		x->busy = false;
+		x->vs = MIN(x->vs, s);
+		x->ve = MAX(x->ve, e);
+		x->ref = true;
+		cache_wake(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return n;
+}
+
+ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	uint64_t end = off + len, o;
+	struct cache_inode *ci;
+	struct meta_attr attr;
+	ssize_t n = (ssize_t)len;
+	int rc;
+
+	if (len == 0)
+		return 0;
+	if (end < off || end > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	ci = cache_inode_ref(c, ino);
+	pthread_rwlock_rdlock(&ci->rw);
+	if (!c->cfg.writeback) {
+		n = write_through(c, ci, off, buf, len);
+		goto out;
+	}
+
+	/* too much dirty: let the flusher catch up first */
+	pthread_mutex_lock(&c->lock);
+	if (c->ndirty >= c->dirty_max)
+		cache_count(&c->st.throttled, 1);
+	while (c->ndirty >= c->dirty_max && !c->stopping) {
+		cache_flusher_kick(c);
+		cache_wait(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	rc = meta_getattr(c->meta, ino, &attr);
+	if (rc == 0 && !S_ISREG(attr.mode))
+		rc = -EINVAL;
+	if (rc == 0 && !range_allocated(c, ci, off, end))
+		rc = io_reserve(c->io, ino, off, len); /* -ENOSPC: nothing was written */
+	if (rc == 0)
+		rc = meta_write_accept(c->meta, ino, end);
+	if (rc < 0) {
+		n = rc;
+		goto out;
+	}
+	/*
+	 * Bytes between the old EOF and the write read as zeros. A written
+	 * block across the old EOF may hold stale bytes past it (a crash
+	 * between a write-back and its commit): zero them like io_write does.
+	 */
+	if (off > attr.size && attr.size % CACHE_SUB) {
+		uint64_t zend = MIN(off, (attr.size + CACHE_SUB - 1) & ~(uint64_t)(CACHE_SUB - 1));
+
+		rc = io_block_written(c->io, ino, attr.size);
+		if (rc == 1)
+			rc = write_blocks(c, ci, attr.size, zend, NULL, attr.size);
+		if (rc < 0) {
+			n = rc;
+			goto out;
+		}
+	}
+	for (o = off; o < end;) {
+		uint64_t stop = MIN(end, cache_blk_off(c, (o >> c->shift) + c->max_req));
+
+		rc = write_blocks(c, ci, o, stop, (const char *)buf + (o - off), attr.size);
+		if (rc < 0) {
+			n = o > off ? (ssize_t)(o - off) : rc;
+			break;
+		}
+		o = stop;
+	}
+	if (n > 0)
+		cache_count(&c->st.bytes_written, (uint64_t)n);
+out:
+	pthread_rwlock_unlock(&ci->rw);
+	cache_inode_unref(c, ci);
+	return n;
+}
+

@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_cache.c - the block cache (fuse-client/cache*.c) over io, meta and a
+ * real memserver: reads and writes against a mirror under eviction
+ * pressure, one fetch in flight per block with concurrent readers, dirty
+ * range tracking (what write-back actually sends), readahead, write-back by
+ * the flusher (waited for with a timeout, never timed), ENOSPC at write
+ * time, a server error during write-back reported at fsync and at close
+ * (once), truncation of dirty data, write-through mode, and ordered mode
+ * across a crash: a block reserved for an unflushed write never shows
+ * another file's old bytes.
+ *
+ * Each test spawns its own memserver on an ephemeral port (RMEM_BUILD_DIR)
+ * and kills it in teardown. The cache's counters are read through
+ * cache_int.h.
+ */
+#define G_LOG_DOMAIN "rmemfs-test-cache"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "cache.h"
+#include "cache_int.h"
+#include "fsck.h"
+#include "io.h"
+#include "meta.h"
+#include "remote.h"
+
+#define ROOT META_ROOT_INO
+
+static const struct meta_cred root_cred = { .uid = 0, .gid = 0 };
+
+struct fx {
+	GPid pid;
+	int port;
+	struct remote *r;
+	struct meta *m;
+	struct io *io;
+	struct cache *c;
+};
+
+/* ---- memserver and the stack above it ---- */
+
+static void child_setup(gpointer unused)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static void fx_server(struct fx *f, const char *size)
+{
+	const char *bd = g_getenv("RMEM_BUILD_DIR");
+	char *bin = g_build_filename(bd ? bd : ".", "memserver", "memserver", NULL);
+	char *argv[] = { bin, (char *)"--size", (char *)size, (char *)"--port", (char *)"0", NULL };
+	struct remote_config cfg;
+	GError *err = NULL;
+	char line[512] = "";
+	size_t have = 0;
+	gint64 deadline;
+	int out_fd, rc;
+	char *p;
+
+	if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, child_setup, NULL,
+				      &f->pid, NULL, &out_fd, NULL, &err))
+		g_error("spawning %s: %s", bin, err->message);
+	g_free(bin);
+	deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	while (!memchr(line, '\n', have)) {
+		struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
+		ssize_t n;
+
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		n = read(out_fd, line + have, sizeof(line) - 1 - have);
+		g_assert_cmpint(n, >, 0);
+		have += (size_t)n;
+		line[have] = 0;
+	}
+	close(out_fd);
+	p = strstr(line, "127.0.0.1:");
+	g_assert_nonnull(p);
+	f->port = atoi(p + strlen("127.0.0.1:"));
+	g_assert_cmpint(f->port, >, 0);
+
+	memset(&cfg, 0, sizeof(cfg));
+	xport_params_init(&cfg.params);
+	cfg.params.host = "127.0.0.1";
+	cfg.params.port = (uint16_t)f->port;
+	cfg.params.quiet = true;
+	cfg.params.op_timeout_ms = 3000;
+	cfg.transport = "tcp";
+	cfg.qps = 2;
+	cfg.bounce_size = 1U << 20;
+	rc = remote_open(&cfg, &f->r);
+	g_assert_cmpint(rc, ==, 0);
+}
+
+static void fx_mount(struct fx *f, int takeover_ms)
+{
+	struct meta_mount_opts o = { .holder_name = "test-cache",
+				     .lease_takeover_ms = takeover_ms };
+	char *msg = NULL;
+	int rc;
+
+	rc = meta_mount(f->r, &o, &f->m, &msg);
+	if (rc < 0)
+		g_error("meta_mount: %s (%s)", g_strerror(-rc), msg ? msg : "-");
+	g_assert_cmpint(io_create(f->m, f->r, true, &f->io), ==, 0);
+}
+
+static void fx_cache(struct fx *f, const struct cache_config *cfg)
+{
+	g_assert_cmpint(cache_create(cfg, f->io, &f->c), ==, 0);
+}
+
+/* a clean unmount of everything above the remote */
+static void fx_unmount(struct fx *f)
+{
+	if (f->c)
+		g_assert_cmpint(cache_flush_all(f->c), ==, 0);
+	cache_destroy(f->c);
+	f->c = NULL;
+	io_destroy(f->io);
+	f->io = NULL;
+	if (f->m)
+		g_assert_cmpint(meta_unmount(f->m), ==, 0);
+	f->m = NULL;
+}
+
+/* a crash: nothing more is written (the lease stays held) */
+static void fx_crash(struct fx *f)
+{
+	cache_destroy(f->c);
+	f->c = NULL;
+	io_destroy(f->io);
+	f->io = NULL;
+	meta_abandon(f->m);
+	f->m = NULL;
+}
+
+static void fx_kill_server(struct fx *f)
+{
+	int status;
+
+	if (!f->pid)
+		return;
+	kill(f->pid, SIGKILL);
+	waitpid(f->pid, &status, 0);
+	g_spawn_close_pid(f->pid);
+	f->pid = 0;
+}
+
+static void fx_stop_server(struct fx *f)
+{
+	int status, i;
+
+	remote_close(f->r);
+	f->r = NULL;
+	if (!f->pid)
+		return;
+	kill(f->pid, SIGTERM);
+	for (i = 0; i < 100; i++) {
+		if (waitpid(f->pid, &status, WNOHANG) == f->pid)
+			break;
+		g_usleep(50000);
+	}
+	if (i == 100) {
+		kill(f->pid, SIGKILL);
+		waitpid(f->pid, &status, 0);
+	}
+	g_spawn_close_pid(f->pid);
+	f->pid = 0;
+}
+
+static void setup_64m(struct fx *f, gconstpointer d)
+{
+	memset(f, 0, sizeof(*f));
+	fx_server(f, "64M");
+	fx_mount(f, 10000);
+}
+
+static void setup_16m(struct fx *f, gconstpointer d)
+{
+	memset(f, 0, sizeof(*f));
+	fx_server(f, "16M");
+	fx_mount(f, 10000);
+}
+
+static void teardown(struct fx *f, gconstpointer d)
+{
+	if (f->m)
+		fx_unmount(f);
+	fx_stop_server(f);
+}
+
+/* ---- helpers ---- */
+
+static struct cache_config config(uint64_t size, uint32_t bs, bool writeback)
+{
+	struct cache_config cfg = {
+		.size = size,
+		.block_size = bs,
+		.readahead = 0,
+		.writeback = writeback,
+	};
+
+	return cfg;
+}
+
+static uint64_t mkfile(struct fx *f, const char *name)
+{
+	struct meta_attr a;
+
+	g_assert_cmpint(meta_mknod(f->m, ROOT, name, S_IFREG | 0644, 0, &root_cred, &a), ==, 0);
+	return a.ino;
+}
+
+static uint64_t file_size(struct fx *f, uint64_t ino)
+{
+	struct meta_attr a;
+
+	g_assert_cmpint(meta_getattr(f->m, ino, &a), ==, 0);
+	return a.size;
+}
+
+static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	GRand *r = g_rand_new_with_seed(seed);
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)g_rand_int(r);
+	g_rand_free(r);
+}
+
+static void cwrite(struct fx *f, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	g_assert_cmpint(cache_write(f->c, ino, off, buf, len), ==, (gssize)len);
+}
+
+/* the whole file through the cache equals want[0..len) */
+static void check_cached(struct fx *f, uint64_t ino, const uint8_t *want, size_t len)
+{
+	uint8_t *got = g_malloc(len + 1);
+
+	g_assert_cmpint(cache_read(f->c, ino, 0, len + 1, got), ==, (gssize)len);
+	g_assert_true(memcmp(got, want, len) == 0);
+	g_free(got);
+}
+
+/* the whole file as the pool has it (io, not the cache) equals want[0..len) */
+static void check_pool(struct fx *f, uint64_t ino, const uint8_t *want, size_t len)
+{
+	uint8_t *got = g_malloc(len + 1);
+
+	g_assert_cmpuint(file_size(f, ino), ==, len);
+	g_assert_cmpint(io_read(f->io, ino, 0, len + 1, got), ==, (gssize)len);
+	if (memcmp(got, want, len) != 0) {
+		size_t i = 0;
+
+		while (got[i] == want[i])
+			i++;
+		g_error("the pool differs from the mirror at byte %zu of %zu (%02x, want %02x; then %02x/%02x)",
+			i, len, got[i], want[i], got[i + 1], want[i + 1]);
+	}
+	g_free(got);
+}
+
+static uint64_t counter(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static unsigned int ndirty(struct cache *c)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->ndirty;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* truncate through the cache's exclusive section, as ops.c does */
+static void ctruncate(struct fx *f, uint64_t ino, uint64_t size)
+{
+	struct meta_setattr sa = { .valid = META_SET_SIZE, .size = size };
+	struct meta_attr a;
+
+	g_assert_cmpint(cache_begin_exclusive(f->c, ino, size), ==, 0);
+	g_assert_cmpint(io_truncate(f->io, ino, &sa, &root_cred, &a), ==, 0);
+	cache_end_exclusive(f->c, ino, size, UINT64_MAX);
+}
+
+/* ---- tests ---- */
+
+/*
+ * Random writes, reads, truncates and flushes against a mirror, in a cache
+ * far smaller than the file (eviction all the time), then a remount.
+ */
+static void run_random(struct fx *f, uint32_t bs, bool writeback, uint32_t seed)
+{
+	const size_t max = 3U << 20;
+	struct cache_config cfg = config(32ULL * bs, bs, writeback);
+	uint8_t *mirror = g_malloc0(max), *buf = g_malloc(max);
+	GRand *r = g_rand_new_with_seed(seed);
+	size_t size = 0;
+	uint64_t ino;
+	int i;
+
+	cfg.readahead = 8ULL * bs;
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "random");
+	for (i = 0; i < 600; i++) {
+		unsigned int op = (unsigned int)g_rand_int_range(r, 0, 100);
+		size_t off = (size_t)g_rand_int_range(r, 0, (gint32)(max - 300000));
+		size_t len = (size_t)g_rand_int_range(r, 1, 300000);
+
+		if (op < 45) {
+			fill_pattern(buf, len, (uint32_t)i);
+			cwrite(f, ino, off, buf, len);
+			memcpy(mirror + off, buf, len);
+			size = MAX(size, off + len);
+		} else if (op < 85) {
+			gssize want = off >= size ? 0 : (gssize)MIN(len, size - off);
+
+			g_assert_cmpint(cache_read(f->c, ino, off, len, buf), ==, want);
+			g_assert_true(memcmp(buf, mirror + off, (size_t)want) == 0);
+		} else if (op < 93) {
+			size_t to = (size_t)g_rand_int_range(r, 0, (gint32)max);
+
+			ctruncate(f, ino, to);
+			if (to < size)
+				memset(mirror + to, 0, size - to);
+			size = to;
+		} else {
+			g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+			check_pool(f, ino, mirror, size);
+		}
+		g_assert_cmpuint(file_size(f, ino), ==, size);
+	}
+	check_cached(f, ino, mirror, size);
+	g_assert_cmpuint(counter(&f->c->st.evictions), >, 0);
+	g_assert_cmpuint(f->c->nslots - f->c->nfree, <=, 32);
+
+	/* everything reaches the pool and survives a remount */
+	fx_unmount(f);
+	fx_mount(f, 10000);
+	fx_cache(f, &cfg);
+	g_assert_cmpint(meta_lookup(f->m, ROOT, "random", &(struct meta_attr){ 0 }), ==, 0);
+	meta_forget(f->m, ino, 1);
+	check_pool(f, ino, mirror, size);
+	check_cached(f, ino, mirror, size);
+	g_rand_free(r);
+	g_free(mirror);
+	g_free(buf);
+}
+
+static void test_random_4k(struct fx *f, gconstpointer d)
+{
+	run_random(f, 4096, true, 1);
+}
+
+static void test_random_64k(struct fx *f, gconstpointer d)
+{
+	run_random(f, 64 << 10, true, 2);
+}
+
+static void test_random_write_through(struct fx *f, gconstpointer d)
+{
+	run_random(f, 16 << 10, false, 3);
+}
+
+struct reader {
+	struct fx *f;
+	uint64_t ino;
+	size_t len;
+	const uint8_t *want;
+	pthread_barrier_t *start;
+	gssize got;
+	bool same;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	uint8_t *buf = g_malloc(rd->len);
+
+	pthread_barrier_wait(rd->start);
+	rd->got = cache_read(rd->f->c, rd->ino, 0, rd->len, buf);
+	rd->same = rd->got == (gssize)rd->len && memcmp(buf, rd->want, rd->len) == 0;
+	g_free(buf);
+	return NULL;
+}
+
+/* eight readers of one cold block: one fetch, seven waits or hits */
+static void test_one_fetch_per_block(struct fx *f, gconstpointer d)
+{
+	const size_t len = 1U << 20;
+	struct cache_config cfg = config(32U << 20, 1U << 20, true);
+	uint8_t *data = g_malloc(len);
+	struct reader rd[8];
+	pthread_t th[8];
+	pthread_barrier_t start;
+	uint64_t ino;
+	int round, i;
+
+	fill_pattern(data, len, 7);
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "shared");
+	cwrite(f, ino, 0, data, len);
+	fx_unmount(f); /* to the pool, and a cold cache after */
+	fx_mount(f, 10000);
+	for (round = 0; round < 3; round++) {
+		fx_cache(f, &cfg);
+		pthread_barrier_init(&start, NULL, G_N_ELEMENTS(th));
+		for (i = 0; i < (int)G_N_ELEMENTS(th); i++) {
+			rd[i] = (struct reader){ .f = f, .ino = ino, .len = len, .want = data,
+						 .start = &start };
+			g_assert_cmpint(pthread_create(&th[i], NULL, reader_main, &rd[i]), ==, 0);
+		}
+		for (i = 0; i < (int)G_N_ELEMENTS(th); i++) {
+			pthread_join(th[i], NULL);
+			g_assert_true(rd[i].same);
+		}
+		pthread_barrier_destroy(&start);
+		g_assert_cmpuint(counter(&f->c->st.misses), ==, 1);
+		g_assert_cmpuint(counter(&f->c->st.fetch_batches), ==, 1);
+		g_assert_cmpuint(counter(&f->c->st.hits), ==, G_N_ELEMENTS(th) - 1);
+		cache_destroy(f->c);
+		f->c = NULL;
+	}
+	g_free(data);
+}
+
+/* what write-back sends: the dirty bytes of a partly valid block, whole dirty sub-blocks else */
+static void test_dirty_ranges(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(4U << 20, 64U << 10, true);
+	uint8_t want[40000] = { 0 }, a[100], b[100];
+	struct io_stats s0, s1, s2;
+	uint64_t ino;
+
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "ranges");
+	fill_pattern(a, sizeof(a), 1);
+	fill_pattern(b, sizeof(b), 2);
+
+	/* a sparse file: its first block is below EOF but not in the pool */
+	ctruncate(f, ino, sizeof(want));
+
+	/* 100 bytes into it: no fetch, and 100 bytes (+ zero padding) go out */
+	io_get_stats(f->io, &s0);
+	cwrite(f, ino, 1000, a, sizeof(a));
+	memcpy(want + 1000, a, sizeof(a));
+	g_assert_cmpuint(counter(&f->c->st.fetch_batches), ==, 0);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	io_get_stats(f->io, &s1);
+	g_assert_cmpuint(s1.bytes_written - s0.bytes_written, ==, sizeof(a));
+	g_assert_cmpuint(s1.bytes_zeroed - s0.bytes_zeroed, ==, 4096 - sizeof(a));
+	check_pool(f, ino, want, sizeof(want));
+
+	/* a write away from the valid bytes: the block is filled from the pool first */
+	cwrite(f, ino, 30000, b, sizeof(b));
+	memcpy(want + 30000, b, sizeof(b));
+	g_assert_cmpuint(counter(&f->c->st.fills), ==, 1);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	io_get_stats(f->io, &s2);
+	/* now the block is valid entirely: one whole sub-block [28 KiB, 32 KiB) */
+	g_assert_cmpuint(s2.bytes_written - s1.bytes_written, ==, 4096);
+	check_pool(f, ino, want, sizeof(want));
+	check_cached(f, ino, want, sizeof(want));
+
+	/* two writes into one sub-block before a flush: still one sub-block */
+	cwrite(f, ino, 30000, a, 10);
+	cwrite(f, ino, 30050, b, 10);
+	memcpy(want + 30000, a, 10);
+	memcpy(want + 30050, b, 10);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	io_get_stats(f->io, &s1);
+	g_assert_cmpuint(s1.bytes_written - s2.bytes_written, ==, 4096);
+	check_pool(f, ino, want, sizeof(want));
+
+	/* past EOF a block needs no fill: zeros around the write, whole sub-blocks go out */
+	cwrite(f, ino, sizeof(want) + 70000, a, sizeof(a));
+	g_assert_cmpuint(counter(&f->c->st.fills), ==, 1);
+	g_assert_cmpuint(counter(&f->c->st.fetch_batches), ==, 1);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	io_get_stats(f->io, &s2);
+	g_assert_cmpuint(s2.bytes_written - s1.bytes_written, ==, 4096);
+}
+
+/* the flusher writes dirty data back by age: waited for, not timed */
+static void test_flusher(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(8U << 20, 16U << 10, true);
+	const size_t len = 1U << 20;
+	uint8_t *data = g_malloc(len);
+	gint64 deadline;
+	uint64_t ino;
+
+	cfg.dirty_expire_ms = 50;
+	cfg.flush_interval_ms = 10;
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "aged");
+	fill_pattern(data, len, 11);
+	cwrite(f, ino, 0, data, len);
+	g_assert_cmpuint(ndirty(f->c), >, 0);
+	deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+	while (ndirty(f->c) && g_get_monotonic_time() < deadline)
+		g_usleep(10000);
+	g_assert_cmpuint(ndirty(f->c), ==, 0);
+	g_assert_cmpuint(counter(&f->c->st.wb_batches), >, 0);
+	check_pool(f, ino, data, len);
+	g_free(data);
+}
+
+/* above dirty_max writers wait for the flusher; nothing is lost */
+static void test_dirty_throttle(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(64ULL * 4096, 4096, true);
+	const size_t len = 2U << 20;
+	uint8_t *data = g_malloc(len);
+	uint64_t ino;
+	size_t off;
+
+	cfg.dirty_expire_ms = 60000; /* only the ratio can start write-back */
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "throttled");
+	fill_pattern(data, len, 12);
+	for (off = 0; off < len; off += 8192)
+		cwrite(f, ino, off, data + off, 8192);
+	g_assert_cmpuint(counter(&f->c->st.throttled), >, 0);
+	/* a writer checks before it writes: at most one write (2 blocks) above the mark */
+	g_assert_cmpuint(ndirty(f->c), <=, f->c->dirty_max + 2);
+	check_cached(f, ino, data, len);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	check_pool(f, ino, data, len);
+	g_free(data);
+}
+
+static void test_readahead(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(16U << 20, 64U << 10, true);
+	const size_t len = 4U << 20, step = 128U << 10;
+	uint8_t *data = g_malloc(len), *buf = g_malloc(step);
+	uint64_t ino;
+	size_t off;
+
+	cfg.readahead = 1U << 20;
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "stream");
+	fill_pattern(data, len, 13);
+	cwrite(f, ino, 0, data, len);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	cache_destroy(f->c);
+	f->c = NULL;
+	fx_cache(f, &cfg); /* cold */
+	for (off = 0; off < len; off += step) {
+		g_assert_cmpint(cache_read(f->c, ino, off, step, buf), ==, (gssize)step);
+		g_assert_true(memcmp(buf, data + off, step) == 0);
+	}
+	/* after the first read or two, readahead was there first */
+	g_assert_cmpuint(counter(&f->c->st.ra_blocks), >=, len / cfg.block_size / 2);
+	g_assert_cmpuint(counter(&f->c->st.ra_hits), >=, len / cfg.block_size / 2);
+	g_assert_cmpuint(counter(&f->c->st.misses), <=, 4);
+	g_free(data);
+	g_free(buf);
+}
+
+/* a full pool is the write's error; what was written before stays */
+static void test_enospc_at_write(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(64U << 20, 64U << 10, true);
+	uint8_t *chunk = g_malloc(1U << 20);
+	uint64_t ino, written = 0;
+	gssize n;
+	int i;
+
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "filler");
+	fill_pattern(chunk, 1U << 20, 5);
+	for (i = 0; i < 32; i++) {
+		n = cache_write(f->c, ino, written, chunk, 1U << 20);
+		if (n < 0)
+			break;
+		g_assert_cmpint(n, ==, 1U << 20);
+		written += (uint64_t)n;
+	}
+	g_assert_cmpint(n, ==, -ENOSPC);
+	g_assert_cmpuint(written, >=, 8U << 20);
+	g_assert_cmpuint(file_size(f, ino), ==, written);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	g_assert_cmpint(cache_close(f->c, ino), ==, 0);
+	g_assert_cmpuint(file_size(f, ino), ==, written);
+	g_free(chunk);
+}
+
+/* the server dies: fsync reports the write-back error; a flusher error goes to close, once */
+static void test_writeback_error(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(8U << 20, 64U << 10, true);
+	uint8_t data[65536];
+	gint64 deadline;
+	uint64_t ino, ino2;
+	int rc;
+
+	cfg.dirty_expire_ms = 60000;
+	cfg.flush_interval_ms = 10;
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "doomed");
+	ino2 = mkfile(f, "doomed2");
+	fill_pattern(data, sizeof(data), 9);
+	cwrite(f, ino, 0, data, sizeof(data));
+	fx_kill_server(f);
+
+	rc = cache_flush(f->c, ino);
+	g_assert_cmpint(rc, <, 0);
+	g_assert_cmpint(cache_close(f->c, ino), ==, 0); /* reported once, by the fsync */
+
+	/* the flusher meets the error: the next close reports it */
+	f->c->expire_ns = 1000000; /* (the test owns the cache: no lock needed for a policy knob) */
+	cwrite(f, ino2, 0, data, sizeof(data));
+	deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
+	while (counter(&f->c->st.wb_errors) < 2 && g_get_monotonic_time() < deadline)
+		g_usleep(10000);
+	g_assert_cmpuint(counter(&f->c->st.wb_errors), >=, 2);
+	rc = cache_close(f->c, ino2);
+	g_assert_cmpint(rc, <, 0);
+	g_assert_cmpint(cache_close(f->c, ino2), ==, 0);
+	fx_crash(f);
+}
+
+/* truncating dirty data: what lies past the new size is never written */
+static void test_truncate_dirty(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(8U << 20, 64U << 10, true);
+	const size_t len = 1U << 20, cut = 100000;
+	uint8_t *data = g_malloc(len), *want = g_malloc0(600000);
+	struct io_stats s0, s1;
+	uint64_t ino;
+
+	cfg.dirty_expire_ms = 60000;
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "cut");
+	fill_pattern(data, len, 21);
+	io_get_stats(f->io, &s0);
+	cwrite(f, ino, 0, data, len);
+	ctruncate(f, ino, cut);
+	io_get_stats(f->io, &s1);
+	/* only the blocks below the cut went out (the last one whole: it was dirty whole) */
+	g_assert_cmpuint(s1.bytes_written - s0.bytes_written, <=, 2 * cfg.block_size);
+	memcpy(want, data, cut);
+	check_pool(f, ino, want, cut);
+	/* grow again: the bytes between are zeros, in the cache and in the pool */
+	cwrite(f, ino, 500000, data, 1000);
+	memcpy(want + 500000, data, 1000);
+	check_cached(f, ino, want, 501000);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	check_pool(f, ino, want, 501000);
+	g_free(data);
+	g_free(want);
+}
+
+/*
+ * Ordered mode across a crash. B's write reserves blocks (very likely the
+ * ones A just gave back, full of A's bytes) and its size becomes durable,
+ * but its data never reaches the pool: after the crash B reads as zeros
+ * (or is empty), never as A's bytes. C was fsync'd: it is intact. fsck
+ * finds nothing.
+ */
+static void test_crash_ordered(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(32U << 20, 64U << 10, true);
+	const size_t len = 512U << 10;
+	uint8_t *a = g_malloc(len), *b = g_malloc(len), *c = g_malloc(len);
+	uint8_t *zero = g_malloc0(len), *got;
+	struct fsck_opts fo = { 0 };
+	struct fsck_report rep;
+	struct meta_attr attr;
+	uint64_t ia, ib, ic;
+	char *msg = NULL;
+
+	cfg.dirty_expire_ms = 60000; /* and far below dirty_bg: nothing is written back by itself */
+	fx_cache(f, &cfg);
+	fill_pattern(a, len, 31);
+	fill_pattern(b, len, 33);
+	fill_pattern(c, len, 32);
+	ia = mkfile(f, "a");
+	cwrite(f, ia, 0, a, len);
+	g_assert_cmpint(cache_flush(f->c, ia), ==, 0);
+	g_assert_cmpint(meta_sync(f->m), ==, 0);
+	g_assert_cmpint(meta_unlink(f->m, ROOT, "a"), ==, 0);
+	cache_forget(f->c, ia);
+	g_assert_cmpint(meta_sync(f->m), ==, 0); /* A's blocks are free for good */
+
+	ib = mkfile(f, "b");
+	cwrite(f, ib, 0, b, len); /* only in the cache */
+	ic = mkfile(f, "c");
+	cwrite(f, ic, 0, c, len);
+	g_assert_cmpint(cache_flush(f->c, ic), ==, 0);
+	g_assert_cmpint(meta_sync(f->m), ==, 0);
+	g_assert_cmpuint(ndirty(f->c), ==, len / cfg.block_size); /* B's blocks, still dirty */
+	g_assert_cmpuint(counter(&f->c->st.wb_blocks), ==, 2 * len / cfg.block_size); /* A, C */
+	fx_crash(f);
+
+	fx_mount(f, 300);
+	g_assert_cmpint(meta_lookup(f->m, ROOT, "b", &attr), ==, 0);
+	g_assert_cmpuint(attr.ino, ==, ib);
+	got = g_malloc(len);
+	if (attr.size) {
+		g_assert_cmpuint(attr.size, ==, len);
+		g_assert_cmpint(io_read(f->io, ib, 0, len, got), ==, (gssize)len);
+		g_assert_true(memcmp(got, zero, len) == 0);
+	}
+	meta_forget(f->m, ib, 1);
+	g_assert_cmpint(meta_lookup(f->m, ROOT, "c", &attr), ==, 0);
+	meta_forget(f->m, ic, 1);
+	check_pool(f, ic, c, len);
+	fx_unmount(f);
+
+	fsck_report_init(&rep);
+	g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_null(msg);
+	g_assert_cmpuint(rep.problems, ==, 0);
+	fsck_report_clear(&rep);
+	g_free(a);
+	g_free(b);
+	g_free(c);
+	g_free(zero);
+	g_free(got);
+}
+
+/* the stats text has every counter and fits its bound */
+static void test_stats_text(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(4U << 20, 64U << 10, true);
+	char *buf = g_malloc(CACHE_STATS_MAX);
+	uint8_t data[5000];
+	uint64_t ino;
+	gssize n;
+
+	fx_cache(f, &cfg);
+	ino = mkfile(f, "s");
+	fill_pattern(data, sizeof(data), 3);
+	cwrite(f, ino, 0, data, sizeof(data));
+	cache_note_latency(f->c, CACHE_OP_WRITE, 12345);
+	check_cached(f, ino, data, sizeof(data));
+	n = cache_stats_text(f->c, buf, CACHE_STATS_MAX);
+	g_assert_cmpint(n, >, 0);
+	g_assert_cmpint(n, <, CACHE_STATS_MAX);
+	g_assert_nonnull(strstr(buf, "\nhits 1\n"));
+	g_assert_nonnull(strstr(buf, "\nbytes_written 5000\n"));
+	g_assert_nonnull(strstr(buf, "lat_write_us count 1 "));
+	g_assert_nonnull(strstr(buf, "readahead_hits "));
+	g_assert_nonnull(strstr(buf, "evictions "));
+	g_assert_nonnull(strstr(buf, "flushes "));
+	g_assert_cmpint(cache_stats_text(f->c, buf, 100), ==, -ERANGE);
+	g_free(buf);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	signal(SIGPIPE, SIG_IGN);
+#define ADD(path, setup, fn) g_test_add("/cache/" path, struct fx, NULL, setup, fn, teardown)
+	ADD("random/4k", setup_64m, test_random_4k);
+	ADD("random/64k", setup_64m, test_random_64k);
+	ADD("random/write-through", setup_64m, test_random_write_through);
+	ADD("one-fetch-per-block", setup_64m, test_one_fetch_per_block);
+	ADD("dirty-ranges", setup_64m, test_dirty_ranges);
+	ADD("flusher", setup_64m, test_flusher);
+	ADD("dirty-throttle", setup_64m, test_dirty_throttle);
+	ADD("readahead", setup_64m, test_readahead);
+	ADD("enospc-at-write", setup_16m, test_enospc_at_write);
+	ADD("writeback-error", setup_64m, test_writeback_error);
+	ADD("truncate-dirty", setup_64m, test_truncate_dirty);
+	ADD("crash-ordered", setup_64m, test_crash_ordered);
+	ADD("stats-text", setup_64m, test_stats_text);
+	return g_test_run();
+}
