@@ -1,0 +1,437 @@
+# shellcheck shell=bash
+# targets.sh - the filesystems scripts/bench.sh measures: how each one is started, mounted,
+# made cold, and torn down. Sourced by bench.sh (it uses bench.sh's globals: WORK, RAW, BUILD,
+# TMPFS_DIR, POOL, ...); not run on its own.
+#
+# Targets (one set of functions each, dispatched by target_* below):
+#   rmemfs-tcp      memserver on 127.0.0.1 (ephemeral port, random token), rmemfs mounted with
+#                   its default options (-o token_file only; -o format on the first mount)
+#   rmemfs-rdma     the same with -o transport=rdma, memserver on the RDMA device's address;
+#                   only where a verbs device exists
+#   tmpfs           a directory of bench.sh's private tmpfs mount (the local limit)
+#   passthrough_ll  libfuse's example, built from Debian's libfuse3-dev source, over a tmpfs
+#                   directory, with its default caching mode (-o source=DIR only)
+#   sshfs           sshfs to root@127.0.0.1 over a tmpfs directory, through a private sshd
+#                   (own host key and config, 127.0.0.1 only, key-only auth)
+#
+# Every daemon runs in the foreground as bench.sh's child; its pid is written to $WORK/pids
+# (cleanup kills them) and, for those whose memory is reported, to $WORK/track (the memory
+# sampler reads it). Every command line run goes to the results through record_cmd.
+
+# ---- bookkeeping ----
+
+# shquote ARG...: the arguments as one shell command line (quoted only where needed)
+shquote()
+{
+	local a out=""
+	for a in "$@"; do
+		if [[ $a =~ ^[A-Za-z0-9_./=:,@%+-]+$ ]]; then
+			out+="$a "
+		else
+			out+="'${a//\'/\'\\\'\'}' "
+		fi
+	done
+	printf '%s' "${out% }"
+}
+
+# record_cmd TARGET WHAT CMD...: append the exact command line to the results
+record_cmd()
+{
+	local target=$1 what=$2
+	shift 2
+	printf '%s\t%s\t%s\n' "$target" "$what" "$(shquote "$@")" >>"$RAW/commands.tsv"
+}
+
+# run CMD...: run CMD and wait for it with the `wait` builtin. bash defers a trap while a
+# foreground child runs, and skips the INT trap altogether when that child catches SIGINT and
+# exits normally (fio does); `wait` returns at once on a trapped signal, so Ctrl-C and TERM
+# reach cleanup, which stops the child (a `timeout` passes the signal on to its command)
+run()
+{
+	"$@" &
+	local pid=$!
+	echo "$pid" >>"$WORK/pids"
+	wait "$pid"
+}
+
+# ours PID: PID is alive and a child of this script (a pid in $WORK/pids may have exited and
+# been reused by an unrelated process: never signal those)
+ours() { [ "$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')" = "$$" ]; }
+
+# track ROLE PID: sample this process's memory from now on
+track() { echo "$1 $2" >>"$WORK/track"; echo "$2" >>"$WORK/pids"; }
+
+# mem_sample_now: one sample of every tracked process (before it exits)
+mem_sample_now()
+{
+	local role pid hwm rss
+	[ -f "$WORK/track" ] || return 0
+	while read -r role pid; do
+		[ -r "/proc/$pid/status" ] || continue
+		hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+		rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+		[ -n "$hwm" ] && echo "$(date +%s.%N) $role $pid $hwm $rss" >>"$RAW/memory.log"
+	done <"$WORK/track"
+	return 0
+}
+
+# mem_sampler: background loop, a sample every 0.5 s until $WORK/sampler.stop exists
+mem_sampler()
+{
+	while [ ! -e "$WORK/sampler.stop" ]; do
+		mem_sample_now
+		sleep 0.5
+	done
+}
+
+# wait_mounted MNT PID LOG: until MNT is a mount point (30 s), or fail if PID exits
+wait_mounted()
+{
+	local mnt=$1 pid=$2 log=$3
+	for _ in $(seq 300); do
+		mountpoint -q "$mnt" && return 0
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "bench: the daemon for $mnt exited before mounting:" >&2
+			tail -20 "$log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "bench: $mnt not mounted after 30 s" >&2
+	tail -20 "$log" >&2
+	return 1
+}
+
+# fuse_unmount MNT PID: unmount and wait (up to 120 s: rmemfs flushes and checkpoints) for
+# the daemon to exit; lazy unmount and SIGKILL if it does not
+fuse_unmount()
+{
+	local mnt=$1 pid=$2
+	mem_sample_now
+	if mountpoint -q "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null ||
+			fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt"
+	fi
+	[ -n "$pid" ] || return 0
+	for _ in $(seq 1200); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "bench: daemon $pid still running 120 s after unmounting $mnt; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		return 1
+	fi
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+# drop_caches: write back and drop the kernel's page, dentry and inode caches (all of the
+# host's, not only the target's: the only way for tmpfs-backed FUSE and sshfs)
+drop_caches()
+{
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# wait_port_file FILE PID: the memserver's ready line gives its port; prints it
+memserver_port()
+{
+	local out=$1 pid=$2 port=""
+	for _ in $(seq 300); do
+		port=$(grep -o 'on tcp [^ ,]*' "$out" 2>/dev/null | sed 's/.*://') || true
+		[ -n "$port" ] && { echo "$port"; return 0; }
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- rmemfs (rmemfs-tcp, rmemfs-rdma) ----
+
+MS_PID="" MS_PORT="" MS_ADDR="" FS_PID=""
+
+# memserver_start TARGET LISTEN TRANSPORT
+memserver_start()
+{
+	local target=$1 listen=$2 transport=$3
+	[ -f "$WORK/token" ] || { head -c 32 /dev/urandom | base64 >"$WORK/token"; chmod 600 "$WORK/token"; }
+	local cmd=("$BUILD/memserver/memserver" --size "$POOL" --listen "$listen" --port 0
+		--transport "$transport" --token-file "$WORK/token")
+	record_cmd "$target" memserver "${cmd[@]}"
+	"${cmd[@]}" >"$RAW/logs/$target.memserver.out" 2>"$RAW/logs/$target.memserver.err" &
+	MS_PID=$!
+	echo "$MS_PID" >>"$WORK/pids"
+	if ! MS_PORT=$(memserver_port "$RAW/logs/$target.memserver.out" "$MS_PID"); then
+		echo "bench: the memserver did not start:" >&2
+		cat "$RAW/logs/$target.memserver.out" "$RAW/logs/$target.memserver.err" >&2
+		return 1
+	fi
+	MS_ADDR=$listen
+	track "$target:memserver" "$MS_PID"
+	echo "  $(cat "$RAW/logs/$target.memserver.out")"
+}
+
+memserver_stop()
+{
+	[ -n "$MS_PID" ] || return 0
+	mem_sample_now
+	kill -TERM "$MS_PID" 2>/dev/null
+	for _ in $(seq 100); do
+		kill -0 "$MS_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$MS_PID" 2>/dev/null
+	wait "$MS_PID" 2>/dev/null
+	MS_PID=""
+}
+
+# rmemfs_transport TARGET: tcp or rdma
+rmemfs_transport() { echo "${1#rmemfs-}"; }
+
+rmemfs_mount()
+{
+	local target=$1 first=$2 opts
+	opts="token_file=$WORK/token"
+	[ "$target" = rmemfs-rdma ] && opts="$opts,transport=rdma"
+	[ -n "$RMEMFS_OPTS" ] && opts="$opts,$RMEMFS_OPTS"
+	[ "$first" = 1 ] && opts="$opts,format"
+	mkdir -p "$MNT"
+	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o "$opts")
+	record_cmd "$target" "mount${first:+ (first: formats the fresh pool)}" "${cmd[@]}"
+	"${cmd[@]}" >>"$RAW/logs/$target.client.log" 2>&1 &
+	FS_PID=$!
+	echo "$FS_PID" >>"$WORK/pids"
+	wait_mounted "$MNT" "$FS_PID" "$RAW/logs/$target.client.log" || return 1
+	track "$target:client" "$FS_PID"
+}
+
+rmemfs_unmount()
+{
+	local target=$1
+	# the cache statistics, where this rmemfs publishes them as xattrs of the root
+	/usr/bin/python3 - "$MNT" >>"$RAW/logs/$target.stats" 2>/dev/null <<'EOF' || true
+import os, sys, time
+names = os.listxattr(sys.argv[1])
+if names:
+    print('# %s' % time.strftime('%H:%M:%S'))
+for n in names:
+    try:
+        print('%s=%s' % (n, os.getxattr(sys.argv[1], n).decode(errors='replace').strip()))
+    except OSError as e:
+        print('%s: %s' % (n, e))
+EOF
+	fuse_unmount "$MNT" "$FS_PID"
+	local rc=$?
+	FS_PID=""
+	return $rc
+}
+
+rmemfs_start()
+{
+	local target=$1 listen=127.0.0.1 transport=tcp
+	if [ "$target" = rmemfs-rdma ]; then
+		listen=$RDMA_ADDR
+		transport=rdma
+	fi
+	memserver_start "$target" "$listen" "$transport"
+}
+
+rmemfs_stop() { memserver_stop; }
+
+# ---- tmpfs ----
+
+tmpfs_start() { mkdir -p "$TMPFS_DIR/tmpfs"; }
+tmpfs_mount() { MNT=$TMPFS_DIR/tmpfs; }
+tmpfs_unmount() { :; }
+tmpfs_stop() { rm -rf "$TMPFS_DIR/tmpfs"; }
+
+# ---- passthrough_ll ----
+
+PT_PID=""
+
+PT_NOFILE=""
+
+# passthrough_ll holds an O_PATH fd for every inode the kernel knows, so the metadata job
+# needs RLIMIT_NOFILE above --files; raise it where this host lets us, and say so where not
+passthrough_ll_start()
+{
+	local target=$1 want=$((FILES + 4096)) hard
+	mkdir -p "$TMPFS_DIR/passthrough_ll"
+	hard=$(ulimit -Hn)
+	if [ "$hard" = unlimited ] || [ "$hard" -ge "$want" ] || (ulimit -n "$want") 2>/dev/null; then
+		PT_NOFILE=$want
+	else
+		PT_NOFILE=$hard
+		echo "  passthrough_ll: RLIMIT_NOFILE cannot be raised above $hard here; it keeps one fd" \
+			"per inode, so its metadata job stops near $hard files"
+		note "$target" all "RLIMIT_NOFILE hard limit $hard (cannot be raised here) < $FILES files: passthrough_ll keeps one fd per inode, so its meta-* jobs stop near $hard files and their rates cover those files only"
+	fi
+}
+
+passthrough_ll_mount()
+{
+	local target=$1
+	mkdir -p "$MNT"
+	local cmd=(prlimit "--nofile=$PT_NOFILE" "$PT_BIN" -f -o "source=$TMPFS_DIR/passthrough_ll"
+		"$MNT")
+	record_cmd "$target" mount "${cmd[@]}"
+	"${cmd[@]}" >>"$RAW/logs/$target.log" 2>&1 &
+	PT_PID=$!
+	echo "$PT_PID" >>"$WORK/pids"
+	wait_mounted "$MNT" "$PT_PID" "$RAW/logs/$target.log" || return 1
+	track "$target:daemon" "$PT_PID"
+}
+
+passthrough_ll_unmount()
+{
+	fuse_unmount "$MNT" "$PT_PID"
+	local rc=$?
+	PT_PID=""
+	return $rc
+}
+
+passthrough_ll_stop() { rm -rf "$TMPFS_DIR/passthrough_ll"; }
+
+# ---- sshfs over a private sshd ----
+
+SSHD_PID="" SSHD_PORT="" SSHFS_PID=""
+SSHFS_OPTS="Ciphers=aes128-gcm@openssh.com,Compression=no"
+
+# a free TCP port on 127.0.0.1 (the kernel's pick; sshd binds it right after)
+free_port()
+{
+	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+sshfs_start()
+{
+	local target=$1 d=$WORK/ssh
+	mkdir -p "$TMPFS_DIR/sshfs" "$d"
+	chmod 700 "$d"
+	ssh-keygen -q -t ed25519 -N '' -C rmemfs-bench-host -f "$d/host_ed25519" </dev/null
+	ssh-keygen -q -t ed25519 -N '' -C rmemfs-bench-client -f "$d/id_ed25519" </dev/null
+	cp "$d/id_ed25519.pub" "$d/authorized_keys"
+	chmod 600 "$d/authorized_keys"
+	# the privilege separation directory Debian's sshd expects (its init script makes it)
+	[ -d /run/sshd ] || { mkdir -p /run/sshd && chmod 755 /run/sshd; }
+	local sftp=/usr/lib/openssh/sftp-server
+	[ -x "$sftp" ] || sftp=internal-sftp
+	for attempt in 1 2 3; do
+		SSHD_PORT=$(free_port)
+		cat >"$d/sshd_config" <<EOF
+# private sshd of scripts/bench.sh: loopback only, key-only, root only, gone after the run
+ListenAddress 127.0.0.1
+Port $SSHD_PORT
+HostKey $d/host_ed25519
+PidFile none
+AuthorizedKeysFile $d/authorized_keys
+AuthenticationMethods publickey
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowUsers root
+UsePAM no
+StrictModes no
+X11Forwarding no
+AllowTcpForwarding no
+PrintMotd no
+LogLevel ERROR
+Subsystem sftp $sftp
+EOF
+		local cmd=(/usr/sbin/sshd -D -e -f "$d/sshd_config")
+		"${cmd[@]}" >>"$RAW/logs/$target.sshd.log" 2>&1 &
+		SSHD_PID=$!
+		echo "$SSHD_PID" >>"$WORK/pids"
+		for _ in $(seq 50); do
+			kill -0 "$SSHD_PID" 2>/dev/null || break
+			if (exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null; then
+				record_cmd "$target" sshd "${cmd[@]}"
+				cp "$d/sshd_config" "$RAW/logs/sshd_config"
+				return 0
+			fi
+			sleep 0.1
+		done
+		kill -TERM "$SSHD_PID" 2>/dev/null
+		wait "$SSHD_PID" 2>/dev/null
+		SSHD_PID=""
+		echo "bench: sshd did not come up on port $SSHD_PORT (attempt $attempt)" >&2
+	done
+	tail -5 "$RAW/logs/$target.sshd.log" >&2
+	return 1
+}
+
+sshfs_mount()
+{
+	local target=$1 d=$WORK/ssh
+	mkdir -p "$MNT"
+	local cmd=(sshfs -f "root@127.0.0.1:$TMPFS_DIR/sshfs" "$MNT" -p "$SSHD_PORT"
+		-o "IdentityFile=$d/id_ed25519,IdentitiesOnly=yes,BatchMode=yes"
+		-o "UserKnownHostsFile=/dev/null,StrictHostKeyChecking=no,LogLevel=ERROR"
+		-o "$SSHFS_OPTS")
+	record_cmd "$target" mount "${cmd[@]}"
+	"${cmd[@]}" >>"$RAW/logs/$target.log" 2>&1 &
+	SSHFS_PID=$!
+	echo "$SSHFS_PID" >>"$WORK/pids"
+	wait_mounted "$MNT" "$SSHFS_PID" "$RAW/logs/$target.log" || return 1
+	track "$target:client" "$SSHFS_PID"
+}
+
+sshfs_unmount()
+{
+	fuse_unmount "$MNT" "$SSHFS_PID"
+	local rc=$?
+	SSHFS_PID=""
+	return $rc
+}
+
+sshfs_stop()
+{
+	if [ -n "$SSHD_PID" ]; then
+		kill -TERM "$SSHD_PID" 2>/dev/null
+		wait "$SSHD_PID" 2>/dev/null
+		SSHD_PID=""
+	fi
+	rm -rf "$TMPFS_DIR/sshfs" "$WORK/ssh"
+}
+
+# ---- dispatch ----
+
+# the function prefix of a target
+target_fn() { case $1 in rmemfs-*) echo rmemfs ;; *) echo "$1" ;; esac; }
+
+target_start() { "$(target_fn "$1")_start" "$1"; }
+target_stop() { "$(target_fn "$1")_stop" "$1"; }
+# target_mount TARGET [FIRST]: sets MNT to where the jobs run
+target_mount()
+{
+	MNT=$WORK/mnt/$1
+	"$(target_fn "$1")_mount" "$1" "${2:-}"
+}
+target_unmount() { "$(target_fn "$1")_unmount" "$1"; }
+
+# target_cold TARGET: make the client side cold (see cold_meaning)
+target_cold()
+{
+	case $1 in
+	tmpfs) drop_caches ;;
+	*)
+		target_unmount "$1" || return 1
+		drop_caches
+		target_mount "$1"
+		;;
+	esac
+}
+
+# what "cold" means for a target, for the results
+cold_meaning()
+{
+	case $1 in
+	rmemfs-*) echo "unmount + mount from a new rmemfs process (its block cache and the kernel page cache of the mount start empty) + drop_caches; the data is in the memserver's RAM" ;;
+	tmpfs) echo "no cold state: tmpfs pages are the data (drop_caches only); every read is a memory copy" ;;
+	passthrough_ll) echo "unmount + mount (the FUSE page cache starts empty) + drop_caches; the backing tmpfs stays in RAM" ;;
+	sshfs) echo "unmount + mount (sshfs's and the kernel's caches start empty) + drop_caches; the backing tmpfs stays in RAM" ;;
+	esac
+}

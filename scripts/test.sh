@@ -1,0 +1,216 @@
+#!/bin/bash
+# test.sh - install what is missing, build, and run every rmemfs test; CI runs this (.ci/run).
+#
+# usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-rdma]
+#
+# Runs, in order (each is one "run" in the summary):
+#   main      build/ (-Dwerror=true): `meson test` of every suite except rdma
+#   valgrind  the unit suite of build/ again under valgrind (memcheck; errors and definite
+#             leaks fail the test)
+#   asan      build-asan/ (-Db_sanitize=address,undefined -Dwerror=true): the unit and
+#             integration suites (RMEMFS_ASAN_SUITES overrides the list), with leak detection
+#             and UBSan halting on the first error
+#   rdma      scripts/test-rdma.sh build/: the rdma suite and the transport tests over real
+#             verbs (soft-RoCE) inside a qemu guest; a loud SKIP only where qemu cannot start
+# The counts come from meson's JSON test logs (meson-logs/<run>.json) and from the RDMA run's
+# count file; the last line is `N passed, N failed` (`, N skipped` when something skipped),
+# and the exit status is non-zero if any test or build failed. Works from any directory;
+# never prompts (CI=true is honoured by every step).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+BUILD=$ROOT/build
+ASAN_BUILD=$ROOT/build-asan
+ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration}
+do_asan=1 do_valgrind=1 do_rdma=1
+for arg in "$@"; do
+	case $arg in
+	--no-asan) do_asan=0 ;;
+	--no-valgrind) do_valgrind=0 ;;
+	--no-rdma) do_rdma=0 ;;
+	-h | --help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "test.sh: unknown argument '$arg'" >&2; exit 2 ;;
+	esac
+done
+export CI=${CI:-}
+T0=$(date +%s)
+WORK=$(mktemp -d /tmp/rmemfs-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+SUMMARY=$WORK/summary	# lines: run passed failed skipped
+FAILURES=$WORK/failures	# lines: run: test (RESULT)
+: >"$SUMMARY"
+: >"$FAILURES"
+
+banner() { printf '\n==== %s (%ss)\n' "$*" $(($(date +%s) - T0)); }
+
+# record_fail RUN WHAT: a failure that is not a meson test (a build, a crashed runner)
+record_fail()
+{
+	echo "$1 0 1 0" >>"$SUMMARY"
+	echo "$1: $2" >>"$FAILURES"
+}
+
+# count_testlog RUN JSONLOG: add meson's per-test results of one run to the summary
+count_testlog()
+{
+	/usr/bin/python3 - "$1" "$2" >>"$SUMMARY" 2>>"$FAILURES" <<'EOF' ||
+import json, sys
+run, path = sys.argv[1], sys.argv[2]
+passed = failed = skipped = 0
+try:
+	lines = open(path).read().splitlines()
+except OSError:
+	lines = []
+for line in lines:
+	try:
+		t = json.loads(line)
+	except ValueError:
+		continue
+	res = t.get('result', '')
+	if res in ('OK', 'EXPECTEDFAIL'):
+		passed += 1
+	elif res == 'SKIP':
+		skipped += 1
+	else:  # FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS, INTERRUPT
+		failed += 1
+		print('%s: %s (%s)' % (run, t.get('name', '?'), res), file=sys.stderr)
+print(run, passed, failed, skipped)
+EOF
+		record_fail "$1" "could not read the test log $2"
+}
+
+# setup_build DIR MESON_OPTIONS...: configure DIR (reconfigure when it exists) and build it
+setup_build()
+{
+	local dir=$1
+	shift
+	if [ -f "$dir/meson-private/coredata.dat" ]; then
+		meson setup --reconfigure "$dir" "$@" || meson setup --wipe "$dir" "$@"
+	else
+		rm -rf "$dir"
+		meson setup "$dir" "$@"
+	fi || return 1
+	ninja -C "$dir"
+}
+
+# run_meson_test RUN DIR MESON_TEST_ARGS...: one meson test run, logged as meson-logs/RUN.json
+# (meson names it RUN-<wrapper>.json when --wrapper is given)
+run_meson_test()
+{
+	local run=$1 dir=$2 rc log
+	shift 2
+	rm -f "$dir/meson-logs/$run".*json "$dir/meson-logs/$run"-*.json
+	meson test -C "$dir" --no-rebuild --print-errorlogs --logbase "$run" "$@"
+	rc=$?
+	log=$(ls "$dir/meson-logs/$run.json" "$dir/meson-logs/$run"-*.json 2>/dev/null | head -1)
+	if [ -z "$log" ]; then
+		if [ $rc != 0 ]; then
+			record_fail "$run" "meson test exited $rc without a test log"
+		else
+			echo "$run 0 0 0" >>"$SUMMARY"
+		fi
+		return
+	fi
+	count_testlog "$run" "$log"
+	# a runner that failed although every test it logged passed (a crash, an interrupt)
+	if [ $rc != 0 ] && [ "$(tail -1 "$SUMMARY" | cut -d' ' -f3)" = 0 ]; then
+		record_fail "$run" "meson test exited $rc"
+	fi
+}
+
+# the suites defined in DIR, one a line (from `meson introspect --tests`)
+suites_of()
+{
+	meson introspect --tests "$1" | /usr/bin/python3 -c '
+import json, sys
+names = set()
+for t in json.load(sys.stdin):
+	for s in t["suite"]:
+		names.add(s.split(":")[-1])
+print("\n".join(sorted(names)))'
+}
+
+banner "dependencies"
+groups=(build test)
+[ $do_rdma = 1 ] && groups+=(vm)
+"$ROOT/scripts/deps.sh" "${groups[@]}" || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+
+banner "build: $BUILD"
+if setup_build "$BUILD" -Dwerror=true; then
+	banner "tests: main (all suites but rdma)"
+	run_meson_test main "$BUILD" --no-suite rdma
+
+	if [ $do_valgrind = 1 ] && suites_of "$BUILD" | grep -qx unit; then
+		banner "tests: valgrind (unit suite under memcheck)"
+		run_meson_test valgrind "$BUILD" --suite unit --timeout-multiplier 4 \
+			--wrapper "valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --track-origins=yes"
+	fi
+else
+	record_fail main "configuring or building $BUILD failed (see above)"
+fi
+
+if [ $do_asan = 1 ]; then
+	banner "build: $ASAN_BUILD (ASan + UBSan)"
+	if setup_build "$ASAN_BUILD" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
+		export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+		export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+		args=()
+		have=$(suites_of "$ASAN_BUILD")
+		for s in $ASAN_SUITES; do
+			grep -qx "$s" <<<"$have" && args+=(--suite "$s")
+		done
+		banner "tests: asan (${ASAN_SUITES// /, } suites)"
+		if [ ${#args[@]} -gt 0 ]; then
+			run_meson_test asan "$ASAN_BUILD" --timeout-multiplier 3 "${args[@]}"
+		else
+			echo "test.sh: no ${ASAN_SUITES} tests are defined yet"
+			echo "asan 0 0 0" >>"$SUMMARY"
+		fi
+		unset ASAN_OPTIONS UBSAN_OPTIONS
+	else
+		record_fail asan "configuring or building $ASAN_BUILD failed (see above)"
+	fi
+fi
+
+if [ $do_rdma = 1 ]; then
+	banner "tests: rdma (soft-RoCE guest)"
+	RMEMFS_RDMA_RESULTS=$WORK/rdma.counts "$ROOT/scripts/test-rdma.sh" "$BUILD"
+	rc=$?
+	# the count file: "PASSED FAILED SKIPPED", then one failed test a line
+	if read -r p f s <"$WORK/rdma.counts" 2>/dev/null && [ -n "$s" ]; then
+		echo "rdma $p $f $s" >>"$SUMMARY"
+		tail -n +2 "$WORK/rdma.counts" | sed 's/^/rdma: /' >>"$FAILURES"
+		if [ "$f" = 0 ] && [ $rc != 0 ]; then
+			record_fail rdma "test-rdma.sh exited $rc although no test failed"
+		fi
+	else
+		record_fail rdma "test-rdma.sh exited $rc without reporting its counts"
+	fi
+fi
+
+banner "summary"
+/usr/bin/python3 - "$SUMMARY" "$FAILURES" <<'EOF'
+import sys
+runs, total = {}, [0, 0, 0]
+for line in open(sys.argv[1]):
+	f = line.split()
+	if len(f) != 4:
+		continue
+	c = runs.setdefault(f[0], [0, 0, 0])
+	for i in range(3):
+		c[i] += int(f[i + 1])
+		total[i] += int(f[i + 1])
+for run, (p, f, s) in runs.items():
+	print('  %-10s %4d passed, %d failed, %d skipped' % (run, p, f, s))
+fails = [l.rstrip() for l in open(sys.argv[2]) if l.strip()]
+if fails:
+	print('  failed:')
+	for l in fails:
+		print('    ' + l)
+line = '%d passed, %d failed' % (total[0], total[1])
+if total[2]:
+	line += ', %d skipped' % total[2]
+print(line)
+sys.exit(1 if total[1] else 0)
+EOF
