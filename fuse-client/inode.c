@@ -218,6 +218,14 @@ void meta_inode_destroy(struct meta *m, struct meta_inode *in)
 
 		m->ckpt_bytes -= layout_uv_len(old) + old;
 	}
+	/*
+	 * The count holds the header as in->hdr_bytes, the length at the last
+	 * touch_acct. Callers may change in->a and free the inode without logging
+	 * it (unlink, rmdir, rename-over set nlink and ctime, then maybe_free): a
+	 * new ctime.tv_nsec can cross a varint length boundary (2^21, 2^28 ns), so
+	 * resync the header before taking the fixed bytes out.
+	 */
+	meta_inode_touch_acct(m, in);
 	m->ckpt_bytes -= meta_inode_fixed_bytes(in);
 	g_hash_table_remove(m->inodes, &in->a.ino);
 }
