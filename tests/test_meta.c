@@ -427,7 +427,7 @@ static void test_replay(struct fx *f, gconstpointer d)
 	meta_abandon(m); /* crash: nothing written, lease still held */
 
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
@@ -439,7 +439,7 @@ static void test_replay(struct fx *f, gconstpointer d)
 	/* recovery wrote a checkpoint: a second crash right now loses nothing either */
 	meta_abandon(m);
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
@@ -464,12 +464,12 @@ static uint64_t tail_of(struct meta *m)
 
 static void test_torn_tail(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint64_t t0, t1, joff = m->g.journal_off;
 	uint8_t junk[16];
 	struct fsck_report rep;
-	struct fsck_opts fo = { .lease_takeover_ms = 300 };
+	struct fsck_opts fo = { .lease_takeover_ms = 2000 };
 	char *msg = NULL;
 
 	mk(m, ROOT, "a", S_IFREG | 0644);
@@ -509,7 +509,7 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 
 static void test_rollover(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint64_t dir = mk(m, ROOT, "many", S_IFDIR | 0755);
 	struct dir_list l;
@@ -743,7 +743,7 @@ static void test_enospc(struct fx *f, gconstpointer d)
 
 static void test_bigdir(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	const int n = 100000;
 	uint64_t dir = mk(m, ROOT, "big", S_IFDIR | 0755);
@@ -871,9 +871,9 @@ static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t
 
 static void test_fsck(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
-	struct fsck_opts ro = { .lease_takeover_ms = 300 };
-	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 300 };
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct fsck_opts ro = { .lease_takeover_ms = 2000 };
+	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
 	struct fsck_report rep;
 	uint64_t fa, fb, fc;
 	char *msg = NULL, *all;
@@ -1078,7 +1078,7 @@ static void test_xattr(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_sync(m), ==, 0);
 	meta_abandon(m);
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
@@ -1234,7 +1234,7 @@ static void test_setattr(struct fx *f, gconstpointer d)
 
 static void test_orphan_recovery(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 300 };
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint8_t buf[8 * BS];
 	struct meta_statfs st0, st;
