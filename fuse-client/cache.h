@@ -78,7 +78,9 @@ ssize_t cache_read_pin(struct cache *c, uint64_t ino, uint64_t off, size_t len,
 void cache_read_done(struct cache *c, struct cache_read_ref *ref);
 
 /* write len bytes at off; returns len (-ENOSPC when the pool is full, nothing written) */
-ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* set_times: false for page-cache write-back (fi->writepage): see meta_write_accept */
+ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		    bool set_times);
 
 /*
  * fsync: write back the inode's dirty data now (its metadata: meta_sync

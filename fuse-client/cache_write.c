@@ -241,7 +241,8 @@ static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t o
 	return n;
 }
 
-ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len)
+ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len,
+		    bool set_times)
 {
 	uint64_t end = off + len, o;
 	struct cache_inode *ci;
@@ -276,7 +277,7 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 	if (rc == 0 && !range_allocated(c, ci, off, end))
 		rc = io_reserve(c->io, ino, off, len); /* -ENOSPC: nothing was written */
 	if (rc == 0)
-		rc = meta_write_accept(c->meta, ino, end);
+		rc = meta_write_accept(c->meta, ino, end, set_times);
 	if (rc < 0) {
 		n = rc;
 		goto out;

@@ -1196,9 +1196,9 @@ int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
 	return write_update(m, ino, off, len, WRITE_COMMIT | WRITE_TIMES | (len ? WRITE_SIZE : 0));
 }
 
-int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end)
+int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end, bool times)
 {
-	return write_update(m, ino, end, 0, WRITE_SIZE | WRITE_TIMES);
+	return write_update(m, ino, end, 0, WRITE_SIZE | (times ? WRITE_TIMES : 0));
 }
 
 int meta_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)

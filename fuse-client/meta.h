@@ -223,7 +223,13 @@ int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
  * size and times are left alone (accept set them), so the time of the
  * write, or a later utimes/setattr, is what stays.
  */
-int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end);
+/*
+ * times false: leave mtime/ctime alone - a page-cache write-back under the
+ * kernel writeback cache, whose times the kernel owns and sends by setattr
+ * (such a write can arrive after that setattr, so stamping "now" here would
+ * overwrite the time the application's write really had).
+ */
+int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end, bool times);
 int meta_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
 /* fallocate: mode 0 or FALLOC_FL_KEEP_SIZE; newly allocated blocks are zeroed by meta */
 int meta_fallocate(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, int mode);

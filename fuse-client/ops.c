@@ -522,7 +522,7 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	n = cache_write(ctx->cache, ino, off, buf, size);
+	n = cache_write(ctx->cache, ino, off, buf, size, !fi->writepage);
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else

@@ -247,7 +247,7 @@ static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
 
 static void cwrite(struct fx *f, uint64_t ino, uint64_t off, const void *buf, size_t len)
 {
-	g_assert_cmpint(cache_write(f->c, ino, off, buf, len), ==, (gssize)len);
+	g_assert_cmpint(cache_write(f->c, ino, off, buf, len, true), ==, (gssize)len);
 }
 
 /* the whole file through the cache equals want[0..len) */
@@ -593,7 +593,7 @@ static void test_enospc_at_write(struct fx *f, gconstpointer d)
 	ino = mkfile(f, "filler");
 	fill_pattern(chunk, 1U << 20, 5);
 	for (i = 0; i < 32; i++) {
-		n = cache_write(f->c, ino, written, chunk, 1U << 20);
+		n = cache_write(f->c, ino, written, chunk, 1U << 20, true);
 		if (n < 0)
 			break;
 		g_assert_cmpint(n, ==, 1U << 20);
