@@ -189,10 +189,10 @@ cmd_run()
 QPID="" TPID="" CTL=""
 kill_guest()
 {
-	local i
+	local _
 	if [ -n "$QPID" ] && kill -0 "$QPID" 2>/dev/null; then
 		kill -TERM "$QPID" 2>/dev/null
-		for i in $(seq 50); do
+		for _ in $(seq 50); do
 			kill -0 "$QPID" 2>/dev/null || break
 			sleep 0.1
 		done
