@@ -962,6 +962,17 @@ int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params)
 	return verbs_modify(qp, &attr, mask, "RTR->RTS");
 }
 
+int verbs_rd_atomic_depth(uint32_t dev_limit, uint32_t peer_limit, uint32_t cap)
+{
+	uint32_t v = dev_limit ? dev_limit : 1;
+
+	if (v > cap)
+		v = cap;
+	if (peer_limit && peer_limit < v)
+		v = peer_limit;
+	return v ? (int)v : 1;
+}
+
 int verbs_qp_to_err(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr attr;

@@ -186,6 +186,11 @@ struct verbs_rts_params {
 };
 /* RTR -> RTS. params NULL: defaults with psn 0 */
 int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params);
+/*
+ * Outstanding READ/atomic depth to use: the device's limit (at least 1),
+ * capped at cap, and at the peer's limit when it is non-zero.
+ */
+int verbs_rd_atomic_depth(uint32_t dev_limit, uint32_t peer_limit, uint32_t cap);
 /* move to ERR (flushes outstanding WRs with IBV_WC_WR_FLUSH_ERR) */
 int verbs_qp_to_err(struct ibv_qp *qp);
 int verbs_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);

@@ -1044,15 +1044,6 @@ static int xrdma_post_all_recvs(struct xrdma *x)
 	return 0;
 }
 
-static int xrdma_rd_atomic(uint32_t dev_limit, uint32_t peer_limit)
-{
-	uint32_t v = MIN(dev_limit ? dev_limit : 1, XRDMA_MAX_RD_ATOMIC);
-
-	if (peer_limit && peer_limit < v)
-		v = peer_limit;
-	return v ? (int)v : 1;
-}
-
 /* ---- the rdma_cm path ---- */
 
 /* the errno a REJECT stands for: the server's proto status if it sent one */
@@ -1274,13 +1265,15 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	if (rc)
 		return rc;
 
-	init_depth = (unsigned int)xrdma_rd_atomic(x->dev.max_qp_init_rd_atom, 0);
+	init_depth =
+	    (unsigned int)verbs_rd_atomic_depth(x->dev.max_qp_init_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	proto_cm_priv_pack(&priv, p->token_hash);
 	memset(&param, 0, sizeof(param));
 	param.private_data = &priv;
 	param.private_data_len = sizeof(priv);
 	param.initiator_depth = (uint8_t)init_depth;
-	param.responder_resources = (uint8_t)xrdma_rd_atomic(x->dev.max_qp_rd_atom, 0);
+	param.responder_resources =
+	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	param.retry_count = XRDMA_CM_RETRY;
 	param.rnr_retry_count = XRDMA_RNR_RETRY;
 	param.qp_num = x->qp->qp_num;
@@ -1399,7 +1392,8 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	memcpy(mine.gid, gid.raw, sizeof(mine.gid));
 	mine.lid = pattr.lid;
 	mine.mtu = (uint8_t)pattr.active_mtu;
-	mine.max_rd_atomic = (uint8_t)xrdma_rd_atomic(x->dev.max_qp_rd_atom, 0);
+	mine.max_rd_atomic =
+	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	proto_hello_pack(&ex.hello, p->token_hash);
 	proto_qp_info_pack(&ex.qp, &mine);
 	proto_hdr_pack(&hdr, PROTO_QP_EXCHANGE, PROTO_OK, sizeof(ex), ++x->ctrl_id);
@@ -1451,8 +1445,8 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	rts.timeout = XRDMA_ACK_TIMEOUT;
 	rts.retry_cnt = XRDMA_RETRY_CNT;
 	rts.rnr_retry = XRDMA_RNR_RETRY;
-	rts.max_rd_atomic =
-		(uint8_t)xrdma_rd_atomic(x->dev.max_qp_init_rd_atom, theirs.max_rd_atomic);
+	rts.max_rd_atomic = (uint8_t)verbs_rd_atomic_depth(
+	    x->dev.max_qp_init_rd_atom, theirs.max_rd_atomic, XRDMA_MAX_RD_ATOMIC);
 	rc = verbs_qp_to_rts(x->qp, &rts);
 	if (rc)
 		goto free_payload;

@@ -202,22 +202,8 @@ again:
 			goto wait;
 		fill[k] = true;
 	}
-	/* pinned first: taking slots must not evict a block this request uses */
-	for (k = 0; k < n; k++)
-		if (b[k])
-			b[k]->pins++;
-	for (got = 0; got < need; got++) {
-		slots[got] = cache_slot_take(c);
-		if (!slots[got]) {
-			while (got--)
-				cache_slot_return(c, slots[got]);
-			for (k = 0; k < n; k++)
-				if (b[k])
-					b[k]->pins--;
-			cache_flusher_kick(c);
-			goto wait;
-		}
-	}
+	if (!cache_slots_take_all(c, b, n, slots, need))
+		goto wait;
 	*nfetch = 0;
 	for (k = 0, got = 0; k < n; k++) {
 		struct cache_block *x = b[k];

@@ -183,6 +183,29 @@ void cache_clear_dirty(struct cache *c, struct cache_block *b)
 		cache_set_state(c, b, CACHE_CLEAN);
 }
 
+bool cache_slots_take_all(struct cache *c, struct cache_block **b, unsigned int n,
+			  struct cache_block **slots, unsigned int need)
+{
+	unsigned int k, got;
+
+	for (k = 0; k < n; k++)
+		if (b[k])
+			b[k]->pins++;
+	for (got = 0; got < need; got++) {
+		slots[got] = cache_slot_take(c);
+		if (slots[got])
+			continue;
+		while (got--)
+			cache_slot_return(c, slots[got]);
+		for (k = 0; k < n; k++)
+			if (b[k])
+				b[k]->pins--;
+		cache_flusher_kick(c);
+		return false;
+	}
+	return true;
+}
+
 struct cache_block *cache_slot_take(struct cache *c)
 {
 	struct cache_block *b;

@@ -240,6 +240,15 @@ void cache_index_free(struct cache *c); /* no lock; NULL-tolerant parts */
 struct cache_block *cache_lookup(struct cache *c, uint64_t ino, uint64_t blk);
 /* a free slot (evicting a clean block if needed), or NULL: none can be had now */
 struct cache_block *cache_slot_take(struct cache *c);
+/*
+ * All or nothing, for a request over blocks b[0..n-1] (NULL: not cached):
+ * pin the blocks it found (so taking slots cannot evict them), then take
+ * need free slots into slots[]. On failure give back every slot taken,
+ * unpin, kick the flusher and return false: the caller waits and retries,
+ * so no thread ever holds some slots while waiting for others.
+ */
+bool cache_slots_take_all(struct cache *c, struct cache_block **b, unsigned int n,
+			  struct cache_block **slots, unsigned int need);
 /* give an unused slot from cache_slot_take back */
 void cache_slot_return(struct cache *c, struct cache_block *b);
 /* put slot b (from cache_slot_take) in the index as (ci, blk) in state */

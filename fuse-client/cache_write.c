@@ -105,22 +105,8 @@ again:
 			goto out;
 		goto again;
 	}
-	/* pinned while slots are taken: eviction must not take a block we are about to use */
-	for (k = 0; k < n; k++)
-		if (b[k])
-			b[k]->pins++;
-	for (got = 0; got < need; got++) {
-		slots[got] = cache_slot_take(c);
-		if (!slots[got]) {
-			while (got--)
-				cache_slot_return(c, slots[got]);
-			for (k = 0; k < n; k++)
-				if (b[k])
-					b[k]->pins--;
-			cache_flusher_kick(c);
-			goto wait;
-		}
-	}
+	if (!cache_slots_take_all(c, b, n, slots, need))
+		goto wait;
 	for (k = 0, got = 0; k < n; k++) {
 		zero_rest[k] = false;
 		if (b[k])

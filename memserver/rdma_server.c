@@ -390,15 +390,6 @@ static int rdma_client_setup(struct rdma_client *c, bool ctrl)
 	return 0;
 }
 
-static int rs_rd_atomic(uint32_t dev_limit, uint32_t peer_limit)
-{
-	uint32_t v = MIN(dev_limit ? dev_limit : 1, RS_MAX_RD_ATOMIC);
-
-	if (peer_limit && peer_limit < v)
-		v = peer_limit;
-	return v ? (int)v : 1;
-}
-
 /* ---- control messages (completion thread, rs->lock held) ---- */
 
 static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t type,
@@ -652,9 +643,10 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	if (rc)
 		goto destroy_client;
 	/* what the client may have outstanding against us, and we against it */
-	resp_res = (uint8_t)rs_rd_atomic(d->attr.max_qp_rd_atom, ev->param.conn.initiator_depth);
-	init_depth = (uint8_t)rs_rd_atomic(d->attr.max_qp_init_rd_atom,
-					   ev->param.conn.responder_resources);
+	resp_res = (uint8_t)verbs_rd_atomic_depth(d->attr.max_qp_rd_atom,
+						  ev->param.conn.initiator_depth, RS_MAX_RD_ATOMIC);
+	init_depth = (uint8_t)verbs_rd_atomic_depth(
+	    d->attr.max_qp_init_rd_atom, ev->param.conn.responder_resources, RS_MAX_RD_ATOMIC);
 	rc = rdma_client_cm_qp_up(c, resp_res, init_depth);
 	if (rc)
 		goto destroy_client;
@@ -959,7 +951,8 @@ static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *cli
 	memcpy(server->gid, d->oob_gid.raw, sizeof(server->gid));
 	server->lid = d->oob_pattr.lid;
 	server->mtu = (uint8_t)MIN(d->oob_pattr.active_mtu, (enum ibv_mtu)client->mtu);
-	server->max_rd_atomic = (uint8_t)rs_rd_atomic(d->attr.max_qp_rd_atom, 0);
+	server->max_rd_atomic =
+	    (uint8_t)verbs_rd_atomic_depth(d->attr.max_qp_rd_atom, 0, RS_MAX_RD_ATOMIC);
 
 	memset(&peer, 0, sizeof(peer));
 	peer.qpn = client->qpn;
@@ -979,8 +972,8 @@ static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *cli
 	rts.timeout = RS_ACK_TIMEOUT;
 	rts.retry_cnt = RS_RETRY_CNT;
 	rts.rnr_retry = RS_RNR_RETRY;
-	rts.max_rd_atomic = (uint8_t)rs_rd_atomic(d->attr.max_qp_init_rd_atom,
-						  client->max_rd_atomic);
+	rts.max_rd_atomic = (uint8_t)verbs_rd_atomic_depth(d->attr.max_qp_init_rd_atom,
+							   client->max_rd_atomic, RS_MAX_RD_ATOMIC);
 	rc = verbs_qp_to_rts(c->qp, &rts);
 	if (rc)
 		goto destroy_client;
