@@ -90,7 +90,6 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 	pthread_cond_init(&c->cond, NULL);
 	g_queue_init(&c->ra_queue);
 
-	/* slot memory is touched (and so resident) only as it is used */
 	c->arena_len = (size_t)c->nslots * c->bs;
 	c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -103,6 +102,15 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 	/* 2 MiB pages where the kernel can: fewer faults as slots are first used, fewer TLB misses */
 	if (madvise(c->arena, c->arena_len, MADV_HUGEPAGE) < 0)
 		g_debug("madvise(cache arena, MADV_HUGEPAGE): %s", g_strerror(errno));
+	/*
+	 * The cache is a fixed reservation, resident from the start (as RDMA
+	 * registration would make it anyway): the kernel zeroes its pages
+	 * now, not on the data path of the first writes and fetches, where
+	 * that zeroing cost a fifth of the client's CPU in a sequential write.
+	 * Advice only: kernels before 5.14 fault the slots in as they are used.
+	 */
+	if (madvise(c->arena, c->arena_len, MADV_POPULATE_WRITE) < 0)
+		g_debug("madvise(cache arena, MADV_POPULATE_WRITE): %s", g_strerror(errno));
 	rc = cache_index_init(c);
 	if (rc < 0)
 		goto err_unmap;
@@ -174,6 +182,7 @@ static void acquire_read(struct cache *c, struct cache_inode *ci, uint64_t off, 
 			 struct cache_block **b, struct cache_block **fetch, unsigned int *nfetch,
 			 bool *fill)
 {
+	bool narrow = !cache_ra_is_seq(c, ci, off, end - off);
 	uint64_t first = off >> c->shift, n = ((end - 1) >> c->shift) - first + 1;
 	struct cache_block *slot_stack[16], **slots = slot_stack;
 	unsigned int k, need, got;
@@ -211,6 +220,13 @@ again:
 		if (!x) {
 			x = slots[got++];
 			cache_block_insert(c, x, ci, first + k, CACHE_FETCHING);
+			if (narrow) {
+				uint32_t s, e;
+
+				cache_block_span(c, first + k, off, end, &s, &e);
+				x->ws = s & ~(CACHE_SUB - 1);
+				x->we = MIN((e + CACHE_SUB - 1) & ~(CACHE_SUB - 1), c->bs);
+			}
 			b[k] = x;
 			fetch[(*nfetch)++] = x;
 			x->pins++;

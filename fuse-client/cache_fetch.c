@@ -38,16 +38,19 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 			uint32_t lim = attr.size > bo ? (uint32_t)MIN(attr.size - bo, (uint64_t)c->bs) : 0;
 			uint32_t vs = b[i]->vs, ve = b[i]->ve;
 
-			if (vs == ve) { /* nothing valid: the whole block */
-				if (lim) {
-					p[np].off = bo;
-					p[np].len = lim;
-					p[np].buf = b[i]->data;
-					p[np].written = b[i]->alloc;
+			if (vs == ve) { /* nothing valid: [ws, we), normally the whole block */
+				uint32_t ws = b[i]->ws, we = b[i]->we, e = MIN(we, MAX(lim, ws));
+
+				if (e > ws) {
+					p[np].off = bo + ws;
+					p[np].len = e - ws;
+					p[np].buf = b[i]->data + ws;
+					/* the written bits count from the block's start */
+					p[np].written = ws ? NULL : b[i]->alloc;
 					np++;
 				}
-				if (lim < c->bs)
-					memset(b[i]->data + lim, 0, c->bs - lim);
+				if (e < we)
+					memset(b[i]->data + e, 0, we - e);
 				continue;
 			}
 			nfill++;
@@ -92,8 +95,8 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 		bool fill = x->vs != x->ve;
 
 		if (rc == 0) {
-			x->vs = 0;
-			x->ve = c->bs;
+			x->vs = fill ? 0 : x->ws;
+			x->ve = fill ? c->bs : x->we;
 			cache_set_state(c, x, cache_has_dirty(x) ? CACHE_DIRTY : CACHE_CLEAN);
 		} else if (fill) {
 			cache_set_state(c, x, cache_has_dirty(x) ? CACHE_DIRTY : CACHE_CLEAN);
@@ -103,7 +106,10 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 			cache_set_state(c, x, CACHE_CLEAN);
 		} else {
 			cache_block_drop(c, x);
+			continue;
 		}
+		x->ws = 0; /* a later fetch of it (after a failure) is whole */
+		x->we = c->bs;
 	}
 	if (rc == 0)
 		cache_count(&c->st.fills, nfill);

@@ -264,6 +264,8 @@ void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_ino
 	b->ra = false;
 	b->pins = 0;
 	b->vs = b->ve = 0;
+	b->ws = 0;
+	b->we = c->bs;
 	b->failures = 0;
 	memset(b->dirty, 0, sizeof(b->dirty));
 	memset(b->alloc, 0, sizeof(b->alloc));

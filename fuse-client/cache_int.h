@@ -87,6 +87,12 @@ struct cache_block {
 	bool on_dirty_list;
 	uint32_t pins;
 	uint32_t vs, ve; /* valid bytes [vs, ve) of the block */
+	/*
+	 * A new block's fetch brings in [ws, we) only (normally the whole
+	 * block; a random read's own range: see cache_ra_is_seq), which is
+	 * then its valid range. Set with state FETCHING, under c->lock.
+	 */
+	uint32_t ws, we;
 	uint32_t failures; /* write-back attempts that failed in a row */
 	uint64_t dirty[CACHE_MASK_WORDS]; /* sub-blocks newer than the pool */
 	uint64_t alloc[CACHE_MASK_WORDS]; /* sub-blocks known to have pool blocks */
@@ -313,6 +319,14 @@ void cache_ra_stop(struct cache *c);
  */
 void cache_ra_note_read(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t len,
 			uint64_t size);
+/*
+ * Does a read of [off, off+len) continue ci's sequential stream (give or
+ * take a request)? A read that does not is random: its missing blocks are
+ * fetched for its own range only (sub-block aligned) rather than whole, so
+ * a 4 KiB random read moves 4 KiB, not block_size. c->lock held.
+ */
+bool cache_ra_is_seq(const struct cache *c, const struct cache_inode *ci, uint64_t off,
+		     uint64_t len);
 
 /* ---- cache_stats.c ---- */
 

@@ -40,18 +40,27 @@ struct cache_ra_job {
 	struct cache_block *b[];
 };
 
+bool cache_ra_is_seq(const struct cache *c, const struct cache_inode *ci, uint64_t off,
+		     uint64_t len)
+{
+	uint64_t slack = MAX(len, (uint64_t)c->bs);
+
+	return off <= ci->ra_next + slack && off + slack >= ci->ra_next;
+}
+
 void cache_ra_note_read(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t len,
 			uint64_t size)
 {
-	uint64_t end = off + len, slack = MAX(len, (uint64_t)c->bs);
+	uint64_t end = off + len;
 	uint64_t win, limit, start, blk, last;
 	struct cache_ra_job *job;
 	bool seq;
 	uint64_t one = 1;
 
-	if (!c->cfg.readahead || !len)
+	if (!len)
 		return;
-	seq = off <= ci->ra_next + slack && off + slack >= ci->ra_next;
+	/* the streak is kept without readahead too: it tells random reads apart */
+	seq = cache_ra_is_seq(c, ci, off, len);
 	if (seq) {
 		ci->ra_streak++;
 		ci->ra_next = MAX(ci->ra_next, end);
@@ -62,7 +71,7 @@ void cache_ra_note_read(struct cache *c, struct cache_inode *ci, uint64_t off, u
 		ci->ra_next = end;
 	}
 	ci->ra_prev = off;
-	if (ci->ra_streak < 2 && !(seq && off == 0))
+	if (!c->cfg.readahead || (ci->ra_streak < 2 && !(seq && off == 0)))
 		return;
 
 	win = ci->ra_win ? MIN(ci->ra_win * 2, c->cfg.readahead)

@@ -326,6 +326,7 @@ int meta_load(struct remote *r, const struct meta_mount_opts *opts, unsigned int
 	const char *why;
 	char *holder = NULL;
 	bool rw = !opts->read_only, formatted = false;
+	enum super_lease_how how = SUPER_LEASE_WAIT;
 	uint64_t gen = 0, dups = 0, orphans;
 	int rc;
 
@@ -350,9 +351,11 @@ int meta_load(struct remote *r, const struct meta_mount_opts *opts, unsigned int
 					     g_strdup_printf("%s pid %d", g_get_host_name(),
 							     (int)getpid());
 		/* foreign bytes in the lease word are no lease: -o format takes the word */
-		rc = super_lease_acquire(sb, holder, opts->lease_takeover_ms,
-					 opts->force_lease || kind == LAYOUT_SB_FOREIGN,
-					 err_msg);
+		if (opts->force_lease)
+			how = SUPER_LEASE_FORCE;
+		else if (kind == LAYOUT_SB_FOREIGN)
+			how = SUPER_LEASE_FOREIGN;
+		rc = super_lease_acquire(sb, holder, opts->lease_takeover_ms, how, err_msg);
 		if (rc < 0)
 			goto err_super;
 		rc = super_heartbeat_start(sb);

@@ -4,7 +4,8 @@
  *
  * A channel is one transport connection (struct xport) with a registered
  * bounce buffer and a mutex (an xport is single-threaded by contract). A
- * request takes any free channel (trylock round robin, else waits on one),
+ * request takes any free channel (the one released last if free, else
+ * the next free one, else waits for that first one),
  * turns its iovec into READ/WRITE ops - split at region boundaries, at
  * PROTO_MAX_IO and at the bounce buffer's size - posts them as one batch with
  * xport_run() (which chunks by queue depth and reaps every completion), and
@@ -76,7 +77,7 @@ struct remote {
 	size_t bounce_len;
 	unsigned int nchan;
 	struct remote_chan *chan;
-	atomic_uint next;
+	atomic_uint next; /* the channel released last: the next request starts there */
 	atomic_bool fenced;
 	_Atomic uint64_t deadline_ns;
 };
@@ -153,10 +154,17 @@ err_close:
 	return rc;
 }
 
+/*
+ * A request starts at the channel released last and moves on only when
+ * that one is busy: one request after another (whatever FUSE thread serves
+ * them) keep one connection hot, and the memserver thread serving it is
+ * still polling when the next request comes (tcp_server_set_spin) instead
+ * of being woken for every request. Concurrent requests spread over the
+ * others.
+ */
 static struct remote_chan *chan_get(struct remote *r)
 {
-	unsigned int start = atomic_fetch_add(&r->next, 1) % r->nchan;
-	unsigned int k;
+	unsigned int start = atomic_load(&r->next) % r->nchan, k;
 	struct remote_chan *c;
 
 	for (k = 0; k < r->nchan; k++) {
@@ -169,8 +177,9 @@ static struct remote_chan *chan_get(struct remote *r)
 	return c;
 }
 
-static void chan_put(struct remote_chan *c)
+static void chan_put(struct remote *r, struct remote_chan *c)
 {
+	atomic_store(&r->next, c->idx);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -333,7 +342,7 @@ static int do_rw(struct remote *r, enum xport_op_type type, bool zero, const uin
 		chan_disconnect(c);
 		rc = -EIO;
 	}
-	chan_put(c);
+	chan_put(r, c);
 	return rc;
 }
 
@@ -377,7 +386,7 @@ static int do_atomic(struct remote *r, enum xport_op_type type, bool fenced, uin
 	if (old)
 		*old = *res;
 out:
-	chan_put(c);
+	chan_put(r, c);
 	return rc;
 }
 

@@ -161,8 +161,8 @@ static int acquired(struct super *s, const char *holder)
 	return 0;
 }
 
-int super_lease_acquire(struct super *s, const char *holder, int takeover_ms, bool force,
-			char **err_msg)
+int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
+			enum super_lease_how how, char **err_msg)
 {
 	uint64_t me, old, x, hb0, hb, since;
 	int rounds, rc;
@@ -181,7 +181,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms, bo
 			return acquired(s, holder);
 		}
 		x = old;
-		if (force) {
+		if (how != SUPER_LEASE_WAIT) {
 			char *who = read_holder(s);
 
 			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
@@ -190,7 +190,11 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms, bo
 				goto err_io;
 			}
 			if (old == x) {
-				g_message("lease forcibly taken from %s", who);
+				if (how == SUPER_LEASE_FORCE)
+					g_message("lease forcibly taken from %s", who);
+				else
+					g_message("the lease word held foreign bytes (no rmemfs "
+						  "lease): taken for the format");
 				g_free(who);
 				s->my_id = me;
 				return acquired(s, holder);

@@ -45,12 +45,18 @@ void super_destroy(struct super *s);
 int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, const char **why);
 const struct layout_geom *super_geom(const struct super *s);
 
+enum super_lease_how {
+	SUPER_LEASE_WAIT, /* wait out a silent holder; a live one is -EBUSY */
+	SUPER_LEASE_FORCE, /* take it even from a live holder (-o force_lease) */
+	SUPER_LEASE_FOREIGN, /* the pool holds no rmemfs: whatever is in the word is no lease */
+};
+
 /*
- * Take the lease (see above). force: take it even from a live holder.
+ * Take the lease (see above), as how says.
  * -EBUSY with *err_msg "pool is in use by <holder> ..." when it is held.
  */
-int super_lease_acquire(struct super *s, const char *holder, int takeover_ms, bool force,
-			char **err_msg);
+int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
+			enum super_lease_how how, char **err_msg);
 /*
  * Is the lease held by a live client? Watches the heartbeat for up to
  * watch_ms. *holder (may be NULL) gets the g_malloc'd holder string or NULL.

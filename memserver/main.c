@@ -59,6 +59,7 @@ struct memserver_opts {
 	bool verbose;
 	bool insecure;
 	unsigned int hello_timeout_s;
+	unsigned int spin_us;
 };
 
 static void memserver_usage(FILE *f)
@@ -84,13 +85,17 @@ static void memserver_usage(FILE *f)
 		"      --insecure           allow a non-loopback --listen without --token-file\n"
 		"      --hello-timeout SECS close a TCP connection that has not authenticated\n"
 		"                           this long after connecting (default %u)\n"
+		"      --spin-us USECS      a TCP connection thread polls its quiet socket this\n"
+		"                           long before sleeping, so a client's next request is\n"
+		"                           served without a wake-up (default %u; 0: never)\n"
 		"  -v, --verbose            debug logging\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            print the version\n"
 		"\n"
 		"When ready it prints one line to stdout, e.g.\n"
 		"  memserver: serving 1.0 GiB on tcp 127.0.0.1:%u (rdma: no device)\n",
-		PROTO_DEFAULT_PORT, TCP_SERVER_HELLO_TIMEOUT_MS / 1000, PROTO_DEFAULT_PORT);
+		PROTO_DEFAULT_PORT, TCP_SERVER_HELLO_TIMEOUT_MS / 1000, TCP_SERVER_SPIN_US,
+		PROTO_DEFAULT_PORT);
 }
 
 static int memserver_bad_size(const char *opt, const char *arg, int rc)
@@ -106,7 +111,7 @@ static int memserver_bad_size(const char *opt, const char *arg, int rc)
 /* 0, -EINVAL after printing what is wrong, or 1 when --help/--version was handled */
 static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 {
-	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT };
+	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US };
 	static const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
@@ -118,6 +123,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
 		{ "insecure", no_argument, NULL, OPT_INSECURE },
 		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
+		{ "spin-us", required_argument, NULL, OPT_SPIN_US },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -135,6 +141,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 	o->port = PROTO_DEFAULT_PORT;
 	o->transport = MEMSERVER_AUTO;
 	o->hello_timeout_s = TCP_SERVER_HELLO_TIMEOUT_MS / 1000;
+	o->spin_us = TCP_SERVER_SPIN_US;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
@@ -215,6 +222,18 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 				return -EINVAL;
 			}
 			o->hello_timeout_s = secs;
+			break;
+		case OPT_SPIN_US:
+			errno = 0;
+			secs = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || errno || optarg[0] == '-' || secs > 10000) {
+				fprintf(stderr,
+					"memserver: --spin-us '%s' is not a number of "
+					"microseconds (0-10000)\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->spin_us = secs;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -498,6 +517,7 @@ int main(int argc, char **argv)
 		goto close_pool;
 	}
 	tcp_server_set_hello_timeout(ts, (int)o.hello_timeout_s * 1000);
+	tcp_server_set_spin(ts, o.spin_us);
 
 #ifdef RMEM_HAVE_RDMA
 	rc = memserver_start_rdma(&ms, &o, tcp_server_port(ts), &rs, rdma_note,

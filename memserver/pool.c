@@ -219,6 +219,19 @@ static int pool_map_anon(struct pool *pool, bool hugepages, uint64_t hpage, uint
 	pool->base = p;
 	if (hugepages)
 		pool->flags |= PROTO_POOL_HUGEPAGES;
+	/* transparent huge pages where the system allows them (advice only) */
+	else if (madvise(p, pool->size, MADV_HUGEPAGE) && errno != EINVAL)
+		g_message("madvise(MADV_HUGEPAGE) on the pool: %s", g_strerror(errno));
+	/*
+	 * Make the pool resident now, as RDMA registration does anyway: the
+	 * kernel zeroes its pages at start, not on the data path of a client's
+	 * first writes. Advice only (before Linux 5.14, or short of memory,
+	 * pages are still faulted in as they are first used).
+	 */
+	if (madvise(p, pool->size, MADV_POPULATE_WRITE) && errno != EINVAL)
+		g_message("prefaulting the pool (madvise MADV_POPULATE_WRITE): %s; its pages "
+			  "will be allocated as they are first used",
+			  g_strerror(errno));
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define TCP_SERVER_HELLO_TIMEOUT_MS 10000 /* default for tcp_server_set_hello_timeout() */
+#define TCP_SERVER_SPIN_US 50 /* default for tcp_server_set_spin() */
 
 struct memserver;
 struct tcp_server;
@@ -40,6 +41,16 @@ uint16_t tcp_server_port(const struct tcp_server *ts);
  * Call before tcp_server_run().
  */
 void tcp_server_set_hello_timeout(struct tcp_server *ts, int ms);
+
+/*
+ * How long an authenticated connection's thread polls its socket, after
+ * the client went quiet, before it sleeps in recvmsg (microseconds; 0:
+ * sleep at once). A client at queue depth 1 sends its next request within
+ * a few microseconds of its last reply; serving it without a scheduler
+ * wake-up takes a large part off the round trip, for at most spin_us of CPU
+ * per quiet spell. Call before tcp_server_run().
+ */
+void tcp_server_set_spin(struct tcp_server *ts, unsigned int us);
 
 /* start the acceptor thread: clients are served from now on. 0 or -errno */
 int tcp_server_run(struct tcp_server *ts);

@@ -148,7 +148,10 @@ if [ -x "$RMEMFS" ]; then
 		FS_PID=""
 	}
 
-	step "rmemfs: format the fresh pool and mount $SERVER on $MNT"
+	# rmem-perf just wrote its patterns over the pool, so it holds no
+	# filesystem and no longer reads as empty: -o format is needed (an
+	# all-zero pool is formatted without it)
+	step "rmemfs: format the pool (rmem-perf's patterns) and mount $SERVER on $MNT"
 	mount_fs format
 	df -h "$MNT"
 

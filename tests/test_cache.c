@@ -304,6 +304,23 @@ static void ctruncate(struct fx *f, uint64_t ino, uint64_t size)
 	cache_end_exclusive(f->c, ino, size, UINT64_MAX);
 }
 
+/* a file of len pattern bytes written back to the pool, then a new (cold) cache */
+static uint64_t mkfile_cold(struct fx *f, const struct cache_config *cfg, const char *name,
+			    uint8_t *data, size_t len, uint32_t seed)
+{
+	uint64_t ino;
+
+	fx_cache(f, cfg);
+	ino = mkfile(f, name);
+	fill_pattern(data, len, seed);
+	cwrite(f, ino, 0, data, len);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	cache_destroy(f->c);
+	f->c = NULL;
+	fx_cache(f, cfg);
+	return ino;
+}
+
 /* ---- tests ---- */
 
 /*
@@ -403,6 +420,60 @@ static void *reader_main(void *arg)
 	rd->same = rd->got == (gssize)rd->len && memcmp(buf, rd->want, rd->len) == 0;
 	g_free(buf);
 	return NULL;
+}
+
+static uint64_t remote_read_bytes(struct fx *f)
+{
+	struct io_stats st;
+
+	io_get_stats(f->io, &st);
+	return st.bytes_read;
+}
+
+/*
+ * A random read that misses fetches its own range (sub-block aligned), not
+ * the whole block; reading more of such a block later fills it, a write
+ * into it keeps both, and the tail block past EOF reads as zeros.
+ */
+static void test_random_read_narrow(struct fx *f, gconstpointer d)
+{
+	struct cache_config cfg = config(4U << 20, 64U << 10, true);
+	const size_t len = (1U << 20) + 100;
+	uint8_t *data = g_malloc(len), *buf = g_malloc(len);
+	uint64_t ino, before;
+
+	ino = mkfile_cold(f, &cfg, "narrow", data, len, 21);
+
+	/* 4 KiB in the middle of block 3, not at a stream's start: 4 KiB move */
+	before = remote_read_bytes(f);
+	g_assert_cmpint(cache_read(f->c, ino, 200000, 4096, buf), ==, 4096);
+	g_assert_true(memcmp(buf, data + 200000, 4096) == 0);
+	/* 200000..204096 spans two 4 KiB sub-blocks: block 3 (from 196608) holds [0, 8192) */
+	g_assert_cmpuint(remote_read_bytes(f) - before, ==, 8192);
+	g_assert_cmpuint(counter(&f->c->st.misses), ==, 1);
+
+	/* the same range again is a hit; a range around it fills the block */
+	g_assert_cmpint(cache_read(f->c, ino, 200000, 4096, buf), ==, 4096);
+	g_assert_cmpuint(counter(&f->c->st.hits), ==, 1);
+	g_assert_cmpint(cache_read(f->c, ino, 196608 - 100, 16000, buf), ==, 16000);
+	g_assert_true(memcmp(buf, data + 196608 - 100, 16000) == 0);
+	g_assert_cmpuint(counter(&f->c->st.fills), >=, 1);
+
+	/* a narrow block gets a write far from its valid range */
+	g_assert_cmpint(cache_read(f->c, ino, 700000, 100, buf), ==, 100);
+	g_assert_true(memcmp(buf, data + 700000, 100) == 0);
+	memset(data + 720000, 0xab, 300);
+	cwrite(f, ino, 720000, data + 720000, 300);
+
+	/* the last block holds 100 bytes of the file: a narrow read there */
+	g_assert_cmpint(cache_read(f->c, ino, (1U << 20) + 50, 4096, buf), ==, 50);
+	g_assert_true(memcmp(buf, data + (1U << 20) + 50, 50) == 0);
+
+	check_cached(f, ino, data, len);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	check_pool(f, ino, data, len);
+	g_free(data);
+	g_free(buf);
 }
 
 /* eight readers of one cold block: one fetch, seven waits or hits */
@@ -560,14 +631,7 @@ static void test_readahead(struct fx *f, gconstpointer d)
 	size_t off;
 
 	cfg.readahead = 1U << 20;
-	fx_cache(f, &cfg);
-	ino = mkfile(f, "stream");
-	fill_pattern(data, len, 13);
-	cwrite(f, ino, 0, data, len);
-	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
-	cache_destroy(f->c);
-	f->c = NULL;
-	fx_cache(f, &cfg); /* cold */
+	ino = mkfile_cold(f, &cfg, "stream", data, len, 13);
 	for (off = 0; off < len; off += step) {
 		g_assert_cmpint(cache_read(f->c, ino, off, step, buf), ==, (gssize)step);
 		g_assert_true(memcmp(buf, data + off, step) == 0);
@@ -780,6 +844,7 @@ int main(int argc, char **argv)
 	ADD("random/64k", setup_64m, test_random_64k);
 	ADD("random/write-through", setup_64m, test_random_write_through);
 	ADD("one-fetch-per-block", setup_64m, test_one_fetch_per_block);
+	ADD("random-read-narrow", setup_64m, test_random_read_narrow);
 	ADD("dirty-ranges", setup_64m, test_dirty_ranges);
 	ADD("flusher", setup_64m, test_flusher);
 	ADD("dirty-throttle", setup_64m, test_dirty_throttle);

@@ -407,6 +407,9 @@ def test_help_and_version():
     (['--chunk-size', '512K'], "--chunk-size '512K' must be a power of two"),
     (['--hello-timeout', '0'], "--hello-timeout '0' is not a number of seconds"),
     (['--hello-timeout', '1.5'], "--hello-timeout '1.5' is not a number of seconds"),
+    (['--spin-us', 'fast'], "--spin-us 'fast' is not a number of microseconds"),
+    (['--spin-us', '-5'], "--spin-us '-5' is not a number of microseconds"),
+    (['--spin-us', '10001'], "--spin-us '10001' is not a number of microseconds"),
     (['--hugepages', '--backing-file', '/tmp/x'], 'cannot be combined'),
     (['--listen', ''], '--listen needs an address'),
     (['--listen', '0.0.0.0'], 'refusing to listen on 0.0.0.0 without --token-file'),
@@ -656,6 +659,29 @@ def test_hello_deadline(start):
     finally:
         for c in clients:
             c.close()
+
+
+@pytest.mark.parametrize('spin', ['0', '10000'])
+def test_spin_us(start, spin):
+    """A connection thread polling its quiet socket (--spin-us) serves requests
+    that come while it polls and after it went to sleep alike, sees a client's
+    close, and does not hold up the shutdown."""
+    s = start('--port', '0', '--size', '8M', '--spin-us', spin)
+    with authed(s) as c, authed(s) as other:
+        addr, _, rkey = c.pool.regions[0]
+        for i in range(200):                    # back to back: inside the spin
+            data = struct.pack('>Q', i) * 64
+            assert c.write(addr + 512 * (i % 16), rkey, data) == OK
+            assert c.read(addr + 512 * (i % 16), rkey, 512) == (OK, data)
+        time.sleep(0.05)                        # past the 10 ms spin: asleep
+        assert c.read(addr, rkey, 8) == (OK, struct.pack('>Q', 192))
+        assert other.call(PING, b'x') == (OK, b'x')
+    # both closed while their threads poll or sleep; a new client is served
+    with authed(s) as c:
+        assert c.stats()['clients_total'] >= 3
+    t0 = time.monotonic()
+    s.stop_clean()
+    assert time.monotonic() - t0 < 5
 
 
 # ---- protocol: malformed messages ----
