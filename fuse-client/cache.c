@@ -206,6 +206,13 @@ again:
 		cache_block_span(c, first + k, off, end, &s, &e);
 		if (x->vs <= s && e <= x->ve)
 			continue;
+		/* a random read elsewhere in a clean partly valid block: fetch just its range */
+		if (narrow && cache_block_restartable(c, x)) {
+			cache_block_drop(c, x);
+			b[k] = NULL;
+			need++;
+			continue;
+		}
 		/* not valid where we need it: complete it from the pool (a fill) */
 		if (x->busy || x->state == CACHE_WRITEBACK)
 			goto wait;

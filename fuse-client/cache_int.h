@@ -227,6 +227,19 @@ static inline bool cache_has_dirty(const struct cache_block *b)
 	return b->dirty[0] | b->dirty[1] | b->dirty[2] | b->dirty[3];
 }
 
+/*
+ * A partly valid block that nobody uses and that holds nothing the pool
+ * lacks: rather than filling it (fetching the rest of the block) for a
+ * request elsewhere in it, drop it and start it afresh with the request's
+ * own range. Random reads leave many such blocks; a random write or read
+ * into one then moves its own bytes, not block_size. c->lock held.
+ */
+static inline bool cache_block_restartable(const struct cache *c, const struct cache_block *b)
+{
+	return b->state == CACHE_CLEAN && !b->busy && !b->pins && !b->on_dirty_list &&
+	       !cache_has_dirty(b) && !cache_full_valid(c, b);
+}
+
 uint64_t cache_now_ns(void);
 
 /* bytes of block blk that [off, end) covers, as [*s, *e) inside the block */

@@ -89,8 +89,15 @@ again:
 			goto wait;
 		cache_block_span(c, first + k, off, end, &s, &e);
 		/* partly valid and the write would leave a gap: complete it first */
-		if (!cache_full_valid(c, x) && x->vs != x->ve && (e < x->vs || s > x->ve))
+		if (!cache_full_valid(c, x) && x->vs != x->ve && (e < x->vs || s > x->ve)) {
+			if (cache_block_restartable(c, x)) {
+				cache_block_drop(c, x); /* the pool has its bytes */
+				b[k] = NULL;
+				need++;
+				continue;
+			}
 			fills[nfill++] = x;
+		}
 		else if (x->vs == x->ve && !(s == 0 && e == c->bs) &&
 			 cache_blk_off(c, first + k) < size0)
 			fills[nfill++] = x; /* nothing valid (a failed fetch left it): fetch it */

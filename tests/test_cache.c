@@ -440,7 +440,7 @@ static void test_random_read_narrow(struct fx *f, gconstpointer d)
 	struct cache_config cfg = config(4U << 20, 64U << 10, true);
 	const size_t len = (1U << 20) + 100;
 	uint8_t *data = g_malloc(len), *buf = g_malloc(len);
-	uint64_t ino, before;
+	uint64_t ino, before, fills;
 
 	ino = mkfile_cold(f, &cfg, "narrow", data, len, 21);
 
@@ -464,6 +464,16 @@ static void test_random_read_narrow(struct fx *f, gconstpointer d)
 	g_assert_true(memcmp(buf, data + 700000, 100) == 0);
 	memset(data + 720000, 0xab, 300);
 	cwrite(f, ino, 720000, data + 720000, 300);
+
+	/* a random read elsewhere in a clean narrow block starts it afresh: no fill */
+	g_assert_cmpint(cache_read(f->c, ino, 400000, 4096, buf), ==, 4096);
+	g_assert_cmpint(cache_read(f->c, ino, 900000, 100, buf), ==, 100);
+	fills = counter(&f->c->st.fills);
+	before = remote_read_bytes(f);
+	g_assert_cmpint(cache_read(f->c, ino, 440000, 4096, buf), ==, 4096);
+	g_assert_true(memcmp(buf, data + 440000, 4096) == 0);
+	g_assert_cmpuint(remote_read_bytes(f) - before, ==, 8192);
+	g_assert_cmpuint(counter(&f->c->st.fills), ==, fills);
 
 	/* the last block holds 100 bytes of the file: a narrow read there */
 	g_assert_cmpint(cache_read(f->c, ino, (1U << 20) + 50, 4096, buf), ==, 50);
@@ -543,14 +553,32 @@ static void test_dirty_ranges(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(s1.bytes_zeroed - s0.bytes_zeroed, ==, 4096 - sizeof(a));
 	check_pool(f, ino, want, sizeof(want));
 
-	/* a write away from the valid bytes: the block is filled from the pool first */
+	/*
+	 * A write away from the valid bytes of a clean block: the pool has
+	 * those, so the block starts afresh with the write's range (no fill);
+	 * again just the written bytes go out, into a fresh pool sub-block.
+	 */
 	cwrite(f, ino, 30000, b, sizeof(b));
 	memcpy(want + 30000, b, sizeof(b));
+	g_assert_cmpuint(counter(&f->c->st.fills), ==, 0);
+	g_assert_cmpuint(counter(&f->c->st.fetch_batches), ==, 0);
+	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
+	io_get_stats(f->io, &s2);
+	g_assert_cmpuint(s2.bytes_written - s1.bytes_written, ==, sizeof(b));
+	g_assert_cmpuint(s2.bytes_zeroed - s1.bytes_zeroed, ==, 4096 - sizeof(b));
+	check_pool(f, ino, want, sizeof(want));
+
+	/* a dirty partly valid block is filled instead: nothing newer may be lost */
+	io_get_stats(f->io, &s1);
+	cwrite(f, ino, 36000, a, sizeof(a));
+	cwrite(f, ino, 1000, b, sizeof(b));
+	memcpy(want + 36000, a, sizeof(a));
+	memcpy(want + 1000, b, sizeof(b));
 	g_assert_cmpuint(counter(&f->c->st.fills), ==, 1);
 	g_assert_cmpint(cache_flush(f->c, ino), ==, 0);
 	io_get_stats(f->io, &s2);
-	/* now the block is valid entirely: one whole sub-block [28 KiB, 32 KiB) */
-	g_assert_cmpuint(s2.bytes_written - s1.bytes_written, ==, 4096);
+	/* now the block is valid entirely: two whole sub-blocks go out */
+	g_assert_cmpuint(s2.bytes_written - s1.bytes_written, ==, 2 * 4096);
 	check_pool(f, ino, want, sizeof(want));
 	check_cached(f, ino, want, sizeof(want));
 
