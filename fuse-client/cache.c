@@ -204,16 +204,9 @@ again:
 		if (x->state == CACHE_FETCHING)
 			goto wait;
 		cache_block_span(c, first + k, off, end, &s, &e);
-		if (x->vs <= s && e <= x->ve)
+		if (cache_valid(x, s, e))
 			continue;
-		/* a random read elsewhere in a clean partly valid block: fetch just its range */
-		if (narrow && cache_block_restartable(c, x)) {
-			cache_block_drop(c, x);
-			b[k] = NULL;
-			need++;
-			continue;
-		}
-		/* not valid where we need it: complete it from the pool (a fill) */
+		/* not valid where we need it: fetch the sub-blocks that are not (a fill) */
 		if (x->busy || x->state == CACHE_WRITEBACK)
 			goto wait;
 		fill[k] = true;
@@ -224,22 +217,20 @@ again:
 	for (k = 0, got = 0; k < n; k++) {
 		struct cache_block *x = b[k];
 
+		uint32_t s, e;
+
+		cache_block_span(c, first + k, off, end, &s, &e);
 		if (!x) {
 			x = slots[got++];
 			cache_block_insert(c, x, ci, first + k, CACHE_FETCHING);
-			if (narrow) {
-				uint32_t s, e;
-
-				cache_block_span(c, first + k, off, end, &s, &e);
-				x->ws = s & ~(CACHE_SUB - 1);
-				x->we = MIN((e + CACHE_SUB - 1) & ~(CACHE_SUB - 1), c->bs);
-			}
+			cache_want(x, narrow ? s : 0, narrow ? e : c->bs);
 			b[k] = x;
 			fetch[(*nfetch)++] = x;
 			x->pins++;
 			cache_count(&c->st.misses, 1);
 		} else if (fill[k]) {
 			cache_set_state(c, x, CACHE_FETCHING);
+			cache_want(x, narrow ? s : 0, narrow ? e : c->bs);
 			fetch[(*nfetch)++] = x;
 			cache_count(&c->st.misses, 1);
 		} else {
@@ -590,14 +581,10 @@ static void discard_from(struct cache *c, struct cache_inode *ci, uint64_t size)
 		if (bo >= size || bo + c->bs <= size)
 			continue;
 		cut = (uint32_t)(size - bo);
-		for (i = (cut + CACHE_SUB - 1) / CACHE_SUB; i < c->subs; i++)
+		for (i = cache_sub_end(cut); i < c->subs; i++)
 			b->dirty[i / 64] &= ~(1ULL << (i % 64));
-		if (b->ve > cut)
-			b->ve = MAX(b->vs, cut);
-		if (b->vs >= b->ve) {
-			b->vs = b->ve = 0;
-			memset(b->dirty, 0, sizeof(b->dirty));
-		}
+		/* past the new EOF the file reads as zeros (valid sub-blocks stay valid) */
+		memset(b->data + cut, 0, c->bs - cut);
 		if (!cache_has_dirty(b) && b->on_dirty_list) {
 			cache_count(&c->st.discarded, 1);
 			cache_clear_dirty(c, b);

@@ -102,15 +102,14 @@ static unsigned int build_pieces(struct cache *c, struct cache_block **b, unsign
 			}
 			for (j = i + 1; j < c->subs && (b[k]->dirty[j / 64] & (1ULL << (j % 64))); j++)
 				;
-			s = MAX(i * CACHE_SUB, b[k]->vs);
-			e = MIN(j * CACHE_SUB, b[k]->ve);
-			if (s < e) {
-				p[np].off = bo + s;
-				p[np].len = e - s;
-				p[np].buf = b[k]->data + s;
-				p[np].written = NULL;
-				np++;
-			}
+			/* dirty sub-blocks are valid whole (a write fills the edges it needs) */
+			s = i * CACHE_SUB;
+			e = j * CACHE_SUB;
+			p[np].off = bo + s;
+			p[np].len = e - s;
+			p[np].buf = b[k]->data + s;
+			p[np].written = NULL;
+			np++;
 			i = j;
 		}
 	}
@@ -157,7 +156,7 @@ static unsigned int finish(struct cache *c, struct cache_inode *ci, struct cache
 		if (permanent_error(c, rc) || x->failures >= WB_MAX_FAILURES) {
 			/* given up: the cached copy no longer matches the pool */
 			cache_clear_dirty(c, x);
-			x->vs = x->ve = 0;
+			memset(x->valid, 0, sizeof(x->valid));
 			cache_count(&c->st.discarded, 1);
 			given_up++;
 		} else {

@@ -263,10 +263,9 @@ void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_ino
 	b->busy = false;
 	b->ra = false;
 	b->pins = 0;
-	b->vs = b->ve = 0;
-	b->ws = 0;
-	b->we = c->bs;
 	b->failures = 0;
+	memset(b->valid, 0, sizeof(b->valid));
+	cache_want(b, 0, c->bs);
 	memset(b->dirty, 0, sizeof(b->dirty));
 	memset(b->alloc, 0, sizeof(b->alloc));
 	b->hnext = c->hash[h];

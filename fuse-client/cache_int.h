@@ -18,13 +18,15 @@
  * slot i; a block, while it holds data, belongs to (ino, blk) - file bytes
  * [blk * bs, (blk + 1) * bs) - and is in the index and on its inode's list.
  *
- * A block's bytes [vs, ve) are valid (a copy of the file); the rest of the
- * slot means nothing. A fetched block is valid entirely; a block created by
- * a write that did not cover it is valid only where it was written (no read
- * before write), and is completed by a fill when someone needs the rest.
- * dirty[] marks META_BLOCK_SIZE sub-blocks holding data newer than the pool;
- * for a fully valid block a dirty sub-block is written back whole (its clean
- * bytes equal the pool), for a partly valid one only the valid bytes go.
+ * Validity is per META_BLOCK_SIZE sub-block: valid[] marks the sub-blocks
+ * the slot holds a copy of; the rest of the slot means nothing. A block is
+ * fetched whole for a sequential reader, only where a random read needs it
+ * otherwise; a write makes the sub-blocks it covers valid without reading
+ * (a sub-block it covers only partly is fetched first when it lies inside
+ * the file: a read-modify-write of at most two sub-blocks), and a reader
+ * that needs sub-blocks that are not valid fetches just those (a fill).
+ * dirty[] marks sub-blocks holding data newer than the pool; a dirty
+ * sub-block is always valid, and is written back whole.
  *
  * States: EMPTY (free slot), FETCHING (a fetch or fill is in flight: exactly
  * one per block; everybody else who needs its bytes waits on c->cond), CLEAN,
@@ -53,6 +55,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <glib.h>
 
@@ -86,15 +89,16 @@ struct cache_block {
 	bool ra; /* brought in by readahead and not read yet */
 	bool on_dirty_list;
 	uint32_t pins;
-	uint32_t vs, ve; /* valid bytes [vs, ve) of the block */
-	/*
-	 * A new block's fetch brings in [ws, we) only (normally the whole
-	 * block; a random read's own range: see cache_ra_is_seq), which is
-	 * then its valid range. Set with state FETCHING, under c->lock.
-	 */
-	uint32_t ws, we;
 	uint32_t failures; /* write-back attempts that failed in a row */
-	uint64_t dirty[CACHE_MASK_WORDS]; /* sub-blocks newer than the pool */
+	uint64_t valid[CACHE_MASK_WORDS]; /* sub-blocks whose bytes the slot holds */
+	uint64_t dirty[CACHE_MASK_WORDS]; /* sub-blocks newer than the pool (all valid) */
+	/*
+	 * What the block's next fetch brings in: the sub-blocks set here that
+	 * are not valid yet (all of them normally; a random read's own range:
+	 * see cache_ra_is_seq; a write's partly covered edges). Set by the
+	 * thread that puts the block in state FETCHING; all again after.
+	 */
+	uint64_t want[CACHE_MASK_WORDS];
 	uint64_t alloc[CACHE_MASK_WORDS]; /* sub-blocks known to have pool blocks */
 	uint64_t dirty_ns; /* when it became dirty (CLOCK_MONOTONIC) */
 	uint64_t dirty_seq; /* c->dirty_seq when it became dirty */
@@ -217,9 +221,42 @@ static inline void cache_count(uint64_t *counter, uint64_t n)
 	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
 }
 
+/* set bits [from, to) of a sub-block mask; test that all are set */
+bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to);
+void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to);
+
+/* the sub-blocks [s / CACHE_SUB, ceil(e / CACHE_SUB)) of bytes [s, e) */
+static inline unsigned int cache_sub_of(uint32_t s)
+{
+	return s / CACHE_SUB;
+}
+
+static inline unsigned int cache_sub_end(uint32_t e)
+{
+	return (e + CACHE_SUB - 1) / CACHE_SUB;
+}
+
+/* does the slot hold bytes [s, e) of the block? */
+static inline bool cache_valid(const struct cache_block *b, uint32_t s, uint32_t e)
+{
+	return cache_mask_all(b->valid, cache_sub_of(s), cache_sub_end(e));
+}
+
 static inline bool cache_full_valid(const struct cache *c, const struct cache_block *b)
 {
-	return b->vs == 0 && b->ve == c->bs;
+	return cache_mask_all(b->valid, 0, c->subs);
+}
+
+static inline bool cache_none_valid(const struct cache_block *b)
+{
+	return !(b->valid[0] | b->valid[1] | b->valid[2] | b->valid[3]);
+}
+
+/* the next fetch of b brings bytes [s, e) (sub-block aligned outwards) */
+static inline void cache_want(struct cache_block *b, uint32_t s, uint32_t e)
+{
+	memset(b->want, 0, sizeof(b->want));
+	cache_mask_set(b->want, cache_sub_of(s), cache_sub_end(e));
 }
 
 static inline bool cache_has_dirty(const struct cache_block *b)
@@ -227,18 +264,6 @@ static inline bool cache_has_dirty(const struct cache_block *b)
 	return b->dirty[0] | b->dirty[1] | b->dirty[2] | b->dirty[3];
 }
 
-/*
- * A partly valid block that nobody uses and that holds nothing the pool
- * lacks: rather than filling it (fetching the rest of the block) for a
- * request elsewhere in it, drop it and start it afresh with the request's
- * own range. Random reads leave many such blocks; a random write or read
- * into one then moves its own bytes, not block_size. c->lock held.
- */
-static inline bool cache_block_restartable(const struct cache *c, const struct cache_block *b)
-{
-	return b->state == CACHE_CLEAN && !b->busy && !b->pins && !b->on_dirty_list &&
-	       !cache_has_dirty(b) && !cache_full_valid(c, b);
-}
 
 uint64_t cache_now_ns(void);
 
@@ -291,9 +316,6 @@ void cache_inode_maybe_free(struct cache *c, struct cache_inode *ci);
 /* wait on c->cond (c->lock held) */
 void cache_wait(struct cache *c);
 void cache_wake(struct cache *c);
-/* set bits [from, to) of a sub-block mask; test that all are set */
-void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to);
-bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to);
 
 /* ---- cache_fetch.c ---- */
 

@@ -52,24 +52,65 @@ static bool range_allocated(struct cache *c, struct cache_inode *ci, uint64_t of
 }
 
 /*
+ * The sub-blocks of x that a write of [s, e) covers only partly and that
+ * must be fetched first: not valid, and holding file bytes (starting below
+ * size0, the size before the write; past it they read as zeros). With set,
+ * x->want becomes them (the caller is about to fetch x). False: none.
+ */
+static bool edges_to_fill(struct cache *c, struct cache_block *x, uint32_t s, uint32_t e,
+			  uint64_t size0, bool set)
+{
+	uint64_t bo = cache_blk_off(c, x->blk);
+	unsigned int first = cache_sub_of(s), last = cache_sub_end(e) - 1;
+	bool head = s % CACHE_SUB && !cache_valid(x, s, s + 1) &&
+		    bo + (uint64_t)first * CACHE_SUB < size0;
+	bool tail = e % CACHE_SUB && !cache_valid(x, e - 1, e) &&
+		    bo + (uint64_t)last * CACHE_SUB < size0;
+
+	if (!set || (!head && !tail))
+		return head || tail;
+	memset(x->want, 0, sizeof(x->want));
+	if (head)
+		cache_mask_set(x->want, first, first + 1);
+	if (tail)
+		cache_mask_set(x->want, last, last + 1);
+	return true;
+}
+
+/*
+ * After the copy of [s, e) into x: the covered sub-blocks are valid; a
+ * partly covered one that was not valid lies past the old EOF (else it was
+ * filled first), so the rest of it is zeros.
+ */
+static void write_done(struct cache *c, struct cache_block *x, uint32_t s, uint32_t e)
+{
+	unsigned int first = cache_sub_of(s), last = cache_sub_end(e) - 1;
+
+	if (s % CACHE_SUB && !cache_valid(x, s, s + 1))
+		memset(x->data + first * CACHE_SUB, 0, s - first * CACHE_SUB);
+	if (e % CACHE_SUB && !cache_valid(x, e - 1, e))
+		memset(x->data + e, 0, MIN((last + 1) * CACHE_SUB, c->bs) - e);
+	cache_mask_set(x->valid, first, last + 1);
+	cache_mask_set(x->alloc, first, last + 1);
+	cache_mark_dirty(c, x, s, e);
+}
+
+/*
  * Put [off, end) (at most max_req blocks) into the cache as dirty data:
  * src, or zeros when src is NULL. size0 is the file size before this write
- * (blocks entirely past it need no fill: they read as zeros). The pool
- * blocks are already reserved. 0 or -errno (a fill that failed).
+ * (sub-blocks past it need no fill: they read as zeros). The pool blocks
+ * are already reserved. 0 or -errno (a fill that failed).
  */
 static int write_blocks(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t end,
 			const char *src, uint64_t size0)
 {
 	uint64_t first = off >> c->shift, n = ((end - 1) >> c->shift) - first + 1;
 	struct cache_block *stack[3 * 16], **b = stack, **slots, **fills;
-	bool zstack[16], *zero_rest = zstack;
 	unsigned int k, need, got, nfill;
 	int rc = 0;
 
-	if (n > G_N_ELEMENTS(zstack)) {
+	if (n > 16)
 		b = g_new(struct cache_block *, 3 * n);
-		zero_rest = g_new(bool, n);
-	}
 	slots = b + n;
 	fills = b + 2 * n;
 	pthread_mutex_lock(&c->lock);
@@ -88,51 +129,31 @@ again:
 		if (x->state == CACHE_FETCHING || x->state == CACHE_WRITEBACK || x->busy)
 			goto wait;
 		cache_block_span(c, first + k, off, end, &s, &e);
-		/* partly valid and the write would leave a gap: complete it first */
-		if (!cache_full_valid(c, x) && x->vs != x->ve && (e < x->vs || s > x->ve)) {
-			if (cache_block_restartable(c, x)) {
-				cache_block_drop(c, x); /* the pool has its bytes */
-				b[k] = NULL;
-				need++;
-				continue;
-			}
+		if (edges_to_fill(c, x, s, e, size0, false))
 			fills[nfill++] = x;
-		}
-		else if (x->vs == x->ve && !(s == 0 && e == c->bs) &&
-			 cache_blk_off(c, first + k) < size0)
-			fills[nfill++] = x; /* nothing valid (a failed fetch left it): fetch it */
 	}
-	if (nfill) {
-		for (k = 0; k < nfill; k++)
-			cache_set_state(c, fills[k], CACHE_FETCHING);
-		pthread_mutex_unlock(&c->lock);
-		rc = cache_fetch(c, ci, fills, nfill);
-		pthread_mutex_lock(&c->lock);
-		if (rc < 0)
-			goto out;
-		goto again;
-	}
+	if (nfill)
+		goto fetch;
 	if (!cache_slots_take_all(c, b, n, slots, need))
 		goto wait;
-	for (k = 0, got = 0; k < n; k++) {
-		zero_rest[k] = false;
+	for (k = 0; k < n; k++)
 		if (b[k])
-			b[k]->pins--; /* busy protects it from here on */
-		if (!b[k]) {
-			uint32_t s, e;
+			b[k]->pins--; /* pinned only while the slots were taken */
+	/* new blocks go into the index; those with edges to fill are fetched first */
+	for (k = 0, got = 0; k < n; k++) {
+		uint32_t s, e;
 
-			b[k] = slots[got++];
-			/* nothing valid until the copy is done (readers that need it wait: busy) */
-			cache_block_insert(c, b[k], ci, first + k, CACHE_CLEAN);
-			cache_block_span(c, first + k, off, end, &s, &e);
-			zero_rest[k] = cache_blk_off(c, first + k) >= size0 && !(s == 0 && e == c->bs);
-		} else if (b[k]->vs == b[k]->ve) {
-			/* an empty leftover, past EOF or about to be covered entirely */
-			uint32_t s, e;
-
-			cache_block_span(c, first + k, off, end, &s, &e);
-			zero_rest[k] = !(s == 0 && e == c->bs);
-		}
+		if (b[k])
+			continue;
+		b[k] = slots[got++];
+		cache_block_insert(c, b[k], ci, first + k, CACHE_CLEAN);
+		cache_block_span(c, first + k, off, end, &s, &e);
+		if (edges_to_fill(c, b[k], s, e, size0, false))
+			fills[nfill++] = b[k];
+	}
+	if (nfill)
+		goto fetch;
+	for (k = 0; k < n; k++) {
 		b[k]->busy = true;
 		b[k]->ref = true;
 	}
@@ -142,10 +163,6 @@ again:
 		uint32_t s, e;
 
 		cache_block_span(c, first + k, off, end, &s, &e);
-		if (zero_rest[k]) {
-			memset(b[k]->data, 0, s);
-			memset(b[k]->data + e, 0, c->bs - e);
-		}
 		if (src)
 			memcpy(b[k]->data + s, src + (cache_blk_off(c, first + k) + s - off), e - s);
 		else
@@ -154,34 +171,34 @@ again:
 
 	pthread_mutex_lock(&c->lock);
 	for (k = 0; k < n; k++) {
-		struct cache_block *x = b[k];
 		uint32_t s, e;
 
 		cache_block_span(c, first + k, off, end, &s, &e);
-		x->busy = false;
-		if (zero_rest[k] || (s == 0 && e == c->bs)) {
-			x->vs = 0;
-			x->ve = c->bs;
-		} else if (x->vs == x->ve) {
-			x->vs = s;
-			x->ve = e;
-		} else {
-			x->vs = MIN(x->vs, s);
-			x->ve = MAX(x->ve, e);
-		}
-		cache_mask_set(x->alloc, s / CACHE_SUB, (e + CACHE_SUB - 1) / CACHE_SUB);
-		cache_mark_dirty(c, x, s, e);
+		b[k]->busy = false;
+		write_done(c, b[k], s, e);
 	}
 	cache_wake(c);
 out:
 	pthread_mutex_unlock(&c->lock);
-	if (b != stack) {
+	if (b != stack)
 		g_free(b);
-		g_free(zero_rest);
-	}
 	return rc;
 wait:
 	cache_wait(c);
+	goto again;
+fetch:
+	for (k = 0; k < nfill; k++) {
+		uint32_t s, e;
+
+		cache_block_span(c, fills[k]->blk, off, end, &s, &e);
+		edges_to_fill(c, fills[k], s, e, size0, true);
+		cache_set_state(c, fills[k], CACHE_FETCHING);
+	}
+	pthread_mutex_unlock(&c->lock);
+	rc = cache_fetch(c, ci, fills, nfill);
+	pthread_mutex_lock(&c->lock);
+	if (rc < 0)
+		goto out;
 	goto again;
 }
 
@@ -211,22 +228,16 @@ static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t o
 			continue;
 		}
 		cache_block_span(c, blk, off, end, &s, &e);
-		if (x->vs == x->ve || e < x->vs || s > x->ve) {
-			/* it would have a gap: forget it (the pool has everything) */
-			if (!x->pins && !x->on_dirty_list && x->state == CACHE_CLEAN)
-				cache_block_drop(c, x);
-			else
-				x->vs = x->ve = 0;
-			pthread_mutex_unlock(&c->lock);
-			continue;
-		}
 		x->busy = true;
 		pthread_mutex_unlock(&c->lock);
 		memcpy(x->data + s, buf + (cache_blk_off(c, blk) + s - off), e - s);
 		pthread_mutex_lock(&c->lock);
 		x->busy = false;
-		x->vs = MIN(x->vs, s);
-		x->ve = MAX(x->ve, e);
+		/*
+		 * Sub-blocks the write covered are valid now; one it covered only
+		 * partly stays as it was (valid: updated; not: the pool has it).
+		 */
+		cache_mask_set(x->valid, cache_sub_end(s), e == c->bs ? c->subs : e / CACHE_SUB);
 		x->ref = true;
 		cache_wake(c);
 		pthread_mutex_unlock(&c->lock);
