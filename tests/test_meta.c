@@ -35,6 +35,7 @@
 #include "meta.h"
 #include "meta_int.h"
 #include "remote.h"
+#include "super.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -869,6 +870,21 @@ static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t
 	meta_abandon(m);
 }
 
+/* run fsck_pool with o: its exit code must be expect; returns the report's lines as one string */
+static char *fsck_text(struct fx *f, const struct fsck_opts *o, int expect, struct fsck_report *rep)
+{
+	char *msg = NULL, *all;
+
+	fsck_report_init(rep);
+	g_assert_cmpint(fsck_pool(f->r, o, rep, &msg), ==, expect);
+	g_assert_null(msg);
+	g_ptr_array_add(rep->lines, NULL);
+	all = g_strjoinv("\n", (char **)rep->lines->pdata);
+	g_ptr_array_remove_index(rep->lines, rep->lines->len - 1);
+	g_test_message("fsck%s:\n%s", o->repair ? " --repair" : "", all);
+	return all;
+}
+
 static void test_fsck(struct fx *f, gconstpointer d)
 {
 	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
@@ -893,19 +909,12 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	msg = NULL;
 
 	/* fsck finds all three */
-	fsck_report_init(&rep);
-	rc = fsck_pool(f->r, &ro, &rep, &msg);
-	g_assert_null(msg);
-	g_assert_cmpint(rc, ==, 1);
-	g_ptr_array_add(rep.lines, NULL);
-	all = g_strjoinv("\n", (char **)rep.lines->pdata);
-	g_test_message("fsck:\n%s", all);
+	all = fsck_text(f, &ro, 1, &rep);
 	g_assert_nonnull(strstr(all, "missing inode 999999"));
 	g_assert_nonnull(strstr(all, "link count 5, should be 1"));
 	g_assert_nonnull(strstr(all, "also used by another file"));
 	g_assert_cmpuint(rep.repaired, ==, 0);
 	g_free(all);
-	g_ptr_array_remove_index(rep.lines, rep.lines->len - 1);
 	fsck_report_clear(&rep);
 
 	/* --repair fixes them */
@@ -944,6 +953,105 @@ static void test_fsck(struct fx *f, gconstpointer d)
 		g_assert_cmpint(meta_map(m, fb, BS, BS, false, eb, 4), ==, 1);
 		g_assert_cmpuint(ea[0].pool_off, !=, eb[0].pool_off);
 	}
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+/* a subtree cut off from the root: fsck --repair links it into /lost+found, data intact */
+static void test_fsck_lost_found(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct fsck_opts ro = { .lease_takeover_ms = 2000 };
+	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
+	struct meta *m = do_mount(f);
+	struct meta_inode *root;
+	struct fsck_report rep;
+	uint64_t dd, sub, file, lf;
+	uint8_t want[BS], got[BS];
+	char *msg = NULL, *all, name[32];
+
+	dd = mk(m, ROOT, "d", S_IFDIR | 0755);
+	sub = mk(m, dd, "sub", S_IFDIR | 0755);
+	file = mk(m, sub, "file", S_IFREG | 0644);
+	fill_pattern(want, sizeof(want), 33);
+	g_assert_cmpint(write_data(m, f->r, file, 0, want, sizeof(want)), ==, 0);
+	g_assert_cmpint(meta_sync(m), ==, 0);
+	pthread_mutex_lock(&m->lock);
+	root = meta_inode_get(m, ROOT);
+	meta_dir_del(m, root, meta_dir_lookup(root, "d"));
+	pthread_mutex_unlock(&m->lock);
+	g_assert_cmpint(meta_commit(m, true), ==, 0);
+	meta_abandon(m);
+
+	all = fsck_text(f, &ro, 1, &rep);
+	g_snprintf(name, sizeof(name), "inode %" G_GUINT64_FORMAT " (directory", (guint64)dd);
+	g_assert_nonnull(strstr(all, name));
+	g_assert_nonnull(strstr(all, "is not reachable from the root"));
+	g_free(all);
+	fsck_report_clear(&rep);
+
+	fsck_report_init(&rep);
+	g_assert_cmpint(fsck_pool(f->r, &rw, &rep, &msg), ==, 1);
+	g_assert_null(msg);
+	g_assert_cmpuint(rep.repaired, ==, rep.problems);
+	fsck_report_clear(&rep);
+	fsck_report_init(&rep);
+	g_assert_cmpint(fsck_pool(f->r, &ro, &rep, &msg), ==, 0);
+	fsck_report_clear(&rep);
+
+	/* the top of the detached subtree is /lost+found/#<ino>; below it nothing moved */
+	m = do_mount_opts(f, &o, 0, NULL);
+	lf = lookup_ino(m, ROOT, "lost+found");
+	g_assert_cmpuint(lf, !=, 0);
+	g_assert_true(S_ISDIR(attr_of(m, lf).mode));
+	g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)dd);
+	g_assert_cmpuint(lookup_ino(m, lf, name), ==, dd);
+	g_assert_cmpuint(lookup_ino(m, dd, "sub"), ==, sub);
+	g_assert_cmpuint(lookup_ino(m, sub, "file"), ==, file);
+	g_assert_cmpuint(attr_of(m, dd).nlink, ==, 3);
+	read_data(m, f->r, file, 0, got, sizeof(got));
+	g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+	g_assert_cmpint(meta_unmount(m), ==, 0);
+}
+
+/*
+ * The newest checkpoint slot damaged: a mount refuses, fsck --repair falls
+ * back to the previous checkpoint in the other slot (what came after it is
+ * lost, and said so), and the pool mounts again with that state.
+ */
+static void test_fsck_older_slot(struct fx *f, gconstpointer d)
+{
+	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
+	struct meta *m = do_mount(f);
+	struct fsck_report rep;
+	uint8_t junk[4096];
+	uint64_t gen, a, slot;
+	char *msg = NULL, *all;
+
+	a = mk(m, ROOT, "kept", S_IFREG | 0644);
+	g_assert_cmpint(meta_commit(m, true), ==, 0); /* checkpoint G holds "kept" */
+	mk(m, ROOT, "after", S_IFREG | 0644);
+	g_assert_cmpint(meta_commit(m, true), ==, 0); /* checkpoint G + 1, the other slot */
+	g_assert_cmpint(super_read_ckpt_gen(m->sb, &gen), ==, 0);
+	g_assert_cmpuint(gen, >, 1);
+	slot = m->g.slot_off[gen & 1];
+	meta_abandon(m);
+
+	memset(junk, 0x5a, sizeof(junk));
+	g_assert_cmpint(remote_write(f->r, slot + 64, junk, sizeof(junk)), ==, 0);
+
+	m = do_mount_opts(f, &o, -EUCLEAN, &msg);
+	g_assert_nonnull(strstr(msg, "rmemfs-fsck --repair"));
+	g_free(msg);
+	msg = NULL;
+
+	all = fsck_text(f, &rw, 1, &rep);
+	g_assert_nonnull(strstr(all, "using the previous checkpoint"));
+	g_free(all);
+	fsck_report_clear(&rep);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), ==, a);
 	g_assert_cmpint(meta_unmount(m), ==, 0);
 }
 
@@ -1275,6 +1383,8 @@ int main(int argc, char **argv)
 	ADD("/meta/enospc", setup_16m, test_enospc);
 	ADD("/meta/bigdir", setup_512m, test_bigdir);
 	ADD("/meta/fsck", setup_64m, test_fsck);
+	ADD("/meta/fsck-lost-found", setup_64m, test_fsck_lost_found);
+	ADD("/meta/fsck-older-slot", setup_64m, test_fsck_older_slot);
 	ADD("/meta/rename", setup_64m, test_rename);
 	ADD("/meta/xattr", setup_64m, test_xattr);
 	ADD("/meta/names", setup_64m, test_names);
