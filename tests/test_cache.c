@@ -18,19 +18,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <glib.h>
 
+#include "memserver_fx.h"
 #include "cache.h"
 #include "cache_int.h"
 #include "fsck.h"
@@ -44,7 +42,6 @@ static const struct meta_cred root_cred = { .uid = 0, .gid = 0 };
 
 struct fx {
 	GPid pid;
-	int port;
 	struct remote *r;
 	struct meta *m;
 	struct io *io;
@@ -53,58 +50,10 @@ struct fx {
 
 /* ---- memserver and the stack above it ---- */
 
-static void child_setup(gpointer unused)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
 static void fx_server(struct fx *f, const char *size)
 {
-	const char *bd = g_getenv("RMEM_BUILD_DIR");
-	char *bin = g_build_filename(bd ? bd : ".", "memserver", "memserver", NULL);
-	char *argv[] = { bin, (char *)"--size", (char *)size, (char *)"--port", (char *)"0", NULL };
-	struct remote_config cfg;
-	GError *err = NULL;
-	char line[512] = "";
-	size_t have = 0;
-	gint64 deadline;
-	int out_fd, rc;
-	char *p;
-
-	if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, child_setup, NULL,
-				      &f->pid, NULL, &out_fd, NULL, &err))
-		g_error("spawning %s: %s", bin, err->message);
-	g_free(bin);
-	deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
-	while (!memchr(line, '\n', have)) {
-		struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
-		ssize_t n;
-
-		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
-		if (poll(&pfd, 1, 200) <= 0)
-			continue;
-		n = read(out_fd, line + have, sizeof(line) - 1 - have);
-		g_assert_cmpint(n, >, 0);
-		have += (size_t)n;
-		line[have] = 0;
-	}
-	close(out_fd);
-	p = strstr(line, "127.0.0.1:");
-	g_assert_nonnull(p);
-	f->port = atoi(p + strlen("127.0.0.1:"));
-	g_assert_cmpint(f->port, >, 0);
-
-	memset(&cfg, 0, sizeof(cfg));
-	xport_params_init(&cfg.params);
-	cfg.params.host = "127.0.0.1";
-	cfg.params.port = (uint16_t)f->port;
-	cfg.params.quiet = true;
-	cfg.params.op_timeout_ms = 3000;
-	cfg.transport = "tcp";
-	cfg.qps = 2;
-	cfg.bounce_size = 1U << 20;
-	rc = remote_open(&cfg, &f->r);
-	g_assert_cmpint(rc, ==, 0);
+	/* a short op timeout: the write-back tests kill the server under the cache */
+	f->r = tfx_memserver_start(size, 3000, &f->pid);
 }
 
 static void fx_mount(struct fx *f, int takeover_ms)
@@ -152,36 +101,12 @@ static void fx_crash(struct fx *f)
 
 static void fx_kill_server(struct fx *f)
 {
-	int status;
-
-	if (!f->pid)
-		return;
-	kill(f->pid, SIGKILL);
-	waitpid(f->pid, &status, 0);
-	g_spawn_close_pid(f->pid);
-	f->pid = 0;
+	tfx_memserver_kill(&f->pid);
 }
 
 static void fx_stop_server(struct fx *f)
 {
-	int status, i;
-
-	remote_close(f->r);
-	f->r = NULL;
-	if (!f->pid)
-		return;
-	kill(f->pid, SIGTERM);
-	for (i = 0; i < 100; i++) {
-		if (waitpid(f->pid, &status, WNOHANG) == f->pid)
-			break;
-		g_usleep(50000);
-	}
-	if (i == 100) {
-		kill(f->pid, SIGKILL);
-		waitpid(f->pid, &status, 0);
-	}
-	g_spawn_close_pid(f->pid);
-	f->pid = 0;
+	tfx_memserver_stop(&f->r, &f->pid);
 }
 
 static void setup_64m(struct fx *f, gconstpointer d)
