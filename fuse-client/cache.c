@@ -216,7 +216,6 @@ again:
 	*nfetch = 0;
 	for (k = 0, got = 0; k < n; k++) {
 		struct cache_block *x = b[k];
-
 		uint32_t s, e;
 
 		cache_block_span(c, first + k, off, end, &s, &e);
