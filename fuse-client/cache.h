@@ -11,7 +11,7 @@
  * on, writes are accepted into the cache (their blocks allocated at once, so
  * a full pool is an error of the write) and flusher threads write dirty
  * ranges back by age and by dirty ratio; otherwise they go through to the
- * pool. docs/cache.md describes the design.
+ * pool. docs/ARCHITECTURE.md ("The block cache") describes the design.
  *
  * Contract for ops.c:
  *  - fsync / fdatasync: cache_flush(ino), then meta_sync;

@@ -10,7 +10,7 @@
  *   cache_readahead.c  sequential detection and the readahead threads
  *   cache_stats.c      counters, latency histograms, the stats text
  *
- * The model (docs/cache.md has the whole story):
+ * The model (docs/ARCHITECTURE.md, "The block cache", has the whole story):
  *
  * The arena is one mapping of nslots * bs bytes, registered with every
  * channel of the pool (remote_register_arena), so fetches land in slots and

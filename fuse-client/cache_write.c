@@ -16,7 +16,7 @@
  * names them) until a flusher has written their data and committed them
  * (io_writeback). A crash loses unflushed writes and nothing else: their
  * sizes may be durable, so the tail of a file can read as zeros, never as
- * stale data (docs/cache.md has the whole argument).
+ * stale data (docs/ARCHITECTURE.md, "Ordered mode and crash consistency").
  */
 #define G_LOG_DOMAIN "rmemfs-cache"
 

@@ -6,7 +6,7 @@
  * The superblock holds the format (layout.h), the generation of the newest
  * checkpoint, a clean flag, and the lease: a 64-bit owner word taken with
  * RDMA compare-and-swap, a heartbeat word the holder increments, and a
- * holder string for messages. Protocol (docs/fs-internals.md, "Lease"):
+ * holder string for messages. Protocol (docs/ARCHITECTURE.md, "Lease protocol and timing"):
  *
  *   acquire: CAS(owner, 0, me). If the word holds X, watch the heartbeat: it
  *   moves -> X is alive -> -EBUSY naming the holder; it stays still for
