@@ -22,25 +22,26 @@
 #include "cache_int.h"
 #include "io.h"
 
-/* pieces for the wanted, not yet valid sub-blocks of x (at most subs/2 + 1); zeroes past lim */
+/* runs of wanted, not yet valid sub-blocks of x: an upper bound of its pieces */
+static unsigned int fetch_runs(struct cache *c, const struct cache_block *x)
+{
+	unsigned int i = 0, j, n = 0;
+
+	for (; cache_mask_next_run(x->want, x->valid, c->subs, &i, &j); i = j)
+		n++;
+	return n;
+}
+
+/* pieces for the wanted, not yet valid sub-blocks of x; zeroes what lies past lim */
 static unsigned int fetch_pieces(struct cache *c, struct cache_block *x, uint32_t lim,
 				 struct io_piece *p)
 {
 	uint64_t bo = cache_blk_off(c, x->blk);
 	unsigned int i = 0, j, np = 0;
 
-#define WANTED(k) ((x->want[(k) / 64] & ~x->valid[(k) / 64]) & (1ULL << ((k) % 64)))
-	while (i < c->subs) {
-		uint32_t s, e;
+	for (; cache_mask_next_run(x->want, x->valid, c->subs, &i, &j); i = j) {
+		uint32_t s = i * CACHE_SUB, e = MIN(j * CACHE_SUB, MAX(lim, s));
 
-		if (!WANTED(i)) {
-			i++;
-			continue;
-		}
-		for (j = i + 1; j < c->subs && WANTED(j); j++)
-			;
-		s = i * CACHE_SUB;
-		e = MIN(j * CACHE_SUB, MAX(lim, s));
 		if (e > s) {
 			p[np].off = bo + s;
 			p[np].len = e - s;
@@ -51,9 +52,7 @@ static unsigned int fetch_pieces(struct cache *c, struct cache_block *x, uint32_
 		}
 		if (e < j * CACHE_SUB)
 			memset(x->data + e, 0, j * CACHE_SUB - e);
-		i = j;
 	}
-#undef WANTED
 	return np;
 }
 
@@ -63,9 +62,12 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 	struct meta_attr attr;
 	uint64_t t0;
 	unsigned int i, np = 0, nfill = 0;
+	size_t runs = 0;
 	int rc;
 
-	p = g_new0(struct io_piece, (size_t)n * (c->subs / 2 + 1));
+	for (i = 0; i < n; i++)
+		runs += fetch_runs(c, b[i]);
+	p = g_new0(struct io_piece, MAX(runs, (size_t)1));
 	rc = meta_getattr(c->meta, ci->ino, &attr);
 	if (rc == 0) {
 		for (i = 0; i < n; i++) {

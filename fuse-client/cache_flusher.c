@@ -83,7 +83,10 @@ static unsigned int collect(struct cache *c, struct cache_inode *ci, uint64_t se
 	return n;
 }
 
-/* the pool pieces of blocks b[0..n): each run of dirty sub-blocks, cut to the valid bytes */
+/*
+ * The pool pieces of blocks b[0..n): each run of dirty sub-blocks, whole
+ * (dirty sub-blocks are valid whole: a write fills the edges it needs).
+ */
 static unsigned int build_pieces(struct cache *c, struct cache_block **b, unsigned int n,
 				 struct io_piece *p)
 {
@@ -93,24 +96,12 @@ static unsigned int build_pieces(struct cache *c, struct cache_block **b, unsign
 		uint64_t bo = cache_blk_off(c, b[k]->blk);
 		unsigned int i = 0, j;
 
-		while (i < c->subs) {
-			uint32_t s, e;
-
-			if (!(b[k]->dirty[i / 64] & (1ULL << (i % 64)))) {
-				i++;
-				continue;
-			}
-			for (j = i + 1; j < c->subs && (b[k]->dirty[j / 64] & (1ULL << (j % 64))); j++)
-				;
-			/* dirty sub-blocks are valid whole (a write fills the edges it needs) */
-			s = i * CACHE_SUB;
-			e = j * CACHE_SUB;
-			p[np].off = bo + s;
-			p[np].len = e - s;
-			p[np].buf = b[k]->data + s;
+		for (; cache_mask_next_run(b[k]->dirty, NULL, c->subs, &i, &j); i = j) {
+			p[np].off = bo + i * CACHE_SUB;
+			p[np].len = (j - i) * CACHE_SUB;
+			p[np].buf = b[k]->data + i * CACHE_SUB;
 			p[np].written = NULL;
 			np++;
-			i = j;
 		}
 	}
 	return np;

@@ -151,6 +151,20 @@ void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to)
 		mask[i / 64] |= 1ULL << (i % 64);
 }
 
+bool cache_mask_next_run(const uint64_t *set, const uint64_t *clear, unsigned int subs,
+			 unsigned int *i, unsigned int *j)
+{
+#define IN_RUN(k) ((set[(k) / 64] & ~(clear ? clear[(k) / 64] : 0)) & (1ULL << ((k) % 64)))
+	while (*i < subs && !IN_RUN(*i))
+		(*i)++;
+	if (*i >= subs)
+		return false;
+	for (*j = *i + 1; *j < subs && IN_RUN(*j); (*j)++)
+		;
+#undef IN_RUN
+	return true;
+}
+
 bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to)
 {
 	unsigned int i;

@@ -224,6 +224,13 @@ static inline void cache_count(uint64_t *counter, uint64_t n)
 /* set bits [from, to) of a sub-block mask; test that all are set */
 bool cache_mask_all(const uint64_t *mask, unsigned int from, unsigned int to);
 void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to);
+/*
+ * The next run of sub-blocks at or after *i (below subs) whose bits are set
+ * in set and clear in clear (NULL: no such mask), as [*i, *j). False when
+ * there is none.
+ */
+bool cache_mask_next_run(const uint64_t *set, const uint64_t *clear, unsigned int subs,
+			 unsigned int *i, unsigned int *j);
 
 /* the sub-blocks [s / CACHE_SUB, ceil(e / CACHE_SUB)) of bytes [s, e) */
 static inline unsigned int cache_sub_of(uint32_t s)
