@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <glib.h>
@@ -111,6 +112,7 @@ static bool xport_auto_falls_back(int rc)
 int xport_connect(const char *name, const struct xport_params *params, struct xport **out)
 {
 	struct xport_params p;
+	char why[160];
 	int rc;
 
 	if (!params || !out || !params->host)
@@ -134,24 +136,22 @@ int xport_connect(const char *name, const struct xport_params *params, struct xp
 		rc = xport_connect_ops(&xport_rdma_ops, &p, out);
 		if (rc == 0) {
 			if (!p.quiet)
-				g_message("transport auto: using rdma to %s", (*out)->peer);
+				g_message("transport auto: using %s", (*out)->peer);
 			return 0;
 		}
 		if (!xport_auto_falls_back(rc))
 			return rc;
-		if (!p.quiet)
-			g_message("transport auto: rdma to %s:%u failed (%s), falling back to tcp",
-				  p.host, p.port, g_strerror(-rc));
-	} else if (!p.quiet) {
-		g_message("transport auto: no RDMA device, using tcp");
+		snprintf(why, sizeof(why), "rdma to %s:%u failed (%s)", p.host, p.port,
+			 g_strerror(-rc));
+	} else {
+		g_strlcpy(why, "no RDMA device", sizeof(why));
 	}
 #else
-	if (!p.quiet)
-		g_message("transport auto: built without RDMA, using tcp");
+	g_strlcpy(why, "built without RDMA", sizeof(why));
 #endif
 	rc = xport_connect_ops(&xport_tcp_ops, &p, out);
 	if (rc == 0 && !p.quiet)
-		g_message("transport auto: using tcp to %s", (*out)->peer);
+		g_message("transport auto: %s, using %s", why, (*out)->peer);
 	return rc;
 }
 

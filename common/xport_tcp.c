@@ -192,8 +192,8 @@ static void tcp_fail_all(struct xport_tcp *xt, int err, const char *what, int ca
 	if (xt->dead)
 		return;
 	if (xt->count)
-		g_message("%s: %s: %s; failing %u operations in flight with %s", xt->base.peer,
-			  what, g_strerror(-cause), xt->count, g_strerror(-err));
+		g_debug("%s: %s: %s; failing %u operations in flight with %s", xt->base.peer, what,
+			g_strerror(-cause), xt->count, g_strerror(-err));
 	else
 		g_debug("%s: %s: %s", xt->base.peer, what, g_strerror(-cause));
 	while (xt->count) {
