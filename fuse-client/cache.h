@@ -128,7 +128,7 @@ void cache_note_latency(struct cache *c, enum cache_op op, uint64_t ns);
  * CACHE_STATS_XATTR of the root directory (not listed by listxattr).
  */
 #define CACHE_STATS_XATTR "user.rmemfs.stats"
-#define CACHE_STATS_MAX 4096 /* the text never exceeds this */
+#define CACHE_STATS_MAX 8192 /* the text (and the pool state before it) never exceeds this */
 ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap);
 
 /* a one-line summary for `rmemfs -d` at unmount into buf */

@@ -110,7 +110,7 @@ static unsigned int build_pieces(struct cache *c, struct cache_block **b, unsign
 static bool permanent_error(struct cache *c, int rc)
 {
 	return rc == -ENOSPC || rc == -EROFS || rc == -EFBIG || rc == -EINVAL || rc == -EDQUOT ||
-	       remote_fenced(c->remote);
+	       remote_failed(c->remote);
 }
 
 /* drop ci's blocks nobody uses (the inode is gone); c->lock held */
@@ -214,11 +214,17 @@ static int write_back(struct cache *c, struct cache_block **b, unsigned int n)
 	}
 	cache_wake(c);
 	pthread_mutex_unlock(&c->lock);
-	for (k = 0; k < nf; k++)
-		if (f[k].rc < 0 && f[k].rc != -ENOENT)
-			g_message("write-back of ino %" G_GUINT64_FORMAT ": %s (%s)", f[k].ino,
-				  g_strerror(-f[k].rc),
-				  given_up[k] ? "given up: that data is lost" : "will retry");
+	for (k = 0; k < nf; k++) {
+		if (f[k].rc >= 0 || f[k].rc == -ENOENT)
+			continue;
+		if (given_up[k])
+			g_message("write-back of ino %" G_GUINT64_FORMAT ": %s: given up, %u dirty "
+				  "blocks not written (that data is lost)",
+				  f[k].ino, g_strerror(-f[k].rc), given_up[k]);
+		else
+			g_message("write-back of ino %" G_GUINT64_FORMAT ": %s (will retry)",
+				  f[k].ino, g_strerror(-f[k].rc));
+	}
 	g_free(given_up);
 	g_free(gfirst);
 	g_free(gci);

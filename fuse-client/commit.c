@@ -38,7 +38,7 @@
 
 static bool lost(struct meta *m)
 {
-	return remote_fenced(m->r) || (m->sb && super_lease_lost(m->sb));
+	return remote_failed(m->r) || (m->sb && super_lease_lost(m->sb));
 }
 
 /* flush_lock and m->lock held; m->lock is dropped around pool I/O */
@@ -62,8 +62,9 @@ static int do_checkpoint(struct meta *m)
 	pthread_mutex_lock(&m->lock);
 	g_byte_array_unref(buf);
 	if (rc < 0) {
-		g_message("checkpoint %" G_GUINT64_FORMAT " not committed: %s", (guint64)gen,
-			  g_strerror(-rc));
+		if (!lost(m)) /* (a failed pool said so once already) */
+			g_message("checkpoint %" G_GUINT64_FORMAT " not committed: %s",
+				  (guint64)gen, g_strerror(-rc));
 		return -EIO;
 	}
 	g_debug("checkpoint %" G_GUINT64_FORMAT " committed (%" G_GUINT64_FORMAT " bytes)",
@@ -100,7 +101,8 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 	rc = remote_write(m->r, off, buf->data, buf->len);
 	pthread_mutex_lock(&m->lock);
 	if (rc < 0) {
-		g_message("journal write of %u bytes: %s", buf->len, g_strerror(-rc));
+		if (!lost(m))
+			g_message("journal write of %u bytes: %s", buf->len, g_strerror(-rc));
 		journal_unwrite(m->j, buf);
 		return -EIO;
 	}
@@ -176,7 +178,7 @@ static void *flusher_main(void *arg)
 		if (!work)
 			continue;
 		rc = meta_commit(m, false);
-		if (rc < 0 && !failing)
+		if (rc < 0 && !failing && !lost(m))
 			g_message("background metadata commit failed: %s (will retry)",
 				  g_strerror(-rc));
 		else if (rc == 0 && failing)

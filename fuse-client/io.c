@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -51,6 +52,18 @@ struct io {
 static inline void io_count(uint64_t *counter, uint64_t n)
 {
 	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+/* a pool access failed: say so, unless the pool is lost (remote_fail said that, once) */
+static void G_GNUC_PRINTF(2, 3) io_report(struct io *io, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (remote_failed(io->remote))
+		return;
+	va_start(ap, fmt);
+	g_logv(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, fmt, ap);
+	va_end(ap);
 }
 
 static inline uint64_t round_down(uint64_t v)
@@ -186,7 +199,7 @@ static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, c
 		return 0;
 	rc = remote_readv(io->remote, offs, iov, cnt);
 	if (rc < 0)
-		g_message("remote_readv(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+		io_report(io, "remote_readv(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
 			  g_strerror(-rc));
 	return rc;
 }
@@ -216,8 +229,8 @@ static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_
 			if (s < e && ext[i].pool_off) {
 				rc = remote_zero(io->remote, ext[i].pool_off + (s - es), e - s);
 				if (rc < 0) {
-					g_message("remote_zero(ino %" G_GUINT64_FORMAT "): %s", ino,
-						  g_strerror(-rc));
+					io_report(io, "remote_zero(ino %" G_GUINT64_FORMAT "): %s",
+						  ino, g_strerror(-rc));
 					return rc;
 				}
 				io_count(&io->stats.bytes_zeroed, e - s);
@@ -276,7 +289,7 @@ static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, 
 	}
 	rc = remote_writev(io->remote, offs, iov, cnt);
 	if (rc < 0) {
-		g_message("remote_writev(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+		io_report(io, "remote_writev(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
 			  g_strerror(-rc));
 		return rc;
 	}
@@ -713,7 +726,7 @@ int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n)
 	if (rc == 0 && b.cnt) {
 		rc = remote_readv(io->remote, b.offs, b.iov, b.cnt);
 		if (rc < 0)
-			g_message("remote_readv(ino %" G_GUINT64_FORMAT ", %d pieces): %s", ino,
+			io_report(io, "remote_readv(ino %" G_GUINT64_FORMAT ", %d pieces): %s", ino,
 				  b.cnt, g_strerror(-rc));
 	}
 	io_unlock(io, l);
@@ -833,7 +846,7 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 	if (b.cnt) {
 		rc = remote_writev(io->remote, b.offs, b.iov, b.cnt);
 		if (rc < 0) {
-			g_message("remote_writev(%d files, %d pieces): %s", nf, b.cnt,
+			io_report(io, "remote_writev(%d files, %d pieces): %s", nf, b.cnt,
 				  g_strerror(-rc));
 			for (k = 0; k < nf; k++)
 				if (f[k].rc == 0)

@@ -223,6 +223,7 @@ int main(int argc, char **argv)
 	rcfg.params.poll_mode = o.poll_mode;
 	rcfg.qps = o.qps;
 	rcfg.bounce_size = MAIN_BOUNCE_SIZE;
+	rcfg.reconnect_timeout_ms = o.reconnect_timeout_ms;
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.entry_timeout = o.entry_timeout;
@@ -276,6 +277,7 @@ int main(int argc, char **argv)
 	ctx.meta = meta;
 	ctx.io = io;
 	ctx.cache = cache;
+	ctx.remote = remote;
 
 	if (fuse_set_signal_handlers(se) != 0) {
 		fprintf(stderr, "rmemfs: cannot install signal handlers\n");

@@ -56,7 +56,7 @@ static int writable(struct meta *m)
 {
 	if (m->read_only)
 		return -EROFS;
-	if (remote_fenced(m->r) || (m->sb && super_lease_lost(m->sb)))
+	if (remote_failed(m->r) || (m->sb && super_lease_lost(m->sb)))
 		return -EIO;
 	return 0;
 }

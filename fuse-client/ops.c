@@ -42,6 +42,7 @@
 #include "cache.h"
 #include "io.h"
 #include "meta.h"
+#include "remote.h"
 
 #define OPS_MAX_WRITE (1U << 20)
 #define OPS_BLKSIZE (64U << 10) /* st_blksize: the I/O size we like */
@@ -689,9 +690,14 @@ static void reply_stats(fuse_req_t req, size_t size)
 {
 	struct ops_ctx *ctx = req_ctx(req);
 	char *buf = g_malloc(CACHE_STATS_MAX);
-	ssize_t n;
+	ssize_t n, m = 0;
 
-	n = cache_stats_text(ctx->cache, buf, CACHE_STATS_MAX);
+	/* the pool's state first: "state up|away|failed" is what a user looks for */
+	if (ctx->remote)
+		m = remote_state_text(ctx->remote, buf, CACHE_STATS_MAX);
+	n = m < 0 ? m : cache_stats_text(ctx->cache, buf + m, CACHE_STATS_MAX - (size_t)m);
+	if (n >= 0)
+		n += m;
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else if (size == 0)

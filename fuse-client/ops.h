@@ -18,12 +18,14 @@
 struct meta;
 struct io;
 struct cache;
+struct remote;
 
 struct ops_ctx {
 	struct fuse_session *se; /* for notifications to the kernel */
 	struct meta *meta;
 	struct io *io;
 	struct cache *cache;
+	struct remote *remote; /* its state heads the stats text */
 	double entry_timeout; /* seconds the kernel may cache names (and negative lookups) */
 	double attr_timeout; /* seconds the kernel may cache attributes */
 	bool direct_io; /* every open bypasses the page cache */

@@ -47,6 +47,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("writeback_cache=%s", writeback_cache_str, 0),
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
+	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("direct_io", direct_io, 1),
 	OPT("format", format, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
@@ -200,18 +201,23 @@ uint64_t options_default_cache_size(void)
 		     OPTIONS_MAX_DEFAULT_CACHE_SIZE);
 }
 
-static int parse_timeout(const char *name, const char *s, double *out)
+/* seconds in [0, 86400]; with allow_inf also "inf" (INFINITY) */
+static int parse_timeout(const char *name, const char *s, bool allow_inf, double *out)
 {
 	char *end;
 	double v;
 
 	if (!s)
 		return 0;
+	if (allow_inf && strcmp(s, "inf") == 0) {
+		*out = INFINITY;
+		return 0;
+	}
 	errno = 0;
 	v = g_ascii_strtod(s, &end);
 	if (!*s || *end || errno || !isfinite(v) || v < 0 || v > 86400) {
-		fprintf(stderr, "rmemfs: %s=%s: expected seconds between 0 and 86400 (e.g. 1, 0.5, 0)\n",
-			name, s);
+		fprintf(stderr, "rmemfs: %s=%s: expected seconds between 0 and 86400 (e.g. 1, 0.5, 0%s)\n",
+			name, s, allow_inf ? ", inf" : "");
 		return -EINVAL;
 	}
 	*out = v;
@@ -220,6 +226,7 @@ static int parse_timeout(const char *name, const char *s, double *out)
 
 static int validate(struct options *o)
 {
+	double secs = 0;
 	unsigned long long v;
 	uint64_t sz;
 	int rc;
@@ -315,9 +322,12 @@ static int validate(struct options *o)
 	    parse_on_off("writeback_cache", o->writeback_cache_str, &o->writeback_cache) < 0)
 		return -EINVAL;
 
-	if (parse_timeout("entry_timeout", o->entry_timeout_str, &o->entry_timeout) < 0 ||
-	    parse_timeout("attr_timeout", o->attr_timeout_str, &o->attr_timeout) < 0)
+	if (parse_timeout("entry_timeout", o->entry_timeout_str, false, &o->entry_timeout) < 0 ||
+	    parse_timeout("attr_timeout", o->attr_timeout_str, false, &o->attr_timeout) < 0 ||
+	    parse_timeout("reconnect_timeout", o->reconnect_timeout_str, true, &secs) < 0)
 		return -EINVAL;
+	if (o->reconnect_timeout_str)
+		o->reconnect_timeout_ms = isinf(secs) ? -1 : (int)(secs * 1000);
 
 	/* combinations */
 	if (o->format && o->read_only) {
@@ -359,6 +369,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->writeback_cache = true;
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
+	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
 	o->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 
 	if (fuse_opt_parse(&o->args, o, options_table, options_proc) < 0)
@@ -432,6 +443,7 @@ void options_free(struct options *o)
 	free(o->writeback_cache_str);
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
+	free(o->reconnect_timeout_str);
 	fuse_opt_free_args(&o->args);
 	memset(o, 0, sizeof(*o));
 }
@@ -469,6 +481,10 @@ void options_print_help(const char *prog)
 	       "    -o poll=busy|event|hybrid  completion polling (default event)\n"
 	       "    -o entry_timeout=SECS  kernel name cache timeout (default 1)\n"
 	       "    -o attr_timeout=SECS   kernel attribute cache timeout (default 1)\n"
+	       "    -o reconnect_timeout=SECS|inf  how long to wait for a server that went\n"
+	       "                           away before the filesystem fails (default %d;\n"
+	       "                           0: fail at once; inf: wait forever). Meanwhile\n"
+	       "                           requests wait and nothing dirty is dropped\n"
 	       "    -o ro                  mount read-only (takes no lease)\n"
 	       "    -o default_permissions let the kernel check permissions (always on as root)\n"
 	       "    -o allow_other         let other users in (always on as root)\n"
@@ -479,7 +495,8 @@ void options_print_help(const char *prog)
 	       "nouser, owner, group, nofail, comment=..., x-systemd.* and other x-* options.\n"
 	       "\n"
 	       "FUSE options:\n",
-	       prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS);
+	       prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS,
+	       OPTIONS_DEFAULT_RECONNECT_S);
 	fflush(stdout);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();

@@ -30,6 +30,7 @@
 #define OPTIONS_DEFAULT_QPS 4U
 #define OPTIONS_MAX_QPS 64U
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
+#define OPTIONS_DEFAULT_RECONNECT_S 60 /* reconnect_timeout, seconds */
 
 struct options {
 	/* SERVER[:PORT] split; host is g_malloc'd, IPv6 literals without brackets */
@@ -50,6 +51,7 @@ struct options {
 	char *writeback_cache_str;
 	char *entry_timeout_str;
 	char *attr_timeout_str;
+	char *reconnect_timeout_str;
 	int direct_io;
 	int format;
 	int read_only; /* -o ro seen (also passed on to libfuse) */
@@ -67,6 +69,7 @@ struct options {
 	bool writeback_cache; /* the kernel's writeback cache */
 	double entry_timeout;
 	double attr_timeout;
+	int reconnect_timeout_ms; /* -1: wait forever */
 
 	/* from fuse_parse_cmdline */
 	int foreground;

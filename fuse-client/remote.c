@@ -20,18 +20,33 @@
  * do not count against the bounce size, so a whole multi-block request is
  * one batch.
  *
- * A connection-level failure (-ENOTCONN, -EIO, -ETIMEDOUT...) closes the
- * channel's xport; the next request on it reconnects first and checks that the
- * server still serves the same pool (pool_id and size), so a restarted server
- * with a blank pool is never written to. READ and WRITE are retried once on
- * a fresh connection (both are idempotent); atomics are not (a lost reply may
- * hide an applied CAS), the caller decides.
+ * Outages. A connection-level failure (-ENOTCONN, -EIO, -ETIMEDOUT...)
+ * closes the channel's xport and the request is tried again at once on a
+ * fresh connection. If that fails too the server is *away*: the request
+ * waits and retries with backoff (20 ms doubling to 1 s), as does every
+ * other request meanwhile, until the server answers again or
+ * reconnect_timeout has passed since it went away. One message when it
+ * goes, one when it is back. Each channel addresses the pool with its own
+ * connection's descriptor (a restarted memserver registers the same pool
+ * under new keys and addresses); the pool must be the same one (pool_id,
+ * size, region lengths).
+ *
+ * Failure. When the timeout passes, or the server serves another pool, or
+ * the lease is lost (remote_fail), the remote is *failed* for good: the
+ * reason is logged once, and every request from then on fails with -EIO at
+ * once, so nothing above ever waits on a lost pool. READ, WRITE and the
+ * atomics are all retried after an outage: READ and WRITE are idempotent; a
+ * retried atomic may find its own earlier effect (a CAS whose reply was
+ * lost), which its callers recognise (super.c).
  *
  * Fencing: super.c sets a write deadline that its lease heartbeat keeps
- * pushing forward, and fences the pool for good when the lease was taken by
- * someone else; writes and atomics check both before posting.
+ * pushing forward. A write or fenced atomic past the deadline waits for the
+ * heartbeat to prove the lease again (after an outage) rather than fail;
+ * the heartbeat's own atomics are exempt.
  *
- * Lock order: one channel lock at a time, never held while taking another.
+ * Lock order: one channel lock at a time, never held while taking another
+ * or while waiting out an outage; state_lock is taken with or without a
+ * channel lock, and nothing is taken under it.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -39,7 +54,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +65,8 @@
 
 #define REMOTE_MIN_BOUNCE (1U << 20)
 #define REMOTE_DEFAULT_BOUNCE (2U << 20)
+#define REMOTE_BACKOFF_MIN_MS 20U
+#define REMOTE_BACKOFF_MAX_MS 1000U
 
 struct remote_chan {
 	pthread_mutex_t lock;
@@ -66,6 +85,7 @@ struct remote_chan {
 
 struct remote {
 	char *host;
+	char server[80]; /* "host:port", for messages */
 	char *transport_req; /* what the caller asked for ("auto"...) */
 	char transport[16]; /* what the first connection used */
 	struct xport_params params;
@@ -78,8 +98,16 @@ struct remote {
 	unsigned int nchan;
 	struct remote_chan *chan;
 	atomic_uint next; /* the channel released last: the next request starts there */
-	atomic_bool fenced;
-	_Atomic uint64_t deadline_ns;
+	int reconnect_ms; /* how long an absent server is waited for; -1: forever */
+	_Atomic uint64_t deadline_ns; /* lease write deadline (CLOCK_MONOTONIC ns), 0: none */
+	atomic_bool failed; /* set once, never cleared: every request fails */
+	_Atomic uint64_t down_since_ns; /* when the server went away; 0: it answers */
+	/* the state below (and waiting for it to change): under state_lock */
+	pthread_mutex_t state_lock;
+	pthread_cond_t state_cond; /* broadcast: server back, failed, deadline pushed */
+	char *failure; /* why the remote failed, or NULL */
+	unsigned int outages;
+	uint64_t away_ns; /* total time the server was away (ended outages) */
 };
 
 static uint64_t now_ns(void)
@@ -108,13 +136,32 @@ static void chan_disconnect(struct remote_chan *c)
 	c->x = NULL;
 }
 
-/* connect channel c (lock held); first: adopt the pool descriptor, else compare */
+static bool same_pool(const struct proto_pool *a, const struct proto_pool *b)
+{
+	uint32_t i;
+
+	if (a->size != b->size || a->pool_id != b->pool_id || a->nregions != b->nregions)
+		return false;
+	for (i = 0; i < a->nregions; i++)
+		if (a->regions[i].len != b->regions[i].len)
+			return false;
+	return true;
+}
+
+/*
+ * Connect channel c (lock held). first: adopt the pool descriptor and the
+ * transport "auto" chose; later connections use that transport, quietly,
+ * and must find the same pool (else the remote fails: -EIO).
+ */
 static int chan_connect(struct remote *r, struct remote_chan *c, bool first)
 {
+	struct xport_params p = r->params;
 	struct xport *x;
 	int rc;
 
-	rc = xport_connect(r->transport_req, &r->params, &x);
+	if (!first)
+		p.quiet = true;
+	rc = xport_connect(first ? r->transport_req : r->transport, &p, &x);
 	if (rc < 0)
 		return rc;
 	if (first) {
@@ -122,11 +169,13 @@ static int chan_connect(struct remote *r, struct remote_chan *c, bool first)
 		if (rc < 0)
 			goto err_close;
 		g_strlcpy(r->transport, xport_name(x), sizeof(r->transport));
-	} else if (x->pool.size != r->pool.size || x->pool.pool_id != r->pool.pool_id ||
-		   x->pool.nregions != r->pool.nregions) {
-		g_message("%s now serves another pool (id %016" G_GINT64_MODIFIER
-			  "x, was %016" G_GINT64_MODIFIER "x): refusing to use it",
-			  x->peer, (guint64)x->pool.pool_id, (guint64)r->pool.pool_id);
+	} else if (!same_pool(&x->pool, &r->pool)) {
+		remote_fail(r,
+			    "%s now serves another pool (id %016" G_GINT64_MODIFIER
+			    "x, %" G_GUINT64_FORMAT " bytes) where this filesystem's pool was (id %016"
+			    G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT " bytes): the pool is lost",
+			    r->server, (guint64)x->pool.pool_id, (guint64)x->pool.size,
+			    (guint64)r->pool.pool_id, (guint64)r->pool.size);
 		rc = -EIO;
 		goto err_close;
 	}
@@ -183,20 +232,161 @@ static void chan_put(struct remote *r, struct remote_chan *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* make sure c is connected (lock held) */
+/* wait on state_cond for at most ms (state_lock held) */
+static void state_wait_ms(struct remote *r, uint64_t ms)
+{
+	uint64_t t = now_ns() + ms * 1000000ULL;
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
+			       .tv_nsec = (long)(t % 1000000000ULL) };
+
+	pthread_cond_timedwait(&r->state_cond, &r->state_lock, &ts);
+}
+
+static int usable(struct remote *r)
+{
+	return atomic_load(&r->failed) ? -EIO : 0;
+}
+
+/*
+ * May a write go out? Not once failed. Past the lease deadline the
+ * heartbeat has not proved the lease lately (the server was away, say):
+ * wait until it does, at most reconnect_timeout, then fail the remote.
+ */
+static int write_allowed(struct remote *r)
+{
+	uint64_t dl = atomic_load(&r->deadline_ns), t0, now;
+	bool expired = false;
+
+	if (atomic_load(&r->failed))
+		return -EIO;
+	if (!dl || now_ns() <= dl)
+		return 0;
+	pthread_mutex_lock(&r->state_lock);
+	t0 = now_ns();
+	for (;;) {
+		now = now_ns();
+		dl = atomic_load(&r->deadline_ns);
+		if (r->failure || !dl || now <= dl)
+			break;
+		if (r->reconnect_ms >= 0 && now - t0 >= (uint64_t)r->reconnect_ms * 1000000ULL) {
+			expired = true;
+			break;
+		}
+		state_wait_ms(r, 100);
+	}
+	pthread_mutex_unlock(&r->state_lock);
+	if (expired)
+		remote_fail(r, "the lease could not be renewed for %d s (reconnect_timeout)",
+			    r->reconnect_ms / 1000);
+	return usable(r);
+}
+
+/* make sure c is connected (lock held); -EIO once failed, else why it cannot connect */
 static int chan_ready(struct remote *r, struct remote_chan *c)
 {
 	int rc;
 
+	if (atomic_load(&r->failed))
+		return -EIO;
 	if (c->x)
 		return 0;
 	rc = chan_connect(r, c, false);
 	if (rc < 0) {
 		g_debug("reconnecting channel %u: %s", c->idx, g_strerror(-rc));
-		return conn_error(rc) || rc == -ECONNREFUSED ? -EIO : rc;
+		return atomic_load(&r->failed) ? -EIO : rc;
 	}
-	g_message("channel %u reconnected to %s", c->idx, c->x->peer);
+	g_debug("channel %u reconnected to %s", c->idx, c->x->peer);
 	return 0;
+}
+
+/* the server answered: end an outage (says how long it lasted) */
+static void server_answers(struct remote *r)
+{
+	uint64_t since;
+
+	if (!atomic_load(&r->down_since_ns))
+		return;
+	pthread_mutex_lock(&r->state_lock);
+	since = atomic_load(&r->down_since_ns);
+	if (since) {
+		uint64_t away = now_ns() - since;
+
+		atomic_store(&r->down_since_ns, 0);
+		r->away_ns += away;
+		g_message("%s is back after %.1f s away", r->server, (double)away / 1e9);
+		pthread_cond_broadcast(&r->state_cond);
+	}
+	pthread_mutex_unlock(&r->state_lock);
+}
+
+/*
+ * A request on channel c (lock held) ended with rc: close a dead connection,
+ * release c, note what the answer says about the server. Returns rc.
+ */
+static int chan_done(struct remote *r, struct remote_chan *c, enum xport_op_type type, int rc)
+{
+	if (rc >= 0) {
+		chan_put(r, c);
+		server_answers(r);
+		return rc;
+	}
+	if (conn_error(rc) && c->x) {
+		g_debug("channel %u: %s %s: %s; reconnecting", c->idx, c->x->peer,
+			xport_op_type_str(type), g_strerror(-rc));
+		chan_disconnect(c);
+	}
+	chan_put(r, c);
+	if (rc == -EKEYREVOKED) {
+		remote_fail(r, "LEASE LOST: %s fenced this client off the pool (another client "
+			    "took the lease over)", r->server);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+/*
+ * No connection to the server could be had (err), or a fresh one died: the
+ * server is away - the first request to see it says so - and requests wait
+ * out a backoff (woken early when it is back or the remote failed) until
+ * reconnect_timeout has passed since it went away. Returns 0 (try again) or
+ * -EIO (failed).
+ */
+static int outage_wait(struct remote *r, int err, unsigned int attempt)
+{
+	uint64_t now, since, limit_ns, ms;
+	bool expired = false;
+
+	limit_ns = (uint64_t)r->reconnect_ms * 1000000ULL;
+	pthread_mutex_lock(&r->state_lock);
+	now = now_ns();
+	since = atomic_load(&r->down_since_ns);
+	if (!since && !r->failure) {
+		since = now;
+		atomic_store(&r->down_since_ns, since);
+		r->outages++;
+		if (r->reconnect_ms < 0)
+			g_message("lost %s (%s); waiting for it to come back", r->server,
+				  g_strerror(-err));
+		else if (r->reconnect_ms > 0)
+			g_message("lost %s (%s); waiting up to %d s for it to come back", r->server,
+				  g_strerror(-err), r->reconnect_ms / 1000);
+	}
+	if (!r->failure) {
+		if (r->reconnect_ms >= 0 && now - since >= limit_ns) {
+			expired = true;
+		} else {
+			ms = MIN((uint64_t)REMOTE_BACKOFF_MIN_MS << MIN(attempt, 6U),
+				 (uint64_t)REMOTE_BACKOFF_MAX_MS);
+			if (r->reconnect_ms >= 0)
+				ms = MIN(ms, (limit_ns - (now - since)) / 1000000ULL + 1);
+			state_wait_ms(r, ms);
+		}
+	}
+	pthread_mutex_unlock(&r->state_lock);
+	if (expired)
+		remote_fail(r, "%s unreachable for %.1f s (%s; reconnect_timeout=%d s)", r->server,
+			    (double)(now - since) / 1e9, g_strerror(-err), r->reconnect_ms / 1000);
+	return usable(r);
 }
 
 /* region index holding pool offset off (binary search) */
@@ -220,18 +410,6 @@ static bool in_arena(const struct remote_chan *c, const uint8_t *p, size_t len)
 {
 	return c->arena_mr && p >= c->arena && len <= c->arena_len &&
 	       (size_t)(p - c->arena) <= c->arena_len - len;
-}
-
-static int check_fence(struct remote *r)
-{
-	uint64_t dl;
-
-	if (atomic_load(&r->fenced))
-		return -EIO;
-	dl = atomic_load(&r->deadline_ns);
-	if (dl && now_ns() > dl)
-		return -EIO;
-	return 0;
 }
 
 /*
@@ -282,8 +460,8 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 			op->wr_id = n;
 			op->mr = c->mr;
 			op->len = (uint32_t)len;
-			op->raddr = r->pool.regions[reg].addr + (off - r->region_start[reg]);
-			op->rkey = r->pool.regions[reg].rkey;
+			op->raddr = c->x->pool.regions[reg].addr + (off - r->region_start[reg]);
+			op->rkey = c->x->pool.regions[reg].rkey;
 			if (zero) {
 				op->local = c->bounce;
 			} else if (direct) {
@@ -315,85 +493,117 @@ static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type t
 	return 0;
 }
 
+/* one request on channel c (lock held, connected); 0 or -errno */
+typedef int (*chan_fn)(struct remote *r, struct remote_chan *c, void *arg);
+
+/*
+ * Run fn on a connected channel until it succeeds, fails for a reason of its
+ * own, or the remote fails. fenced: a write (write_allowed). A connection
+ * that had died is replaced at once (every channel may hold one after a
+ * server restart); when no connection can be had, or a fresh one dies too,
+ * the server is away (outage_wait).
+ */
+static int run(struct remote *r, bool fenced, enum xport_op_type type, chan_fn fn, void *arg)
+{
+	unsigned int attempt = 0;
+	int rc;
+
+	for (;;) {
+		struct remote_chan *c;
+		bool fresh, connected;
+
+		rc = fenced ? write_allowed(r) : usable(r);
+		if (rc < 0)
+			return rc;
+		c = chan_get(r);
+		fresh = !c->x;
+		rc = chan_ready(r, c);
+		connected = rc == 0;
+		if (connected)
+			rc = fn(r, c, arg);
+		rc = chan_done(r, c, type, rc);
+		if (rc >= 0 || atomic_load(&r->failed))
+			return rc;
+		if (connected && !conn_error(rc))
+			return rc;
+		if (connected && !fresh)
+			continue;
+		rc = outage_wait(r, rc, attempt++);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+struct rw_req {
+	enum xport_op_type type;
+	bool zero;
+	const uint64_t *offs;
+	const struct iovec *iov;
+	int cnt;
+};
+
+static int rw_fn(struct remote *r, struct remote_chan *c, void *arg)
+{
+	struct rw_req *q = arg;
+
+	return chan_rw(r, c, q->type, q->zero, q->offs, q->iov, q->cnt);
+}
+
 static int do_rw(struct remote *r, enum xport_op_type type, bool zero, const uint64_t *offs,
 		 const struct iovec *iov, int cnt)
 {
-	struct remote_chan *c;
-	int attempt, rc = 0, i;
+	struct rw_req q = { .type = type, .zero = zero, .offs = offs, .iov = iov, .cnt = cnt };
+	int i;
 
 	for (i = 0; i < cnt; i++)
 		if (offs[i] + iov[i].iov_len < offs[i] || offs[i] + iov[i].iov_len > r->pool.size)
 			return -ERANGE;
-	if (type == XPORT_WRITE) {
-		rc = check_fence(r);
-		if (rc < 0)
-			return rc;
-	}
-	c = chan_get(r);
-	for (attempt = 0; attempt < 2; attempt++) {
-		rc = chan_ready(r, c);
-		if (rc < 0)
-			break;
-		rc = chan_rw(r, c, type, zero, offs, iov, cnt);
-		if (rc >= 0 || !conn_error(rc))
-			break;
-		g_message("channel %u: %s %s: %s; reconnecting", c->idx, c->x->peer,
-			  xport_op_type_str(type), g_strerror(-rc));
-		chan_disconnect(c);
-		rc = -EIO;
-	}
-	chan_put(r, c);
+	return run(r, type == XPORT_WRITE, type, rw_fn, &q);
+}
+
+struct atomic_req {
+	enum xport_op_type type;
+	uint64_t off, compare_add, swap;
+	uint64_t *old;
+};
+
+/* one atomic on channel c (lock held, connected); the old value to *old */
+static int atomic_fn(struct remote *r, struct remote_chan *c, void *arg)
+{
+	struct atomic_req *q = arg;
+	uint64_t raddr, *res = (uint64_t *)c->bounce;
+	uint32_t rkey;
+	int rc;
+
+	rc = proto_pool_resolve(&c->x->pool, q->off, 8, &raddr, &rkey);
+	if (rc < 0)
+		return rc;
+	if (q->type == XPORT_CAS)
+		rc = xport_cas(c->x, c->mr, res, raddr, rkey, q->compare_add, q->swap);
+	else
+		rc = xport_fetch_add(c->x, c->mr, res, raddr, rkey, q->compare_add);
+	if (rc >= 0 && q->old)
+		*q->old = *res;
 	return rc;
 }
 
 static int do_atomic(struct remote *r, enum xport_op_type type, bool fenced, uint64_t off,
 		     uint64_t compare_add, uint64_t swap, uint64_t *old)
 {
-	struct remote_chan *c;
-	uint64_t raddr;
-	uint32_t rkey;
-	uint64_t *res;
-	int rc;
+	struct atomic_req q = {
+		.type = type, .off = off, .compare_add = compare_add, .swap = swap, .old = old
+	};
 
 	if (off % 8 || off + 8 > r->pool.size)
 		return -EINVAL;
-	if (fenced) {
-		rc = check_fence(r);
-		if (rc < 0)
-			return rc;
-	}
-	rc = proto_pool_resolve(&r->pool, off, 8, &raddr, &rkey);
-	if (rc < 0)
-		return rc;
-	c = chan_get(r);
-	rc = chan_ready(r, c);
-	if (rc < 0)
-		goto out;
-	res = (uint64_t *)c->bounce;
-	if (type == XPORT_CAS)
-		rc = xport_cas(c->x, c->mr, res, raddr, rkey, compare_add, swap);
-	else
-		rc = xport_fetch_add(c->x, c->mr, res, raddr, rkey, compare_add);
-	if (rc < 0) {
-		if (conn_error(rc)) {
-			g_message("channel %u: %s %s: %s", c->idx, c->x->peer,
-				  xport_op_type_str(type), g_strerror(-rc));
-			chan_disconnect(c);
-			rc = -EIO;
-		}
-		goto out;
-	}
-	if (old)
-		*old = *res;
-out:
-	chan_put(r, c);
-	return rc;
+	return run(r, fenced, type, atomic_fn, &q);
 }
 
 /* ---- public API ---- */
 
 int remote_open(const struct remote_config *cfg, struct remote **out)
 {
+	pthread_condattr_t ca;
 	struct remote *r;
 	unsigned int i;
 	uint64_t start = 0;
@@ -410,6 +620,14 @@ int remote_open(const struct remote_config *cfg, struct remote **out)
 	r->bounce_len = cfg->bounce_size ? cfg->bounce_size : REMOTE_DEFAULT_BOUNCE;
 	r->bounce_len = MAX(r->bounce_len, (size_t)REMOTE_MIN_BOUNCE);
 	r->bounce_len = (r->bounce_len + 4095) & ~(size_t)4095;
+	r->reconnect_ms = cfg->reconnect_timeout_ms;
+	snprintf(r->server, sizeof(r->server), strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
+		 r->host, r->params.port ? r->params.port : PROTO_DEFAULT_PORT);
+	pthread_mutex_init(&r->state_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->state_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	r->nchan = cfg->qps;
 	r->chan = g_new0(struct remote_chan, r->nchan);
 	for (i = 0; i < r->nchan; i++) {
@@ -464,6 +682,9 @@ void remote_close(struct remote *r)
 	proto_pool_clear(&r->pool);
 	g_free(r->host);
 	g_free(r->transport_req);
+	g_free(r->failure);
+	pthread_cond_destroy(&r->state_cond);
+	pthread_mutex_destroy(&r->state_lock);
 	g_free(r);
 }
 
@@ -598,17 +819,63 @@ void remote_unregister_arena(struct remote *r)
 		pthread_mutex_unlock(&r->chan[i].lock);
 }
 
-void remote_fence(struct remote *r)
+void remote_fail(struct remote *r, const char *fmt, ...)
 {
-	atomic_store(&r->fenced, true);
+	va_list ap;
+	char *why;
+
+	va_start(ap, fmt);
+	why = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&r->state_lock);
+	if (!r->failure) {
+		r->failure = why;
+		why = NULL;
+		atomic_store(&r->failed, true);
+		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
+			  "fails with EIO; unmount it.",
+			  r->failure);
+		pthread_cond_broadcast(&r->state_cond);
+	}
+	pthread_mutex_unlock(&r->state_lock);
+	g_free(why);
 }
 
-bool remote_fenced(const struct remote *r)
+bool remote_failed(const struct remote *r)
 {
-	return atomic_load(&((struct remote *)r)->fenced);
+	return atomic_load(&((struct remote *)r)->failed);
+}
+
+ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
+{
+	uint64_t now = now_ns(), since, away;
+	const char *state;
+	unsigned int outages;
+	char *failure;
+	int n;
+
+	pthread_mutex_lock(&r->state_lock);
+	since = atomic_load(&r->down_since_ns);
+	state = r->failure ? "failed" : since ? "away" : "up";
+	away = r->away_ns + (since ? now - since : 0);
+	outages = r->outages;
+	failure = g_strdup(r->failure ? r->failure : "");
+	pthread_mutex_unlock(&r->state_lock);
+	/* (a reason is one line: messages never hold a newline) */
+	n = snprintf(buf, cap, "state %s\nserver %s\noutages %u\naway_ms %" G_GUINT64_FORMAT
+		     "\n%s%s%s",
+		     state, r->server, outages, (guint64)(away / 1000000ULL),
+		     *failure ? "failure " : "", failure, *failure ? "\n" : "");
+	g_free(failure);
+	if (n < 0 || (size_t)n >= cap)
+		return -ERANGE;
+	return n;
 }
 
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
 {
+	pthread_mutex_lock(&r->state_lock);
 	atomic_store(&r->deadline_ns, deadline_ns);
+	pthread_cond_broadcast(&r->state_cond);
+	pthread_mutex_unlock(&r->state_lock);
 }

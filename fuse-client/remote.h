@@ -8,8 +8,9 @@
  * channel (one xport + a registered bounce area) is taken from a pool of
  * `qps` channels for each request so FUSE worker threads proceed in parallel.
  * Memory inside the registered cache arena moves without the bounce copy.
- * When a connection dies, requests on it fail with -EIO and the channel is
- * reconnected on next use (the lease decides whether we may keep writing).
+ * When the server goes away, requests wait for it (reconnect_timeout) and
+ * retry; when it stays away, or comes back with another pool, or the lease
+ * is lost, the remote *fails*: every request fails with -EIO at once, for good.
  *
  * All functions return 0 or -errno and are thread-safe.
  */
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "xport.h"
@@ -30,6 +32,8 @@ struct remote_config {
 	struct xport_params params; /* host, port, token hash, poll mode... */
 	unsigned int qps; /* channels (connections), >= 1 */
 	size_t bounce_size; /* registered bytes per channel (>= 1 MiB) */
+	/* how long requests wait for a server that went away: 0 fails at once, -1 forever */
+	int reconnect_timeout_ms;
 };
 
 int remote_open(const struct remote_config *cfg, struct remote **out);
@@ -63,14 +67,25 @@ int remote_register_arena(struct remote *r, void *addr, size_t len);
 void remote_unregister_arena(struct remote *r);
 
 /*
- * Write fencing, driven by the lease (super.c). Once remote_fence() was
- * called, or CLOCK_MONOTONIC passed the deadline (ns; 0 = none), every write,
- * zero, CAS and FETCH_ADD fails with -EIO: a client that may have lost its
+ * The failed state. remote_fail() records why the pool can no longer be used
+ * (logged once; later calls are ignored) and from then on every request
+ * fails with -EIO at once; remote_failed() says whether that happened.
+ * remote_state_text() renders "name value" lines for the stats xattr: state
+ * up|away|failed, server, outages, away_ms and, once failed, the failure;
+ * bytes written, or -ERANGE if cap is too small.
+ */
+void remote_fail(struct remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool remote_failed(const struct remote *r);
+ssize_t remote_state_text(struct remote *r, char *buf, size_t cap);
+
+/*
+ * Write fencing, driven by the lease (super.c). Once CLOCK_MONOTONIC passes
+ * the deadline (ns; 0 = none), every write, zero, CAS and FETCH_ADD waits for
+ * the deadline to be pushed again (the heartbeat proving the lease), at most
+ * reconnect_timeout; then the remote fails. A client that may have lost its
  * lease must not touch the pool. The *_unfenced atomics below are exempt;
  * only the lease protocol itself uses them.
  */
-void remote_fence(struct remote *r);
-bool remote_fenced(const struct remote *r);
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns);
 int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap,
 			uint64_t *old);

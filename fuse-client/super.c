@@ -176,7 +176,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 		rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
 		if (rc < 0)
 			goto err_io;
-		if (old == 0) {
+		if (old == 0 || old == me) { /* me: a retry after a lost reply */
 			s->my_id = me;
 			return acquired(s, holder);
 		}
@@ -189,7 +189,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 				g_free(who);
 				goto err_io;
 			}
-			if (old == x) {
+			if (old == x || old == me) {
 				if (how == SUPER_LEASE_FORCE)
 					g_message("lease forcibly taken from %s", who);
 				else
@@ -212,7 +212,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
 			if (rc < 0)
 				goto err_io;
-			if (old == 0) {
+			if (old == 0 || old == me) {
 				s->my_id = me;
 				return acquired(s, holder);
 			}
@@ -238,7 +238,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 					g_free(who);
 					goto err_io;
 				}
-				if (old == x) {
+				if (old == x || old == me) {
 					g_message("taking over the lease of %s (silent for %d ms)",
 						  who, s->takeover_ms);
 					g_free(who);
@@ -316,12 +316,9 @@ static void heartbeat_once(struct super *s)
 	if (owner != s->my_id) {
 		char *who = read_holder(s);
 
-		g_message("LEASE LOST: the pool is now held by %s; refusing every further "
-			  "write (unmount and mount again)",
-			  who);
-		g_free(who);
 		atomic_store(&s->lost, true);
-		remote_fence(s->r);
+		remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
+		g_free(who);
 		return;
 	}
 	push_deadline(s);
@@ -396,7 +393,7 @@ int super_lease_release(struct super *s)
 		return rc;
 	}
 	s->my_id = 0;
-	if (old != id) {
+	if (old != id && old != 0) { /* 0: a retry after a lost reply */
 		g_message("lease was no longer ours at release");
 		return -ESTALE;
 	}
@@ -448,10 +445,10 @@ int super_commit_ckpt_gen(struct super *s, uint64_t old, uint64_t new)
 	 * so the word already names the right slot).
 	 */
 	if (seen != old && seen != new) {
-		g_message("checkpoint generation is %" G_GUINT64_FORMAT ", expected %"
-			  G_GUINT64_FORMAT ": someone else writes this pool",
-			  (guint64)seen, (guint64)old);
-		remote_fence(s->r);
+		remote_fail(s->r,
+			    "checkpoint generation is %" G_GUINT64_FORMAT ", expected %"
+			    G_GUINT64_FORMAT ": someone else writes this pool",
+			    (guint64)seen, (guint64)old);
 		return -ESTALE;
 	}
 	return 0;

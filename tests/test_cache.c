@@ -630,7 +630,11 @@ static void test_enospc_at_write(struct fx *f, gconstpointer d)
 	g_free(chunk);
 }
 
-/* the server dies: fsync reports the write-back error; a flusher error goes to close, once */
+/*
+ * The server dies (reconnect_timeout 0: the pool is lost at once): fsync
+ * reports the write-back error; a flusher error goes to close, once; the
+ * failed remote refuses new writes.
+ */
 static void test_writeback_error(struct fx *f, gconstpointer d)
 {
 	struct cache_config cfg = config(8U << 20, 64U << 10, true);
@@ -646,15 +650,18 @@ static void test_writeback_error(struct fx *f, gconstpointer d)
 	ino2 = mkfile(f, "doomed2");
 	fill_pattern(data, sizeof(data), 9);
 	cwrite(f, ino, 0, data, sizeof(data));
+	cwrite(f, ino2, 0, data, sizeof(data));
 	fx_kill_server(f);
 
 	rc = cache_flush(f->c, ino);
 	g_assert_cmpint(rc, <, 0);
 	g_assert_cmpint(cache_close(f->c, ino), ==, 0); /* reported once, by the fsync */
+	g_assert_true(remote_failed(f->r));
+	g_assert_cmpint(cache_write(f->c, ino, 0, data, sizeof(data), true), ==, -EIO);
 
 	/* the flusher meets the error: the next close reports it */
 	f->c->expire_ns = 1000000; /* (the test owns the cache: no lock needed for a policy knob) */
-	cwrite(f, ino2, 0, data, sizeof(data));
+	cache_flusher_kick(f->c);
 	deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
 	while (counter(&f->c->st.wb_errors) < 2 && g_get_monotonic_time() < deadline)
 		g_usleep(10000);

@@ -170,8 +170,9 @@ class MemServer:
         return f'{host}:{self.port}'
 
     def start(self):
+        """Start (again: on the port it had, with its pool file if any)."""
         cmd = [binary('memserver/memserver'), '--size', self.size, '--listen', HOST,
-               '--port', '0', '--token-file', self.token_file,
+               '--port', str(self.port or 0), '--token-file', self.token_file,
                '--transport', 'tcp' if TRANSPORT == 'tcp' else 'auto']
         if self.backing_file:
             cmd += ['--backing-file', self.backing_file]
@@ -185,9 +186,9 @@ class MemServer:
         self.port = int(m.group(2))
         return self
 
-    def stop(self):
+    def stop(self, sig=signal.SIGTERM):
         if self.proc:
-            stop_process(self.proc)
+            stop_process(self.proc, sig)
             self.pump.join()
 
     def warnings(self):
@@ -473,6 +474,28 @@ def outcome(fn, *args):
         return ('ok', fn(*args))
     except OSError as e:
         return ('err', errno.errorcode.get(e.errno, e.errno))
+
+
+STATS_XATTR = 'user.rmemfs.stats'
+
+
+def stats(mnt):
+    """The stats xattr as a dict: numbers as int, other values (latency lines,
+    state, failure) as text."""
+    out = {}
+    for line in os.getxattr(mnt, STATS_XATTR).decode().splitlines():
+        key, _, value = line.partition(' ')
+        out[key] = int(value) if value.isdigit() else value
+    return out
+
+
+def wait_for(cond, timeout=30.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
 
 
 def pattern(seed, n):

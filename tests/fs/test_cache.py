@@ -10,31 +10,10 @@ import errno
 import mmap
 import os
 import random
-import time
 
 import pytest
 
-from conftest import pattern
-
-STATS = 'user.rmemfs.stats'
-
-
-def stats(mnt):
-    """The cache's counters as a dict (latency lines keep their text)."""
-    out = {}
-    for line in os.getxattr(mnt, STATS).decode().splitlines():
-        key, _, value = line.partition(' ')
-        out[key] = int(value) if value.isdigit() else value
-    return out
-
-
-def wait_for(cond, timeout=30.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
+from conftest import STATS_XATTR as STATS, pattern, stats, wait_for
 
 
 def test_stats_xattr(env):
@@ -50,6 +29,7 @@ def test_stats_xattr(env):
     for key in ('lat_read_us', 'lat_write_us', 'lat_fsync_us'):
         assert 'p50' in s[key] and 'p99' in s[key], s[key]
     assert s['block_size'] == 64 << 10
+    assert s['state'] == 'up' and s['outages'] == 0 and s['server'] == server.addr
     # read-only, and invisible to listxattr (the battery compares listings)
     assert STATS not in os.listxattr(mnt)
     for fn in (lambda: os.setxattr(mnt, STATS, b'0'), lambda: os.removexattr(mnt, STATS)):
@@ -137,7 +117,7 @@ def test_fsync_reports_writeback_error(env):
     """The pool goes away under dirty data: fsync says so (EIO), and the
     error is reported once."""
     server = env.server('64M')
-    fs = env.rmemfs(server)
+    fs = env.rmemfs(server, options=['reconnect_timeout=0'])
     env.expected_warnings = False
     p = os.path.join(fs.mountpoint, 'f')
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
@@ -163,7 +143,9 @@ def test_close_reports_flusher_error(env):
     """A write-back error met by the flusher (no fsync anywhere) is
     reported by the next close of the file, once."""
     server = env.server('64M')
-    fs = env.rmemfs(server, options=['direct_io'])
+    # (long enough for the write below to be accepted before the lease heartbeat finds the
+    # server gone and the mount fails)
+    fs = env.rmemfs(server, options=['direct_io', 'reconnect_timeout=3'])
     p = os.path.join(fs.mountpoint, 'f')
     fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
     server.proc.kill()

@@ -292,7 +292,7 @@ def test_server_death_gives_errors_not_hangs(env):
     an error within the transport's timeout instead of hanging, and the mount
     can still be taken down."""
     server = env.server('64M')
-    fs = env.rmemfs(server, options=['direct_io'])
+    fs = env.rmemfs(server, options=['direct_io', 'reconnect_timeout=1'])
     with open(os.path.join(fs.mountpoint, 'f'), 'wb') as f:
         f.write(pattern(5, 1 << 20))
     server.proc.kill()
