@@ -467,12 +467,48 @@ def utimensat(path, atime, mtime, follow=True):
     _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), ts, flags))
 
 
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int64]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def resident_pages(fd, length):
+    """How many pages of the file's first length bytes are in the page cache
+    (mincore(2) on a mapping that is never touched, so nothing is faulted in)."""
+    if length == 0:
+        return 0
+    addr = _libc.mmap(None, length, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    if addr == ctypes.c_void_p(-1).value:
+        _check(-1)
+    try:
+        page = os.sysconf('SC_PAGE_SIZE')
+        vec = ctypes.create_string_buffer((length + page - 1) // page)
+        _check(_libc.mincore(addr, length, vec))
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        _libc.munmap(addr, length)
+
+
 def outcome(fn, *args):
     """('ok', value) or ('err', errno name): comparable across filesystems."""
     try:
         return ('ok', fn(*args))
     except OSError as e:
         return ('err', errno.errorcode.get(e.errno, e.errno))
+
+
+STATS = 'user.rmemfs.stats'
+
+
+def stats(mnt):
+    """The block cache's counters as a dict (latency lines keep their text)."""
+    out = {}
+    for line in os.getxattr(mnt, STATS).decode().splitlines():
+        key, _, value = line.partition(' ')
+        out[key] = int(value) if value.isdigit() else value
+    return out
 
 
 def pattern(seed, n):

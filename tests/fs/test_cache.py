@@ -14,18 +14,7 @@ import time
 
 import pytest
 
-from conftest import pattern
-
-STATS = 'user.rmemfs.stats'
-
-
-def stats(mnt):
-    """The cache's counters as a dict (latency lines keep their text)."""
-    out = {}
-    for line in os.getxattr(mnt, STATS).decode().splitlines():
-        key, _, value = line.partition(' ')
-        out[key] = int(value) if value.isdigit() else value
-    return out
+from conftest import STATS, pattern, stats
 
 
 def wait_for(cond, timeout=30.0, step=0.05):
