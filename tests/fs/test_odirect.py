@@ -29,9 +29,12 @@ def round_up(n):
 
 @pytest.fixture(params=[[], ['writeback_cache=off']], ids=['writeback_cache', 'no-wbcache'])
 def mnt(env, request):
-    """A default mount (kernel caches on, as users run it), writeback cache on or off."""
+    """A default mount (kernel caches on, as users run it), writeback cache on
+    or off; a clean unmount with exit status 0 at the end."""
     server = env.server('64M')
-    return env.rmemfs(server, options=request.param, caches=True).mountpoint
+    fs = env.rmemfs(server, options=request.param, caches=True)
+    yield fs.mountpoint
+    assert fs.unmount() == 0, f'rmemfs exit status at unmount:\n{fs.output()}'
 
 
 class Mismatch(AssertionError):
