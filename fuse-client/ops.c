@@ -411,12 +411,23 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 	return do_truncate(ctx, ino, &sa, &cred, &a);
 }
 
+/*
+ * -o direct_io: FOPEN_DIRECT_IO, every descriptor bypasses the page cache. The
+ * kernel then refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP would lift that, but
+ * libfuse 3.14 cannot request it).
+ *
+ * O_DIRECT opens are not FOPEN_DIRECT_IO: the kernel's own O_DIRECT path sends
+ * their reads and writes to us as FUSE_READ/FUSE_WRITE without a page-cache copy,
+ * after writing back (and, for writes, dropping) the cached pages of the range,
+ * so they stay coherent with buffered I/O and shared mmap of the same file, and
+ * such a descriptor can be mmap'ed like on a local filesystem.
+ *
+ * Pages survive close/open (keep_cache): this client is the pool's only writer.
+ */
 static void set_open_flags(struct ops_ctx *ctx, struct fuse_file_info *fi)
 {
-	/* O_DIRECT, or -o direct_io: this descriptor bypasses the page cache */
-	fi->direct_io = ctx->direct_io || (fi->flags & O_DIRECT);
-	/* else pages survive close/open: this client is the pool's only writer */
-	fi->keep_cache = !fi->direct_io;
+	fi->direct_io = ctx->direct_io;
+	fi->keep_cache = !ctx->direct_io;
 }
 
 static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -468,6 +468,30 @@ def utimensat(path, atime, mtime, follow=True):
     _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), ts, flags))
 
 
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int64]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def resident_pages(fd, length):
+    """How many pages of the file's first length bytes are in the page cache
+    (mincore(2) on a mapping that is never touched, so nothing is faulted in)."""
+    if length == 0:
+        return 0
+    addr = _libc.mmap(None, length, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    if addr == ctypes.c_void_p(-1).value:
+        _check(-1)
+    try:
+        page = os.sysconf('SC_PAGE_SIZE')
+        vec = ctypes.create_string_buffer((length + page - 1) // page)
+        _check(_libc.mincore(addr, length, vec))
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        _libc.munmap(addr, length)
+
+
 def outcome(fn, *args):
     """('ok', value) or ('err', errno name): comparable across filesystems."""
     try:
@@ -476,14 +500,14 @@ def outcome(fn, *args):
         return ('err', errno.errorcode.get(e.errno, e.errno))
 
 
-STATS_XATTR = 'user.rmemfs.stats'
+STATS = 'user.rmemfs.stats'
 
 
 def stats(mnt):
     """The stats xattr as a dict: numbers as int, other values (latency lines,
     state, failure) as text."""
     out = {}
-    for line in os.getxattr(mnt, STATS_XATTR).decode().splitlines():
+    for line in os.getxattr(mnt, STATS).decode().splitlines():
         key, _, value = line.partition(' ')
         out[key] = int(value) if value.isdigit() else value
     return out

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from conftest import STATS_XATTR as STATS, pattern, stats, wait_for
+from conftest import STATS, pattern, stats, wait_for
 
 
 def test_stats_xattr(env):
