@@ -139,7 +139,6 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = OPS_MAX_WRITE; /* libfuse derives max_pages from it */
 	conn->time_gran = 1;
 	want(conn, FUSE_CAP_ASYNC_READ);
-	want(conn, FUSE_CAP_ATOMIC_O_TRUNC); /* open() truncates: one request, no window */
 	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
 	want(conn, FUSE_CAP_PARALLEL_DIROPS);
 	want(conn, FUSE_CAP_ASYNC_DIO);
@@ -161,6 +160,11 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	 * would leave that to us, and a write-back WRITE does not tell who wrote.
 	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * Nor atomic O_TRUNC: the kernel then truncates with a SETATTR that
+	 * carries the set-id bits to clear; when OPEN truncated, it drops them.
+	 */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/* what the kernel will really do decides how setattr and lseek behave */
 	ctx->writeback_cache = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
@@ -429,7 +433,11 @@ static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	reply_entry(req, rc, &a);
 }
 
-/* O_TRUNC at open/create: size 0, and mtime/ctime move even if it was empty (as Linux does) */
+/*
+ * O_TRUNC at create, of a file another opener created since the kernel's
+ * lookup (an open truncates by SETATTR, see ops_init): size 0, and
+ * mtime/ctime move even if it was empty (as Linux does)
+ */
 static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ops_ctx *ctx = req_ctx(req);
@@ -461,14 +469,6 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
-	}
-	if (fi->flags & O_TRUNC) {
-		rc = open_truncate(req, ino);
-		if (rc < 0) {
-			meta_release(ctx->meta, ino);
-			fuse_reply_err(req, -rc);
-			return;
-		}
 	}
 	set_open_flags(ctx, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)

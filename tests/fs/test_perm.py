@@ -199,6 +199,20 @@ def test_write_by_root_keeps_setid(mounted, tmpfs):
     assert got['w'][0] == got['t'][0] == '0o106777'
 
 
+def test_truncate_by_non_owner_clears_setid(mounted, tmpfs):
+    """truncate, ftruncate and open(O_TRUNC) by a user who may write."""
+    files, steps = {}, []
+    for op in ('truncate', 'ftruncate', 'open_trunc'):
+        for name, mode in [('both', 0o6777), ('sgid_nox', 0o2767)]:
+            f = f'{name}_{op}'
+            files[f] = (mode, 0, 0, False)
+            steps.append((f, op, f))
+    got = same_as_tmpfs(mounted, tmpfs, files, steps)
+    for op in ('truncate', 'ftruncate', 'open_trunc'):
+        assert got['user'][f'both_{op}'] == 'ok'
+        assert got[f'both_{op}'][0] == '0o100777'
+
+
 def test_chown_chgrp_chmod_with_supplementary_groups(mounted, tmpfs):
     """The owner changes the group to any group it is in (supplementary ones
     too), never to another; only root changes the owner; chmod g+s sticks
