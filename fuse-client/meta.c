@@ -135,7 +135,7 @@ static int get_dir(struct meta *m, uint64_t ino, struct meta_inode **out)
 	return 0;
 }
 
-static bool in_group(const struct meta_cred *cred, uint32_t gid)
+bool meta_cred_in_group(const struct meta_cred *cred, uint32_t gid)
 {
 	int i;
 
@@ -209,22 +209,31 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *out)
 	return rc;
 }
 
-static int setattr_check(struct meta_inode *in, const struct meta_setattr *sa,
-			 const struct meta_cred *cred)
+/* the ownership rules, where the kernel did not check them (no default_permissions) */
+static int setattr_perm(const struct meta_inode *in, const struct meta_setattr *sa,
+			const struct meta_cred *cred)
 {
-	bool root = cred->uid == 0, owner = cred->uid == in->a.uid;
+	bool owner = cred->uid == in->a.uid;
 	uint32_t v = sa->valid;
 
-	if ((v & META_SET_MODE) && !root && !owner)
+	if (cred->kernel_checked || cred->uid == 0)
+		return 0;
+	if ((v & META_SET_MODE) && !owner)
 		return -EPERM;
-	if ((v & META_SET_UID) && !root && !(owner && sa->uid == in->a.uid))
+	if ((v & META_SET_UID) && !(owner && sa->uid == in->a.uid))
 		return -EPERM;
-	if ((v & META_SET_GID) && !root &&
-	    !(owner && (sa->gid == in->a.gid || in_group(cred, sa->gid))))
+	if ((v & META_SET_GID) &&
+	    !(owner && (sa->gid == in->a.gid || meta_cred_in_group(cred, sa->gid))))
 		return -EPERM;
-	if ((v & (META_SET_ATIME | META_SET_MTIME | META_SET_CTIME)) && !root && !owner)
+	if ((v & (META_SET_ATIME | META_SET_MTIME | META_SET_CTIME)) && !owner)
 		return -EPERM;
-	if (v & META_SET_SIZE) {
+	return 0;
+}
+
+static int setattr_check(const struct meta_inode *in, const struct meta_setattr *sa,
+			 const struct meta_cred *cred)
+{
+	if (sa->valid & META_SET_SIZE) {
 		if (S_ISDIR(in->a.mode))
 			return -EISDIR;
 		if (!S_ISREG(in->a.mode))
@@ -232,7 +241,31 @@ static int setattr_check(struct meta_inode *in, const struct meta_setattr *sa,
 		if (sa->size > (uint64_t)INT64_MAX)
 			return -EFBIG;
 	}
-	return 0;
+	return setattr_perm(in, sa, cred);
+}
+
+/*
+ * The set-id rules of chmod and chown where the kernel did not apply them
+ * (it does with default_permissions, and sends the resulting mode): chmod by
+ * a non-root caller drops S_ISGID for a group (the new one, if it changes
+ * too) it is not in; chown of a non-directory clears S_ISUID, and S_ISGID if
+ * group-executable (by root too, as Linux does).
+ */
+static uint32_t setattr_mode(const struct meta_inode *in, const struct meta_setattr *sa,
+			     const struct meta_cred *cred, uint32_t mode)
+{
+	uint32_t gid = (sa->valid & META_SET_GID) ? sa->gid : in->a.gid;
+
+	if (cred->kernel_checked)
+		return mode;
+	if ((sa->valid & META_SET_MODE) && cred->uid != 0 && !meta_cred_in_group(cred, gid))
+		mode &= ~(uint32_t)S_ISGID;
+	if ((sa->valid & (META_SET_UID | META_SET_GID)) && !S_ISDIR(mode)) {
+		mode &= ~(uint32_t)S_ISUID;
+		if (mode & S_IXGRP)
+			mode &= ~(uint32_t)S_ISGID;
+	}
+	return mode;
 }
 
 int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
@@ -240,7 +273,6 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 {
 	struct meta_inode *in;
 	struct timespec now;
-	bool root = cred->uid == 0;
 	uint32_t v = sa->valid;
 	int rc;
 
@@ -267,24 +299,13 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 		in->a.size = sa->size;
 		in->a.mtime = now;
 	}
-	if (v & META_SET_MODE) {
-		uint32_t mode = (in->a.mode & S_IFMT) | (sa->mode & 07777);
-
-		if (!root && !in_group(cred, in->a.gid))
-			mode &= ~(uint32_t)S_ISGID;
-		in->a.mode = mode;
-	}
-	if (v & (META_SET_UID | META_SET_GID)) {
-		if (v & META_SET_UID)
-			in->a.uid = sa->uid;
-		if (v & META_SET_GID)
-			in->a.gid = sa->gid;
-		if (!root && !S_ISDIR(in->a.mode)) {
-			in->a.mode &= ~(uint32_t)S_ISUID;
-			if (in->a.mode & S_IXGRP)
-				in->a.mode &= ~(uint32_t)S_ISGID;
-		}
-	}
+	if (v & META_SET_MODE)
+		in->a.mode = (in->a.mode & S_IFMT) | (sa->mode & 07777);
+	in->a.mode = setattr_mode(in, sa, cred, in->a.mode);
+	if (v & META_SET_UID)
+		in->a.uid = sa->uid;
+	if (v & META_SET_GID)
+		in->a.gid = sa->gid;
 	if (v & META_SET_ATIME_NOW)
 		in->a.atime = now;
 	else if (v & META_SET_ATIME)

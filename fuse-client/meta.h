@@ -19,9 +19,12 @@
  * -ENAMETOOLONG, -ENOSPC, -EISDIR, -ENOTDIR, -EINVAL, -EPERM, -ENODATA,
  * -ERANGE, -EIO).
  *
- * Permissions are checked by the kernel (default_permissions), except the
- * sticky-bit and ownership rules meta applies itself where the kernel leaves
- * them to the filesystem (chown/chmod/utimes by non-owners: -EPERM).
+ * Permissions: with default_permissions the kernel checks every request,
+ * setattr included (chown/chgrp with the caller's supplementary groups and
+ * capabilities, chmod, explicit times), and sends the set-id bits it clears
+ * as a mode change; such a credential says kernel_checked and meta applies
+ * the change as asked. Without it (a mount of one user) meta applies the
+ * ownership rules itself (chown/chmod/utimes by non-owners: -EPERM).
  */
 #ifndef RMEM_META_H
 #define RMEM_META_H
@@ -62,7 +65,12 @@ struct meta_cred {
 	/* optional supplementary groups (fuse_req_getgroups), for chgrp/setgid rules */
 	const uint32_t *groups;
 	int ngroups;
+	/* the kernel already checked the request (default_permissions): no rules here */
+	bool kernel_checked;
 };
+
+/* is gid the caller's primary or one of its supplementary groups? */
+bool meta_cred_in_group(const struct meta_cred *cred, uint32_t gid);
 
 /* setattr: which fields (META_SET_*) and their values */
 #define META_SET_MODE (1U << 0)
@@ -135,8 +143,10 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *out);
 /*
  * Change attributes. A size change frees whole blocks past the new size; the
  * caller (io.c) zeroes the tail of a partial last block BEFORE shrinking
- * (see io_truncate). Ownership rules: only root changes uid; the owner may
- * change gid to a group it is in... (checked with cred; -EPERM).
+ * (see io_truncate). Unless cred->kernel_checked, the ownership rules are
+ * checked with cred (-EPERM): only root changes uid; the owner may change gid
+ * to a group it is in; chmod by the owner drops S_ISGID for a group it is not
+ * in; chown by non-root clears S_ISUID, and S_ISGID if group-executable.
  */
 int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 		 const struct meta_cred *cred, struct meta_attr *out);

@@ -60,12 +60,29 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* who asks; with default_permissions the kernel checked the request already */
 static struct meta_cred req_cred(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	struct meta_cred cred = { .uid = c->uid, .gid = c->gid };
 
+	cred.kernel_checked = req_ctx(req)->default_permissions;
 	return cred;
+}
+
+#define OPS_MAX_GROUPS 64
+
+/* adds the caller's supplementary groups (buf: OPS_MAX_GROUPS) to cred */
+static void req_groups(fuse_req_t req, gid_t *buf, struct meta_cred *cred)
+{
+	int n = fuse_req_getgroups(req, OPS_MAX_GROUPS, buf);
+
+	if (n < 0) {
+		g_debug("fuse_req_getgroups: %s", g_strerror(-n));
+		return; /* the primary group only */
+	}
+	cred->groups = buf;
+	cred->ngroups = MIN(n, OPS_MAX_GROUPS);
 }
 
 static void attr_to_stat(const struct meta_attr *a, struct stat *st)
@@ -123,7 +140,6 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = OPS_MAX_WRITE; /* libfuse derives max_pages from it */
 	conn->time_gran = 1;
 	want(conn, FUSE_CAP_ASYNC_READ);
-	want(conn, FUSE_CAP_ATOMIC_O_TRUNC); /* open() truncates: one request, no window */
 	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
 	want(conn, FUSE_CAP_PARALLEL_DIROPS);
 	want(conn, FUSE_CAP_ASYNC_DIO);
@@ -139,6 +155,17 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_SPLICE_MOVE | FUSE_CAP_EXPORT_SUPPORT);
 	if (ctx->writeback_cache && !ctx->direct_io)
 		want(conn, FUSE_CAP_WRITEBACK_CACHE);
+	/*
+	 * The kernel clears set-id bits on write, truncate and chown itself and
+	 * sends the result as a mode change (see ops_setattr); with killpriv it
+	 * would leave that to us, and a write-back WRITE does not tell who wrote.
+	 */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * Nor atomic O_TRUNC: the kernel then truncates with a SETATTR that
+	 * carries the set-id bits to clear; when OPEN truncated, it drops them.
+	 */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/* what the kernel will really do decides how setattr and lseek behave */
 	ctx->writeback_cache = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
@@ -237,15 +264,23 @@ static int do_truncate(struct ops_ctx *ctx, fuse_ino_t ino, const struct meta_se
 }
 
 /*
+ * With default_permissions the kernel checked every SETATTR (chown/chgrp
+ * with the caller's supplementary groups and capabilities, chmod, explicit
+ * times); the ones it sends on its own authority come with FATTR_FORCE
+ * semantics and need no check: clearing set-id bits after a write or
+ * truncate by anyone allowed to write (a mode change, possibly by a
+ * non-owner), and the times below. So req_cred says kernel_checked and meta
+ * applies what is asked. Without default_permissions (a mount of one user)
+ * meta checks the ownership rules with the caller's groups.
+ *
  * With the writeback cache the kernel keeps mtime/ctime itself and sends
  * them as explicit times: after writes (by anyone allowed to write) and for
  * utimes(NULL) (where atime comes as "now"). An explicit mtime without an
- * explicit atime is that - a user's own utimensat with explicit times was
- * already checked by the kernel (default_permissions) or comes from the
- * only user of the mount. meta would refuse explicit times from a
+ * explicit atime is that - a user's own utimensat with explicit times comes
+ * from the only user of the mount. meta would refuse explicit times from a
  * non-owner, so such a request is applied with this credential.
  */
-static const struct meta_cred kernel_cred = { .uid = 0, .gid = 0 };
+static const struct meta_cred kernel_cred = { .kernel_checked = true };
 
 static bool kernel_times(const struct ops_ctx *ctx, int to_set)
 {
@@ -260,11 +295,14 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 {
 	struct ops_ctx *ctx = req_ctx(req);
 	struct meta_cred cred = req_cred(req);
+	gid_t groups[OPS_MAX_GROUPS];
 	struct meta_setattr sa;
 	struct meta_attr a;
 	struct stat st;
 	int rc;
 
+	if (!cred.kernel_checked && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_GID)))
+		req_groups(req, groups, &cred);
 	memset(&sa, 0, sizeof(sa));
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		sa.valid |= META_SET_MODE;
@@ -396,7 +434,11 @@ static void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	reply_entry(req, rc, &a);
 }
 
-/* O_TRUNC at open/create: size 0, and mtime/ctime move even if it was empty (as Linux does) */
+/*
+ * O_TRUNC at create, of a file another opener created since the kernel's
+ * lookup (an open truncates by SETATTR, see ops_init): size 0, and
+ * mtime/ctime move even if it was empty (as Linux does)
+ */
 static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ops_ctx *ctx = req_ctx(req);
@@ -439,14 +481,6 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
-	}
-	if (fi->flags & O_TRUNC) {
-		rc = open_truncate(req, ino);
-		if (rc < 0) {
-			meta_release(ctx->meta, ino);
-			fuse_reply_err(req, -rc);
-			return;
-		}
 	}
 	set_open_flags(ctx, fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
@@ -831,25 +865,12 @@ static void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	fuse_reply_err(req, -meta_removexattr(req_ctx(req)->meta, ino, name));
 }
 
-static bool in_group(fuse_req_t req, uint32_t gid)
-{
-	gid_t groups[64];
-	int n, i;
-
-	if (fuse_req_ctx(req)->gid == gid)
-		return true;
-	n = fuse_req_getgroups(req, G_N_ELEMENTS(groups), groups);
-	for (i = 0; i < n && i < (int)G_N_ELEMENTS(groups); i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
-}
-
 /* only asked without default_permissions (a mount of one user, by that user) */
 static void ops_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct ops_ctx *ctx = req_ctx(req);
-	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct meta_cred cred = req_cred(req);
+	gid_t groups[OPS_MAX_GROUPS];
 	struct meta_attr a;
 	unsigned int bits;
 	int rc;
@@ -859,16 +880,17 @@ static void ops_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		fuse_reply_err(req, rc < 0 ? -rc : 0);
 		return;
 	}
-	if (c->uid == 0) {
+	if (cred.uid == 0) {
 		/* root may do anything but execute a file nobody may execute */
 		bool x_denied = (mask & X_OK) && !S_ISDIR(a.mode) && !(a.mode & 0111);
 
 		fuse_reply_err(req, x_denied ? EACCES : 0);
 		return;
 	}
-	if (c->uid == a.uid)
+	req_groups(req, groups, &cred);
+	if (cred.uid == a.uid)
 		bits = (a.mode >> 6) & 7;
-	else if (in_group(req, a.gid))
+	else if (meta_cred_in_group(&cred, a.gid))
 		bits = (a.mode >> 3) & 7;
 	else
 		bits = a.mode & 7;

@@ -1237,6 +1237,23 @@ static void test_setattr(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(a.gid, ==, 301);
 	g_assert_cmpuint(a.mode & 07777, ==, 0755);
 	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	/* chown by root clears them too, as Linux does */
+	sa.valid = META_SET_MODE;
+	sa.mode = 06755;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
+	sa.valid = META_SET_UID;
+	sa.uid = 1000;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
+	g_assert_cmpuint(a.mode & 07777, ==, 0755);
+	/* what the kernel checked (default_permissions) is applied as asked */
+	other.kernel_checked = true;
+	sa.valid = META_SET_MODE | META_SET_GID;
+	sa.mode = 02755;
+	sa.gid = 555;
+	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, 0);
+	g_assert_cmpuint(a.mode & 07777, ==, 02755);
+	g_assert_cmpuint(a.gid, ==, 555);
+	other.kernel_checked = false;
 	/* explicit times only by the owner */
 	sa.valid = META_SET_MTIME;
 	sa.mtime.tv_sec = 12345;

@@ -10,6 +10,15 @@ Environment:
   RMEM_TEST_SCALE      multiplies the sizes and counts of heavy tests
                        (default 1; e.g. 0.1 under emulated RDMA)
 
+What the suite assumes of the machine, each checked where it is used (a
+test skips with the reason when it is absent): /dev/fuse that this process
+can open (all tests), root for mounting tmpfs/mount.fuse3, device nodes and
+switching users (setpriv, or subprocess user=/extra_groups= with numeric ids
+that need no passwd entry: 65534, 4242...), a set-user-ID fusermount3 and
+/dev/fuse open to users for the unprivileged mount (granted for that test and
+restored if not), loopback TCP on ephemeral ports. /etc/fuse.conf is not
+needed (user mounts do not use allow_other).
+
 Every daemon runs with G_DEBUG=fatal-warnings, and a test fails when one of
 them printed a GLib WARNING/CRITICAL. Teardown always unmounts lazily and
 kills what it started, even when the test failed.

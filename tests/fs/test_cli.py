@@ -4,11 +4,13 @@ option or value, clear mount failures (unreachable server, wrong token,
 foreign pool) before detaching, the fstab path through mount(8)/mount.fuse3,
 daemon mode, IPv6 literals, and -d statistics at unmount.
 """
+import contextlib
 import errno
 import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -196,6 +198,8 @@ def test_fstab_line_through_mount_fuse3(env):
     opts = (f'defaults,_netdev,nofail,token_file={server.token_file},transport={TRANSPORT},'
             'entry_timeout=0')
     helper = shutil.which('mount.fuse3') or '/sbin/mount.fuse3'
+    if not os.access(helper, os.X_OK):
+        pytest.skip('mount.fuse3 (fuse3 package) not installed')
     r = subprocess.run([helper, server.addr, mnt, '-t', 'fuse.rmemfs', '-o', opts],
                        capture_output=True, text=True, timeout=60, env=path_env)
     try:
@@ -288,11 +292,54 @@ USER_SCRIPT = textwrap.dedent('''
 ''')
 
 
+@contextlib.contextmanager
+def dev_fuse_for_users():
+    """An unprivileged mount needs /dev/fuse open to other users (libfuse
+    opens it before it runs fusermount3): distributions ship it 0666, a fresh
+    VM or container may have 0600. If so, o+rw is granted for the test and the
+    mode restored afterwards (unless something else changed it meanwhile)."""
+    mode = stat.S_IMODE(os.stat('/dev/fuse').st_mode)
+    if mode & 0o006 == 0o006:
+        yield
+        return
+    try:
+        os.chmod('/dev/fuse', mode | 0o006)
+    except OSError as e:
+        pytest.skip(f'/dev/fuse is {mode:o} and cannot be opened to users: {e.strerror}')
+    try:
+        yield
+    finally:
+        if stat.S_IMODE(os.stat('/dev/fuse').st_mode) == mode | 0o006:
+            os.chmod('/dev/fuse', mode)
+
+
+def fusermount3_usable():
+    """Why fusermount3 cannot mount for a user, or None."""
+    path = shutil.which('fusermount3')
+    if not path:
+        return 'no fusermount3 (fuse3 package)'
+    st = os.stat(path)
+    if st.st_uid != 0 or not st.st_mode & stat.S_ISUID:
+        return f'{path} is not set-user-ID root'
+    return None
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which('setpriv'),
                     reason='needs root to become another user (setpriv)')
 def test_mount_as_unprivileged_user(env):
     """An ordinary user mounts through fusermount3; without default_permissions
-    rmemfs answers access() itself, and other users (root too) stay out."""
+    rmemfs answers access() itself, and other users (root too) stay out.
+    Assumes uid/gid 65534 (no passwd entry needed) may traverse /tmp, a
+    set-user-ID fusermount3, and /dev/fuse open to users (granted for the
+    test if it is not, see dev_fuse_for_users)."""
+    why = fusermount3_usable()
+    if why:
+        pytest.skip(why)
+    with dev_fuse_for_users():
+        mount_as_user(env)
+
+
+def mount_as_user(env):
     server = env.server()
     mnt = env.mountpoint()
     os.chown(mnt, 65534, 65534)
