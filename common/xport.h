@@ -101,7 +101,7 @@ struct xport_params {
 	int op_timeout_ms; /* in-flight ops with no progress this long fail (0: 10000) */
 	bool rdma_oob_qp; /* rdma: bring the QP up by hand, parameters over TCP */
 	const char *rdma_dev; /* rdma: device name for the oob path (NULL: first active) */
-	bool quiet; /* auto: do not log which transport was picked */
+	bool quiet; /* log neither what auto picked nor set-up trouble: the caller reports */
 };
 
 struct xport;

@@ -97,6 +97,7 @@ struct xrdma_slot {
 struct xrdma {
 	struct xport base;
 	bool oob; /* QP brought up over the TCP exchange */
+	bool quiet; /* set-up trouble is the caller's to report (xport_params.quiet) */
 
 	/* rdma_cm path */
 	struct rdma_event_channel *ec; /* fd non-blocking */
@@ -1047,6 +1048,10 @@ static int xrdma_post_all_recvs(struct xrdma *x)
 /* ---- the rdma_cm path ---- */
 
 /* the errno a REJECT stands for: the server's proto status if it sent one */
+/* connection set-up trouble: a message, or debug output where the caller reports it (quiet) */
+#define xrdma_setup_msg(x, ...) \
+	g_log(G_LOG_DOMAIN, (x)->quiet ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_MESSAGE, __VA_ARGS__)
+
 static int xrdma_reject_errno(const struct rdma_cm_event *ev)
 {
 	const struct proto_cm_reject_wire *rej = ev->param.conn.private_data;
@@ -1078,12 +1083,12 @@ static int xrdma_cm_expect(struct xrdma *x, enum rdma_cm_event_type want, int64_
 			break;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			rc = -errno;
-			g_message("rdma_get_cm_event failed: %s", g_strerror(-rc));
+			xrdma_setup_msg(x, "rdma_get_cm_event failed: %s", g_strerror(-rc));
 			return rc;
 		}
 		if (xrdma_now_us() >= deadline_us) {
-			g_message("%s: timed out waiting for %s", x->base.peer,
-				  rdma_event_str(want));
+			xrdma_setup_msg(x, "%s: timed out waiting for %s", x->base.peer,
+					   rdma_event_str(want));
 			return -ETIMEDOUT;
 		}
 		pfd.fd = x->ec->fd;
@@ -1124,9 +1129,9 @@ static int xrdma_cm_expect(struct xrdma *x, enum rdma_cm_event_type want, int64_
 		rc = -EPROTO;
 		break;
 	}
-	g_message("%s: %s (status %d) while waiting for %s: %s", x->base.peer,
-		  rdma_event_str(ev->event), ev->status, rdma_event_str(want),
-		  g_strerror(-rc));
+	xrdma_setup_msg(x, "%s: %s (status %d) while waiting for %s: %s", x->base.peer,
+			   rdma_event_str(ev->event), ev->status, rdma_event_str(want),
+			   g_strerror(-rc));
 	rdma_ack_cm_event(ev);
 	return rc;
 }
@@ -1143,14 +1148,14 @@ static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t 
 	snprintf(port, sizeof(port), "%u", p->port);
 	rc = getaddrinfo(p->host, port, &hints, &res);
 	if (rc) {
-		g_message("cannot resolve %s: %s", p->host, gai_strerror(rc));
+		xrdma_setup_msg(x, "cannot resolve %s: %s", p->host, gai_strerror(rc));
 		return rc == EAI_SYSTEM ? -errno : -ENOENT;
 	}
 	rc = rdma_resolve_addr(x->id, NULL, res->ai_addr, xrdma_ms_left(deadline_us));
 	freeaddrinfo(res);
 	if (rc) {
 		rc = -errno;
-		g_message("rdma_resolve_addr(%s) failed: %s", p->host, g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_resolve_addr(%s) failed: %s", p->host, g_strerror(-rc));
 		return rc == -EADDRNOTAVAIL ? -ENODEV : rc;
 	}
 	rc = xrdma_cm_expect(x, RDMA_CM_EVENT_ADDR_RESOLVED, deadline_us, NULL);
@@ -1158,7 +1163,7 @@ static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t 
 		return rc;
 	if (rdma_resolve_route(x->id, xrdma_ms_left(deadline_us))) {
 		rc = -errno;
-		g_message("rdma_resolve_route(%s) failed: %s", p->host, g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_resolve_route(%s) failed: %s", p->host, g_strerror(-rc));
 		return rc == -ENODEV ? rc : -ENETUNREACH;
 	}
 	return xrdma_cm_expect(x, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline_us, NULL);
@@ -1174,8 +1179,8 @@ static int xrdma_cm_qp_attr(struct xrdma *x, enum ibv_qp_state state, struct ibv
 	attr->qp_state = state;
 	if (rdma_init_qp_attr(x->id, attr, &mask)) {
 		rc = -errno;
-		g_message("rdma_init_qp_attr(%s) failed: %s", verbs_qp_state_str(state),
-			  g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_init_qp_attr(%s) failed: %s", verbs_qp_state_str(state),
+				   g_strerror(-rc));
 		return rc;
 	}
 	return 0;
@@ -1233,7 +1238,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	x->ec = rdma_create_event_channel();
 	if (!x->ec) {
 		rc = errno ? -errno : -ENODEV;
-		g_message("rdma_create_event_channel failed: %s", g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_create_event_channel failed: %s", g_strerror(-rc));
 		/* no /dev/infiniband/rdma_cm: no RDMA here */
 		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
 	}
@@ -1242,7 +1247,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	if (rdma_create_id(x->ec, &x->id, x, RDMA_PS_TCP)) {
 		rc = -errno;
-		g_message("rdma_create_id failed: %s", g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_create_id failed: %s", g_strerror(-rc));
 		return rc;
 	}
 	rc = xrdma_resolve(x, p, deadline);
@@ -1279,7 +1284,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	param.qp_num = x->qp->qp_num;
 	if (rdma_connect(x->id, &param)) {
 		rc = -errno;
-		g_message("rdma_connect(%s) failed: %s", x->base.peer, g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_connect(%s) failed: %s", x->base.peer, g_strerror(-rc));
 		return rc;
 	}
 	/* the QP is not attached to the id: rdma_cm hands us the REP to act on */
@@ -1291,7 +1296,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	if (rdma_establish(x->id)) {
 		rc = -errno;
-		g_message("rdma_establish(%s) failed: %s", x->base.peer, g_strerror(-rc));
+		xrdma_setup_msg(x, "rdma_establish(%s) failed: %s", x->base.peer, g_strerror(-rc));
 		return rc;
 	}
 	x->established = true;
@@ -1319,7 +1324,7 @@ static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 	if (rc == 0)
 		rc = proto_pool_unpack(buf, len, &x->base.pool);
 	if (rc)
-		g_message("%s: HELLO failed: %s", x->base.peer, g_strerror(-rc));
+		xrdma_setup_msg(x, "%s: HELLO failed: %s", x->base.peer, g_strerror(-rc));
 	free(buf);
 	return rc;
 }
@@ -1336,7 +1341,7 @@ static int xrdma_first_active_port(struct xrdma *x, struct verbs_port_attr *patt
 			return 0;
 		}
 	}
-	g_message("%s has no ACTIVE port", x->dev.name);
+	xrdma_setup_msg(x, "%s has no ACTIVE port", x->dev.name);
 	return -ENODEV;
 }
 
@@ -1378,7 +1383,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 
 	rc = net_connect(p->host, p->port, p->connect_timeout_ms);
 	if (rc < 0) {
-		g_message("%s: TCP connect failed: %s", x->base.peer, g_strerror(-rc));
+		xrdma_setup_msg(x, "%s: TCP connect failed: %s", x->base.peer, g_strerror(-rc));
 		return rc;
 	}
 	x->ctrl_fd = rc;
@@ -1406,13 +1411,13 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload,
 					     deadline);
 	if (rc) {
-		g_message("%s: QP exchange failed: %s", x->base.peer, g_strerror(-rc));
+		xrdma_setup_msg(x, "%s: QP exchange failed: %s", x->base.peer, g_strerror(-rc));
 		return rc == -ECONNRESET ? -ECONNREFUSED : rc;
 	}
 	if (m.status != PROTO_OK) {
 		rc = proto_status_to_errno(m.status);
-		g_message("%s: server refused the QP exchange: %s", x->base.peer,
-			  proto_status_str(m.status));
+		xrdma_setup_msg(x, "%s: server refused the QP exchange: %s", x->base.peer,
+				   proto_status_str(m.status));
 		/* a memserver that serves no RDMA: the caller may fall back to TCP */
 		if (rc == -EOPNOTSUPP)
 			rc = -ECONNREFUSED;
@@ -1422,8 +1427,8 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	if (rc == 0)
 		rc = proto_pool_unpack((char *)payload + qp_len, m.len - qp_len, &x->base.pool);
 	if (rc) {
-		g_message("%s: malformed QP exchange response: %s", x->base.peer,
-			  g_strerror(-rc));
+		xrdma_setup_msg(x, "%s: malformed QP exchange response: %s", x->base.peer,
+				   g_strerror(-rc));
 		goto free_payload;
 	}
 
@@ -1521,6 +1526,7 @@ static int xrdma_connect(const struct xport_params *params, struct xport **out)
 		return -ENOMEM;
 	x->ctrl_fd = -1;
 	x->oob = p->rdma_oob_qp;
+	x->quiet = p->quiet;
 	x->base.ops = &xport_rdma_ops;
 	x->base.poll_mode = p->poll_mode;
 	x->base.spin_us = p->spin_us ? p->spin_us : 50;
