@@ -29,7 +29,11 @@
  *
  * Fencing: super.c sets a write deadline that its lease heartbeat keeps
  * pushing forward, and fences the pool for good when the lease was taken by
- * someone else; writes and atomics check both before posting.
+ * someone else; writes and atomics check both before posting. Every channel
+ * presents the remote's client id (the lease owner value) at connect; once
+ * the memserver answers -EKEYREVOKED (a new holder fenced us), the channel is
+ * closed, the remote fenced and marked revoked for the heartbeat, and the
+ * error becomes -EIO like any other fenced write (chan_revoked).
  *
  * Lock order: one channel lock at a time, never held while taking another.
  */
@@ -79,6 +83,7 @@ struct remote {
 	struct remote_chan *chan;
 	atomic_uint next; /* the channel released last: the next request starts there */
 	atomic_bool fenced;
+	atomic_bool revoked; /* the memserver fenced our client id */
 	_Atomic uint64_t deadline_ns;
 };
 
@@ -235,6 +240,23 @@ static int check_fence(struct remote *r)
 }
 
 /*
+ * The memserver fenced our client id (a request or reconnect of channel c
+ * failed with -EKEYREVOKED; lock held): close the channel, fence the remote
+ * for good and tell the heartbeat (remote_revoked). Returns rc, -EIO for that.
+ */
+static int chan_revoked(struct remote *r, struct remote_chan *c, int rc)
+{
+	if (rc != -EKEYREVOKED)
+		return rc;
+	if (!atomic_exchange(&r->revoked, true))
+		g_message("the memserver fenced this client (another client took the lease over): "
+			  "no further write reaches the pool");
+	atomic_store(&r->fenced, true);
+	chan_disconnect(c);
+	return -EIO;
+}
+
+/*
  * Move the bytes of iov[] to/from the pool on channel c (lock held, connected).
  * zero: WRITE zeroes (iov_base ignored). Returns 0 or -errno.
  */
@@ -342,6 +364,7 @@ static int do_rw(struct remote *r, enum xport_op_type type, bool zero, const uin
 		chan_disconnect(c);
 		rc = -EIO;
 	}
+	rc = chan_revoked(r, c, rc);
 	chan_put(r, c);
 	return rc;
 }
@@ -386,6 +409,7 @@ static int do_atomic(struct remote *r, enum xport_op_type type, bool fenced, uin
 	if (old)
 		*old = *res;
 out:
+	rc = chan_revoked(r, c, rc);
 	chan_put(r, c);
 	return rc;
 }
@@ -407,6 +431,8 @@ int remote_open(const struct remote_config *cfg, struct remote **out)
 	r->transport_req = g_strdup(cfg->transport ? cfg->transport : "auto");
 	r->params = cfg->params;
 	r->params.host = r->host;
+	if (!r->params.client_id)
+		r->params.client_id = proto_client_id_new();
 	r->bounce_len = cfg->bounce_size ? cfg->bounce_size : REMOTE_DEFAULT_BOUNCE;
 	r->bounce_len = MAX(r->bounce_len, (size_t)REMOTE_MIN_BOUNCE);
 	r->bounce_len = (r->bounce_len + 4095) & ~(size_t)4095;
@@ -475,6 +501,11 @@ uint64_t remote_size(const struct remote *r)
 uint64_t remote_pool_id(const struct remote *r)
 {
 	return r->pool.pool_id;
+}
+
+uint64_t remote_client_id(const struct remote *r)
+{
+	return r->params.client_id;
 }
 
 const char *remote_transport(const struct remote *r)
@@ -606,6 +637,27 @@ void remote_fence(struct remote *r)
 bool remote_fenced(const struct remote *r)
 {
 	return atomic_load(&((struct remote *)r)->fenced);
+}
+
+bool remote_revoked(const struct remote *r)
+{
+	return atomic_load(&((struct remote *)r)->revoked);
+}
+
+int remote_fence_client(struct remote *r, uint64_t victim)
+{
+	struct remote_chan *c = chan_get(r);
+	int rc;
+
+	rc = chan_ready(r, c);
+	if (rc == 0) {
+		rc = xport_fence(c->x, victim);
+		if (conn_error(rc))
+			chan_disconnect(c);
+	}
+	rc = chan_revoked(r, c, rc);
+	chan_put(r, c);
+	return rc;
 }
 
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
