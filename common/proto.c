@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -27,7 +28,7 @@
 
 /* the wire format is fixed: any change to these sizes is a protocol change */
 _Static_assert(sizeof(struct proto_hdr) == 24, "proto_hdr must be 24 bytes");
-_Static_assert(sizeof(struct proto_hello_wire) == 40, "proto_hello_wire must be 40 bytes");
+_Static_assert(sizeof(struct proto_hello_wire) == 48, "proto_hello_wire must be 48 bytes");
 _Static_assert(sizeof(struct proto_region_wire) == 24, "proto_region_wire must be 24 bytes");
 _Static_assert(sizeof(struct proto_pool_wire) == 24, "proto_pool_wire must be 24 bytes");
 _Static_assert(sizeof(struct proto_rw_wire) == 16, "proto_rw_wire must be 16 bytes");
@@ -35,13 +36,14 @@ _Static_assert(sizeof(struct proto_atomic_wire) == 32, "proto_atomic_wire must b
 _Static_assert(sizeof(struct proto_atomic_resp_wire) == 8,
 	       "proto_atomic_resp_wire must be 8 bytes");
 _Static_assert(sizeof(struct proto_qp_info_wire) == 32, "proto_qp_info_wire must be 32 bytes");
-_Static_assert(sizeof(struct proto_qp_exchange_wire) == 72,
-	       "proto_qp_exchange_wire must be 72 bytes");
+_Static_assert(sizeof(struct proto_qp_exchange_wire) == 80,
+	       "proto_qp_exchange_wire must be 80 bytes");
 _Static_assert(sizeof(struct proto_stats_wire) == 80, "proto_stats_wire must be 80 bytes");
-_Static_assert(sizeof(struct proto_cm_priv_wire) == 40, "proto_cm_priv_wire must be 40 bytes");
+_Static_assert(sizeof(struct proto_cm_priv_wire) == 48, "proto_cm_priv_wire must be 48 bytes");
 _Static_assert(sizeof(struct proto_cm_priv_wire) <= 56,
 	       "RC connect private data holds at most 56 bytes");
 _Static_assert(sizeof(struct proto_cm_reject_wire) == 8, "proto_cm_reject_wire must be 8 bytes");
+_Static_assert(sizeof(struct proto_fence_wire) == 8, "proto_fence_wire must be 8 bytes");
 /* the largest pool descriptor must fit a control message */
 _Static_assert(sizeof(struct proto_pool_wire) +
 			       PROTO_MAX_REGIONS * sizeof(struct proto_region_wire) <=
@@ -71,6 +73,7 @@ static const struct proto_status_entry proto_status_table[] = {
 	{ PROTO_E_NOMEM, ENOMEM, "out of memory" },
 	{ PROTO_E_INTERNAL, EIO, "internal server error" },
 	{ PROTO_E_STATE, EPROTO, "request not valid in this state" },
+	{ PROTO_E_FENCED, EKEYREVOKED, "client fenced: its lease was taken over" },
 };
 
 _Static_assert(G_N_ELEMENTS(proto_status_table) == PROTO_STATUS_COUNT,
@@ -137,6 +140,8 @@ const char *proto_type_str(uint16_t type)
 		return "STATS";
 	case PROTO_QP_EXCHANGE:
 		return "QP_EXCHANGE";
+	case PROTO_FENCE:
+		return "FENCE";
 	default:
 		return "unknown";
 	}
@@ -146,7 +151,7 @@ static bool proto_type_known(uint16_t type)
 {
 	uint16_t base = type & ~PROTO_RESPONSE;
 
-	return base >= PROTO_HELLO && base <= PROTO_QP_EXCHANGE;
+	return base >= PROTO_HELLO && base <= PROTO_FENCE;
 }
 
 /* ---- header ---- */
@@ -261,21 +266,50 @@ out_close:
 
 /* ---- fixed-size payloads ---- */
 
-void proto_hello_pack(struct proto_hello_wire *w, const uint8_t token_hash[PROTO_TOKEN_HASH_LEN])
+void proto_hello_pack(struct proto_hello_wire *w, const struct proto_hello *h)
 {
 	memset(w, 0, sizeof(*w));
-	memcpy(w->token_hash, token_hash, PROTO_TOKEN_HASH_LEN);
+	memcpy(w->token_hash, h->token_hash, PROTO_TOKEN_HASH_LEN);
+	w->client_id = htobe64(h->client_id);
 }
 
-int proto_hello_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN])
+int proto_hello_unpack(const void *buf, size_t len, struct proto_hello *h)
 {
 	struct proto_hello_wire w;
 
 	if (len != sizeof(w))
 		return -EBADMSG;
 	memcpy(&w, buf, sizeof(w));
-	memcpy(token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
+	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
+	h->client_id = be64toh(w.client_id);
 	return 0;
+}
+
+void proto_fence_pack(struct proto_fence_wire *w, uint64_t client_id)
+{
+	w->client_id = htobe64(client_id);
+}
+
+int proto_fence_unpack(const void *buf, size_t len, uint64_t *client_id)
+{
+	struct proto_fence_wire w;
+
+	if (len != sizeof(w))
+		return -EBADMSG;
+	memcpy(&w, buf, sizeof(w));
+	*client_id = be64toh(w.client_id);
+	return *client_id ? 0 : -EBADMSG;
+}
+
+uint64_t proto_client_id_new(void)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
+			id = ((uint64_t)g_random_int() << 32) | g_random_int();
+	}
+	return id;
 }
 
 void proto_rw_pack(struct proto_rw_wire *w, const struct proto_rw *rw)
@@ -382,17 +416,17 @@ int proto_stats_unpack(const void *buf, size_t len, struct proto_stats *s)
 	return 0;
 }
 
-void proto_cm_priv_pack(struct proto_cm_priv_wire *w,
-			const uint8_t token_hash[PROTO_TOKEN_HASH_LEN])
+void proto_cm_priv_pack(struct proto_cm_priv_wire *w, const struct proto_hello *h)
 {
 	memset(w, 0, sizeof(*w));
 	w->magic = htobe32(PROTO_MAGIC);
 	w->version = htobe16(PROTO_VERSION);
-	memcpy(w->token_hash, token_hash, PROTO_TOKEN_HASH_LEN);
+	memcpy(w->token_hash, h->token_hash, PROTO_TOKEN_HASH_LEN);
+	w->client_id = htobe64(h->client_id);
 }
 
 /* the CM may pad private data up to the transport's maximum, so accept len >= sizeof */
-int proto_cm_priv_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN])
+int proto_cm_priv_unpack(const void *buf, size_t len, struct proto_hello *h)
 {
 	struct proto_cm_priv_wire w;
 
@@ -403,7 +437,8 @@ int proto_cm_priv_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_T
 		return -EBADMSG;
 	if (be16toh(w.version) != PROTO_VERSION)
 		return -EPROTONOSUPPORT;
-	memcpy(token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
+	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
+	h->client_id = be64toh(w.client_id);
 	return 0;
 }
 

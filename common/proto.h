@@ -13,7 +13,9 @@
  *
  * The protocol is versioned by PROTO_VERSION in every header and in the RDMA CM
  * private data; a peer speaking another version is refused with
- * PROTO_E_VERSION (-EPROTONOSUPPORT), never misparsed.
+ * PROTO_E_VERSION (-EPROTONOSUPPORT), never misparsed. Version 2 added the
+ * client id to HELLO and the CM private data, and PROTO_FENCE: a version 1
+ * client could not be fenced, so it is refused rather than served as id 0.
  *
  * Every unpack function validates lengths and returns 0 or -EBADMSG (or the
  * errno named in its comment); none reads beyond the buffer it is given.
@@ -28,7 +30,7 @@
 #include <sys/types.h>
 
 #define PROTO_MAGIC 0x524d454dU /* "RMEM" */
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define PROTO_DEFAULT_PORT 7471
 #define PROTO_MAX_IO (16U << 20) /* largest READ/WRITE payload in one op */
 #define PROTO_MAX_CTRL (64U << 10) /* largest control-message payload */
@@ -45,6 +47,7 @@ enum proto_type {
 	PROTO_PING = 6, /* req: any bytes (<= PROTO_MAX_CTRL); resp: the same bytes */
 	PROTO_STATS = 7, /* req: empty; resp: proto_stats_wire */
 	PROTO_QP_EXCHANGE = 8, /* req: proto_qp_exchange_wire; resp: proto_qp_info_wire + pool */
+	PROTO_FENCE = 9, /* req: proto_fence_wire; resp: empty, once the victim is revoked */
 };
 #define PROTO_RESPONSE 0x8000U
 
@@ -66,6 +69,7 @@ enum proto_status {
 	PROTO_E_NOMEM = 9, /* -ENOMEM */
 	PROTO_E_INTERNAL = 10, /* -EIO */
 	PROTO_E_STATE = 11, /* -EPROTO: request not valid now (e.g. data op before HELLO) */
+	PROTO_E_FENCED = 12, /* -EKEYREVOKED: this client id was fenced (its lease taken over) */
 	PROTO_STATUS_COUNT
 };
 
@@ -80,10 +84,16 @@ struct proto_hdr {
 	__be64 id; /* request id, echoed by the response */
 };
 
+/*
+ * The client id: a random non-zero 64-bit value a lease holder presents on
+ * every connection (its lease owner word); 0 for clients that hold no lease.
+ * PROTO_FENCE(id) revokes every connection presenting id and refuses later ones.
+ */
 struct proto_hello_wire {
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN]; /* SHA-256 of the token; zero if none */
 	__be32 flags; /* reserved, 0 */
 	__be32 reserved;
+	__be64 client_id;
 };
 
 struct proto_region_wire {
@@ -156,6 +166,12 @@ struct proto_cm_priv_wire {
 	__be16 version;
 	__be16 flags; /* reserved, 0 */
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
+	__be64 client_id;
+};
+
+/* PROTO_FENCE request */
+struct proto_fence_wire {
+	__be64 client_id; /* the victim; never 0 */
 };
 
 /* rdma_reject() private data */
@@ -165,6 +181,12 @@ struct proto_cm_reject_wire {
 };
 
 /* ---- host-side forms ---- */
+
+/* what HELLO, QP_EXCHANGE and the CM private data authenticate a connection with */
+struct proto_hello {
+	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
+	uint64_t client_id;
+};
 
 struct proto_msg {
 	uint16_t type; /* with PROTO_RESPONSE if a response */
@@ -263,8 +285,8 @@ int proto_token_load(const char *path, uint8_t out[PROTO_TOKEN_HASH_LEN]);
 
 /* ---- payloads: pack writes exactly sizeof(wire); unpack needs len == sizeof(wire) ---- */
 
-void proto_hello_pack(struct proto_hello_wire *w, const uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
-int proto_hello_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+void proto_hello_pack(struct proto_hello_wire *w, const struct proto_hello *h);
+int proto_hello_unpack(const void *buf, size_t len, struct proto_hello *h);
 
 void proto_rw_pack(struct proto_rw_wire *w, const struct proto_rw *rw);
 /* WRITE requests carry data after the struct: unpack accepts len >= sizeof */
@@ -279,10 +301,15 @@ int proto_qp_info_unpack(const void *buf, size_t len, struct proto_qp_info *qp);
 void proto_stats_pack(struct proto_stats_wire *w, const struct proto_stats *s);
 int proto_stats_unpack(const void *buf, size_t len, struct proto_stats *s);
 
-void proto_cm_priv_pack(struct proto_cm_priv_wire *w,
-			const uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+void proto_cm_priv_pack(struct proto_cm_priv_wire *w, const struct proto_hello *h);
 /* -EBADMSG (short, bad magic) or -EPROTONOSUPPORT (other version) */
-int proto_cm_priv_unpack(const void *buf, size_t len, uint8_t token_hash[PROTO_TOKEN_HASH_LEN]);
+int proto_cm_priv_unpack(const void *buf, size_t len, struct proto_hello *h);
+
+void proto_fence_pack(struct proto_fence_wire *w, uint64_t client_id);
+/* -EBADMSG: wrong length, or client id 0 (which would fence every lease-less client) */
+int proto_fence_unpack(const void *buf, size_t len, uint64_t *client_id);
+/* a random non-zero client id (getrandom, else GLib's generator) */
+uint64_t proto_client_id_new(void);
 
 /* ---- pool descriptor ---- */
 

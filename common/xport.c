@@ -6,8 +6,8 @@
  * defaults, checks arguments (every op of a post is validated here, so both
  * transports refuse the same malformed ops with -EINVAL before anything is
  * posted), and dispatches to the ops table. The synchronous
- * helpers (xport_run and the one-op wrappers) and xport_stats are built only
- * from the dispatchers, so they behave the same over every transport.
+ * helpers (xport_run and the one-op wrappers), xport_stats and xport_fence are
+ * built only from the dispatchers, so they behave the same over every transport.
  */
 #define G_LOG_DOMAIN "rmemfs-xport"
 
@@ -42,6 +42,12 @@ void xport_params_init(struct xport_params *params)
 	params->queue_depth = XPORT_DEFAULT_DEPTH;
 	params->connect_timeout_ms = XPORT_DEFAULT_CONNECT_TIMEOUT_MS;
 	params->op_timeout_ms = XPORT_DEFAULT_OP_TIMEOUT_MS;
+}
+
+void xport_params_hello(const struct xport_params *params, struct proto_hello *hello)
+{
+	memcpy(hello->token_hash, params->token_hash, sizeof(hello->token_hash));
+	hello->client_id = params->client_id;
 }
 
 /* the zero values documented in xport.h mean "default": implementations see real values */
@@ -94,6 +100,10 @@ static int xport_connect_ops(const struct xport_ops *ops, const struct xport_par
 	int rc;
 
 	rc = ops->connect(p, &x);
+	if (rc == -EKEYREVOKED)
+		g_message("%s %s:%u refuses client id %016" G_GINT64_MODIFIER "x: it was fenced "
+			  "(another client took its lease over)",
+			  ops->name, p->host, p->port, (guint64)p->client_id);
 	if (rc)
 		return rc;
 	x->ops = ops;
@@ -252,7 +262,7 @@ int xport_call(struct xport *x, uint16_t type, const void *req, uint32_t req_len
 
 	if (!x || (req_len && !req) || (resp_cap && !resp))
 		return -EINVAL;
-	if (type != PROTO_PING && type != PROTO_STATS)
+	if (type != PROTO_PING && type != PROTO_STATS && type != PROTO_FENCE)
 		return -EINVAL;
 	if (req_len > PROTO_MAX_CTRL)
 		return -EMSGSIZE;
@@ -405,6 +415,15 @@ int xport_stats(struct xport *x, struct proto_stats *stats)
 	if (rc)
 		return rc;
 	return proto_stats_unpack(&w, len, stats);
+}
+
+int xport_fence(struct xport *x, uint64_t client_id)
+{
+	struct proto_fence_wire w;
+	uint32_t len = 0;
+
+	proto_fence_pack(&w, client_id);
+	return xport_call(x, PROTO_FENCE, &w, sizeof(w), NULL, 0, &len);
 }
 
 const char *xport_op_type_str(enum xport_op_type type)

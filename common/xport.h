@@ -26,6 +26,13 @@
  * flight completes at once with -EIO (or -ETIMEDOUT when op_timeout_ms passed
  * without progress); later posts return -ENOTCONN. Nothing waits forever.
  *
+ * Fencing. Once another client sent PROTO_FENCE with this connection's
+ * client id, no WRITE/CAS/FETCH_ADD of it lands any more: over TCP its next
+ * request completes with -EKEYREVOKED and the server closes the connection;
+ * over RDMA the server moves its QP to the error state and disconnects, so
+ * ops fail as on a lost connection (-EIO). Connecting again with that id
+ * fails with -EKEYREVOKED.
+ *
  * Threads. An xport is a single connection used by one thread at a time: the
  * caller serialises post/poll/call on one xport (one xport per worker, or a
  * lock around it). Different xports are independent.
@@ -94,6 +101,11 @@ struct xport_params {
 	uint16_t port; /* 0: PROTO_DEFAULT_PORT */
 	/* SHA-256 of the token (proto_token_hash/_load); all zero: no token */
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
+	/*
+	 * Presented at connect (HELLO / CM private data): a lease holder's owner
+	 * value, so PROTO_FENCE can revoke its connections. 0: holds no lease.
+	 */
+	uint64_t client_id;
 	enum xport_poll_mode poll_mode;
 	unsigned int spin_us; /* hybrid: spin this long before blocking (0: 50) */
 	unsigned int queue_depth; /* max ops in flight (0: 128) */
@@ -114,10 +126,11 @@ struct xport_ops {
 	const char *name; /* "tcp", "rdma" */
 
 	/*
-	 * Connect, authenticate with params->token_hash, and fetch the pool
-	 * descriptors into (*out)->pool. Returns 0, or -EPERM (token refused),
-	 * -EPROTONOSUPPORT (version), -ECONNREFUSED, -ETIMEDOUT, -ENODEV (rdma: no
-	 * device reaches the host), -ENOMEM, other -errno.
+	 * Connect, authenticate with params->token_hash, present
+	 * params->client_id, and fetch the pool descriptors into (*out)->pool.
+	 * Returns 0, or -EPERM (token refused), -EKEYREVOKED (the client id was
+	 * fenced), -EPROTONOSUPPORT (version), -ECONNREFUSED, -ETIMEDOUT,
+	 * -ENODEV (rdma: no device reaches the host), -ENOMEM, other -errno.
 	 */
 	int (*connect)(const struct xport_params *params, struct xport **out);
 
@@ -155,7 +168,8 @@ struct xport_ops {
 	unsigned int (*inflight)(const struct xport *x);
 
 	/*
-	 * Two-sided control request/response (type: PROTO_PING, PROTO_STATS).
+	 * Two-sided control request/response (type: PROTO_PING, PROTO_STATS,
+	 * PROTO_FENCE).
 	 * Requires nothing in flight (-EBUSY). Copies at most resp_cap bytes of
 	 * the response payload into resp and sets *resp_len to the full length
 	 * (-EMSGSIZE if it did not fit). Server errors come back as their errno.
@@ -183,8 +197,10 @@ extern const struct xport_ops xport_tcp_ops;
 extern const struct xport_ops xport_rdma_ops;
 #endif
 
-/* fill params with the defaults above (host NULL, no token) */
+/* fill params with the defaults above (host NULL, no token, client id 0) */
 void xport_params_init(struct xport_params *params);
+/* what a connection authenticates with (HELLO, CM private data): token hash and client id */
+void xport_params_hello(const struct xport_params *params, struct proto_hello *hello);
 
 /*
  * Connect with the named transport: "tcp", "rdma" or "auto" (NULL = "auto").
@@ -231,6 +247,13 @@ int xport_fetch_add(struct xport *x, struct xport_mr *mr, uint64_t *old, uint64_
 
 /* statistics from the server (PROTO_STATS) */
 int xport_stats(struct xport *x, struct proto_stats *stats);
+/*
+ * PROTO_FENCE: make the server revoke every connection presenting
+ * client_id and refuse it from now on; returns once no write of those
+ * connections can land any more. -EBADMSG for client id 0, -EPROTO for
+ * one's own id, other -errno as xport_call.
+ */
+int xport_fence(struct xport *x, uint64_t client_id);
 
 const char *xport_op_type_str(enum xport_op_type type);
 /* parse "busy" | "event" | "hybrid"; -EINVAL otherwise */

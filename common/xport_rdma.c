@@ -1231,6 +1231,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	struct proto_cm_priv_wire priv;
 	struct rdma_conn_param param, resp;
+	struct proto_hello h;
 	unsigned int init_depth;
 	int rc;
 
@@ -1272,7 +1273,8 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 
 	init_depth =
 	    (unsigned int)verbs_rd_atomic_depth(x->dev.max_qp_init_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
-	proto_cm_priv_pack(&priv, p->token_hash);
+	xport_params_hello(p, &h);
+	proto_cm_priv_pack(&priv, &h);
 	memset(&param, 0, sizeof(param));
 	param.private_data = &priv;
 	param.private_data_len = sizeof(priv);
@@ -1311,6 +1313,7 @@ static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 {
 	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	struct proto_hello_wire hello;
+	struct proto_hello h;
 	uint32_t len = 0;
 	void *buf;
 	int rc;
@@ -1318,7 +1321,8 @@ static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 	buf = malloc(PROTO_MAX_CTRL);
 	if (!buf)
 		return -ENOMEM;
-	proto_hello_pack(&hello, p->token_hash);
+	xport_params_hello(p, &h);
+	proto_hello_pack(&hello, &h);
 	rc = xrdma_call_rdma(x, PROTO_HELLO, &hello, sizeof(hello), buf, PROTO_MAX_CTRL, &len,
 			     deadline);
 	if (rc == 0)
@@ -1351,6 +1355,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	const size_t qp_len = sizeof(struct proto_qp_info_wire);
 	struct proto_qp_exchange_wire ex;
 	struct proto_qp_info mine, theirs;
+	struct proto_hello h;
 	struct verbs_port_attr pattr;
 	struct verbs_rts_params rts;
 	struct verbs_peer peer;
@@ -1399,7 +1404,8 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	mine.mtu = (uint8_t)pattr.active_mtu;
 	mine.max_rd_atomic =
 	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
-	proto_hello_pack(&ex.hello, p->token_hash);
+	xport_params_hello(p, &h);
+	proto_hello_pack(&ex.hello, &h);
 	proto_qp_info_pack(&ex.qp, &mine);
 	proto_hdr_pack(&hdr, PROTO_QP_EXCHANGE, PROTO_OK, sizeof(ex), ++x->ctrl_id);
 	iov[0].iov_base = &hdr;

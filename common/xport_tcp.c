@@ -572,6 +572,7 @@ static int tcp_connect(const struct xport_params *p, struct xport **out)
 {
 	struct xport_tcp *xt;
 	struct proto_hello_wire hello;
+	struct proto_hello h;
 	struct proto_msg m;
 	unsigned int depth = p->queue_depth ? p->queue_depth : 128;
 	void *payload;
@@ -611,7 +612,8 @@ static int tcp_connect(const struct xport_params *p, struct xport **out)
 		goto err_close;
 	}
 
-	proto_hello_pack(&hello, p->token_hash);
+	xport_params_hello(p, &h);
+	proto_hello_pack(&hello, &h);
 	rc = tcp_request(xt, PROTO_HELLO, &hello, sizeof(hello), p->connect_timeout_ms, &m);
 	if (rc) {
 		g_debug("%s: hello: %s", xt->base.peer, g_strerror(-rc));

@@ -42,7 +42,10 @@
  * Fencing: super.c sets a write deadline that its lease heartbeat keeps
  * pushing forward. A write or fenced atomic past the deadline waits for the
  * heartbeat to prove the lease again (after an outage) rather than fail;
- * the heartbeat's own atomics are exempt.
+ * the heartbeat's own atomics are exempt. Every channel presents the
+ * remote's client id (the lease owner value) at connect; a memserver that
+ * answers -EKEYREVOKED has fenced that id for a new lease holder: the remote
+ * fails ("LEASE LOST"), nothing is retried.
  *
  * Lock order: one channel lock at a time, never held while taking another
  * or while waiting out an outage; state_lock is taken with or without a
@@ -561,6 +564,16 @@ static int do_rw(struct remote *r, enum xport_op_type type, bool zero, const uin
 	return run(r, type == XPORT_WRITE, type, rw_fn, &q);
 }
 
+static int fence_fn(struct remote *r, struct remote_chan *c, void *arg)
+{
+	return xport_fence(c->x, *(uint64_t *)arg);
+}
+
+int remote_fence_client(struct remote *r, uint64_t victim)
+{
+	return run(r, false, XPORT_WRITE, fence_fn, &victim);
+}
+
 struct atomic_req {
 	enum xport_op_type type;
 	uint64_t off, compare_add, swap;
@@ -617,6 +630,8 @@ int remote_open(const struct remote_config *cfg, struct remote **out)
 	r->transport_req = g_strdup(cfg->transport ? cfg->transport : "auto");
 	r->params = cfg->params;
 	r->params.host = r->host;
+	if (!r->params.client_id)
+		r->params.client_id = proto_client_id_new();
 	r->bounce_len = cfg->bounce_size ? cfg->bounce_size : REMOTE_DEFAULT_BOUNCE;
 	r->bounce_len = MAX(r->bounce_len, (size_t)REMOTE_MIN_BOUNCE);
 	r->bounce_len = (r->bounce_len + 4095) & ~(size_t)4095;
@@ -696,6 +711,11 @@ uint64_t remote_size(const struct remote *r)
 uint64_t remote_pool_id(const struct remote *r)
 {
 	return r->pool.pool_id;
+}
+
+uint64_t remote_client_id(const struct remote *r)
+{
+	return r->params.client_id;
 }
 
 const char *remote_transport(const struct remote *r)

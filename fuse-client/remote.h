@@ -29,7 +29,8 @@ struct remote;
 
 struct remote_config {
 	const char *transport; /* "auto" | "tcp" | "rdma" */
-	struct xport_params params; /* host, port, token hash, poll mode... */
+	/* host, port, token hash, poll mode...; client_id 0: remote_open picks a random one */
+	struct xport_params params;
 	unsigned int qps; /* channels (connections), >= 1 */
 	size_t bounce_size; /* registered bytes per channel (>= 1 MiB) */
 	/* how long requests wait for a server that went away: 0 fails at once, -1 forever */
@@ -41,6 +42,12 @@ void remote_close(struct remote *r); /* NULL-tolerant */
 
 uint64_t remote_size(const struct remote *r); /* pool bytes */
 uint64_t remote_pool_id(const struct remote *r);
+/*
+ * The non-zero client id every channel presents at connect and reconnect; the
+ * lease (super.c) uses it as its owner value, so the memserver knows which
+ * connections belong to the lease holder.
+ */
+uint64_t remote_client_id(const struct remote *r);
 const char *remote_transport(const struct remote *r); /* "tcp" / "rdma" */
 
 /* copy [off, off+len) of the pool into buf / from buf into the pool (any size) */
@@ -85,10 +92,22 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap);
  * reconnect_timeout; then the remote fails. A client that may have lost its
  * lease must not touch the pool. The *_unfenced atomics below are exempt;
  * only the lease protocol itself uses them.
+ *
+ * The memserver fences too: once a new lease holder sent FENCE with our
+ * client id, our requests fail with -EKEYREVOKED and reconnecting is refused.
+ * The first such failure fails the remote ("LEASE LOST"); nothing is retried.
  */
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns);
 int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap,
 			uint64_t *old);
 int remote_fetch_add_unfenced(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
+
+/*
+ * After taking the lease over from @victim: have the memserver revoke every
+ * connection presenting that client id and refuse it from now on (PROTO_FENCE).
+ * Waits out an outage like any request. Returns once none of its writes can
+ * land any more: 0 or -errno.
+ */
+int remote_fence_client(struct remote *r, uint64_t victim);
 
 #endif /* RMEM_REMOTE_H */

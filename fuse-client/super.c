@@ -5,6 +5,18 @@
  * The lease words are touched only with atomics (never plain reads/writes:
  * a NIC may keep atomic words in its own byte order); the heartbeat thread
  * stops through an eventfd in its poll set.
+ *
+ * The owner value is the remote's client id, which every connection presents
+ * to the memserver: after taking the word from a previous holder X we send
+ * FENCE(X), and only once the memserver confirmed that none of X's writes can
+ * land any more is the lease ours. Conversely, when the memserver refuses us
+ * (-EKEYREVOKED), remote.c fails the mount with "LEASE LOST".
+ *
+ * Test knob: RMEM_TEST_NO_SELF_FENCE=1 in the environment turns the holder's
+ * own fencing off - no write deadline, no owner-word check in the heartbeat -
+ * so that only the memserver's fence can stop a holder that lost its lease
+ * (tests/fs/test_durability.py proves the server fence with it). Never for
+ * real use.
  */
 #define G_LOG_DOMAIN "rmemfs-super"
 
@@ -34,6 +46,7 @@ struct super {
 	int hb_efd;
 	pthread_t hb_thread;
 	bool hb_running;
+	bool self_fence; /* write deadline and owner check (off: RMEM_TEST_NO_SELF_FENCE) */
 	atomic_bool lost;
 };
 
@@ -71,6 +84,9 @@ int super_new(struct remote *r, struct super **out)
 	s->r = r;
 	s->hb_efd = -1;
 	s->takeover_ms = SUPER_DEFAULT_TAKEOVER_MS;
+	s->self_fence = g_strcmp0(g_getenv("RMEM_TEST_NO_SELF_FENCE"), "1") != 0;
+	if (!s->self_fence)
+		g_message("RMEM_TEST_NO_SELF_FENCE=1: no write deadline, no owner check (test knob)");
 	*out = s;
 	return 0;
 }
@@ -133,6 +149,8 @@ static void set_timing(struct super *s, int takeover_ms)
 
 static void push_deadline(struct super *s)
 {
+	if (!s->self_fence)
+		return;
 	remote_set_write_deadline(s->r, mono_ns() + (uint64_t)s->takeover_ms * 500000ULL);
 }
 
@@ -161,6 +179,35 @@ static int acquired(struct super *s, const char *holder)
 	return 0;
 }
 
+/*
+ * We took the lease word from x: the memserver must fence x before anything
+ * is read under the lease (a write x had queued could land afterwards). If it
+ * cannot, give the word back to x and fail.
+ */
+static int taken_over(struct super *s, uint64_t me, uint64_t x, const char *holder,
+		      char **err_msg)
+{
+	int rc = 0;
+
+	/*
+	 * x == me: a lease of this very remote that was never released (an
+	 * abandoned mount in the same process): its connections are ours.
+	 */
+	if (x != me)
+		rc = remote_fence_client(s->r, x);
+	if (rc < 0) {
+		if (remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, me, x, NULL) < 0)
+			g_message("giving the lease word back failed");
+		if (err_msg)
+			*err_msg = g_strdup_printf("the memserver did not fence the previous lease "
+						   "holder (FENCE: %s); not taking the lease",
+						   g_strerror(-rc));
+		return rc;
+	}
+	s->my_id = me;
+	return acquired(s, holder);
+}
+
 int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 			enum super_lease_how how, char **err_msg)
 {
@@ -168,15 +215,18 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 	int rounds, rc;
 
 	set_timing(s, takeover_ms);
-	do {
-		random_bytes(&me, sizeof(me));
-	} while (!me);
+	me = remote_client_id(s->r);
 	s->my_id = 0;
 	for (rounds = 0; rounds < 16; rounds++) {
 		rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
 		if (rc < 0)
 			goto err_io;
-		if (old == 0 || old == me) { /* me: a retry after a lost reply */
+		/*
+		 * old == me is another mount of this remote (tests do that), or
+		 * our own CAS applied with its reply lost: either way a holder
+		 * to watch, and a silent one is taken over (no FENCE: our id).
+		 */
+		if (old == 0) {
 			s->my_id = me;
 			return acquired(s, holder);
 		}
@@ -196,8 +246,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 					g_message("the lease word held foreign bytes (no rmemfs "
 						  "lease): taken for the format");
 				g_free(who);
-				s->my_id = me;
-				return acquired(s, holder);
+				return taken_over(s, me, x, holder, err_msg);
 			}
 			g_free(who);
 			continue;
@@ -212,7 +261,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
 			if (rc < 0)
 				goto err_io;
-			if (old == 0 || old == me) {
+			if (old == 0) {
 				s->my_id = me;
 				return acquired(s, holder);
 			}
@@ -242,8 +291,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 					g_message("taking over the lease of %s (silent for %d ms)",
 						  who, s->takeover_ms);
 					g_free(who);
-					s->my_id = me;
-					return acquired(s, holder);
+					return taken_over(s, me, x, holder, err_msg);
 				}
 				g_free(who);
 				break;
@@ -298,6 +346,13 @@ bool super_lease_lost(const struct super *s)
 	return atomic_load(&((struct super *)s)->lost);
 }
 
+/* the owner word names someone else: the mount fails for good */
+static void lease_lost(struct super *s, const char *who)
+{
+	atomic_store(&s->lost, true);
+	remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
+}
+
 static void heartbeat_once(struct super *s)
 {
 	uint64_t owner;
@@ -308,6 +363,8 @@ static void heartbeat_once(struct super *s)
 		g_debug("heartbeat: %s", g_strerror(-rc));
 		return;
 	}
+	if (!s->self_fence)
+		return;
 	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, s->my_id, s->my_id, &owner);
 	if (rc < 0) {
 		g_debug("heartbeat owner check: %s", g_strerror(-rc));
@@ -316,8 +373,7 @@ static void heartbeat_once(struct super *s)
 	if (owner != s->my_id) {
 		char *who = read_holder(s);
 
-		atomic_store(&s->lost, true);
-		remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
+		lease_lost(s, who);
 		g_free(who);
 		return;
 	}

@@ -8,9 +8,10 @@
  * RDMA compare-and-swap, a heartbeat word the holder increments, and a
  * holder string for messages. Protocol (docs/ARCHITECTURE.md, "Lease protocol and timing"):
  *
- *   acquire: CAS(owner, 0, me). If the word holds X, watch the heartbeat: it
- *   moves -> X is alive -> -EBUSY naming the holder; it stays still for
- *   takeover_ms -> CAS(owner, X, me) (two takers: the CAS decides).
+ *   acquire: CAS(owner, 0, me), me = remote_client_id(). If the word holds
+ *   X, watch the heartbeat: it moves -> X is alive -> -EBUSY naming the
+ *   holder; it stays still for takeover_ms -> CAS(owner, X, me) (two takers:
+ *   the CAS decides), then FENCE(X) at the memserver before the lease counts.
  *   hold: a thread adds 1 to the heartbeat every takeover_ms/8 (at most 1 s)
  *   and checks the owner word still says me. Each success pushes the pool's
  *   write deadline (remote_set_write_deadline) to now + takeover_ms/2, so a

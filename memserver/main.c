@@ -488,6 +488,7 @@ int main(int argc, char **argv)
 	ms.verbose = o.verbose;
 	if (memserver_load_token(&ms, o.token_file))
 		return EXIT_FAILURE;
+	memserver_fence_init(&ms);
 
 	memset(&pp, 0, sizeof(pp));
 	pp.size = o.size;
@@ -497,7 +498,7 @@ int main(int argc, char **argv)
 	rc = pool_open(&pp, &ms.pool, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
-		return EXIT_FAILURE;
+		goto destroy_fence;
 	}
 
 	rc = tcp_server_create(&ms, o.listen, o.port, &ts);
@@ -557,5 +558,7 @@ close_tcp:
 	tcp_server_destroy(ts);
 close_pool:
 	pool_close(ms.pool); /* flushes a backing file */
+destroy_fence:
+	memserver_fence_destroy(&ms);
 	return status;
 }

@@ -1,18 +1,36 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * memserver.h - state shared by the memserver's parts: the pool, the token,
- * the counters, and the hooks the TCP server calls for the RDMA out-of-band
- * QP exchange. main.c owns it; tcp_server.c and rdma_server.c read it.
+ * the counters, the hooks the TCP server calls for the RDMA out-of-band
+ * QP exchange, and the fenced client ids (fence.c). main.c owns it;
+ * tcp_server.c and rdma_server.c read it.
  */
 #ifndef RMEM_MEMSERVER_H
 #define RMEM_MEMSERVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto.h"
 
 struct pool;
+
+/* the transport servers whose connections a FENCE revokes */
+enum memserver_side {
+	MEMSERVER_SIDE_TCP,
+	MEMSERVER_SIDE_RDMA,
+	MEMSERVER_SIDES
+};
+
+/*
+ * A server's revoke hook: make sure no WRITE/CAS/FETCH_ADD of a connection
+ * presenting @client_id is applied after it returns, and cut those
+ * connections. Returns how many it revoked. Called without any lock of the
+ * caller's held but with the hooks' read lock (fence.c).
+ */
+typedef unsigned int (*memserver_revoke_fn)(void *ctx, uint64_t client_id);
 
 struct memserver {
 	struct pool *pool;
@@ -25,14 +43,30 @@ struct memserver {
 	/*
 	 * Out-of-band RDMA QP setup (PROTO_QP_EXCHANGE over TCP), installed by
 	 * rdma_server_start(); NULL when RDMA is not serving. oob_accept brings
-	 * up a server QP facing @client, fills @server and the RDMA pool
-	 * descriptor @pool (caller clears it), and returns an opaque handle that
-	 * oob_release frees when the TCP connection ends. 0 or -errno.
+	 * up a server QP facing @client (presenting @client_id), fills @server
+	 * and the RDMA pool descriptor @pool (caller clears it), and returns an
+	 * opaque handle that oob_release frees when the TCP connection ends. 0,
+	 * -EKEYREVOKED (the client id is fenced) or -errno.
 	 */
 	void *oob_ctx;
-	int (*oob_accept)(void *oob_ctx, const struct proto_qp_info *client,
+	int (*oob_accept)(void *oob_ctx, uint64_t client_id, const struct proto_qp_info *client,
 			  struct proto_qp_info *server, struct proto_pool *pool, void **handle);
 	void (*oob_release)(void *oob_ctx, void *handle);
+
+	/*
+	 * Fencing (fence.c). fenced[0, nfenced): the client ids PROTO_FENCE
+	 * named, refused at every later connect; protected by fence_lock, a
+	 * leaf lock (taken inside a server's own lock, never around one).
+	 * revoke[]: each server's hook, protected by revoke_lock (read while
+	 * called, written when a server installs or removes its hook).
+	 */
+	pthread_mutex_t fence_lock;
+	uint64_t *fenced;
+	size_t nfenced;
+	size_t fenced_cap;
+	pthread_rwlock_t revoke_lock;
+	memserver_revoke_fn revoke[MEMSERVER_SIDES];
+	void *revoke_ctx[MEMSERVER_SIDES];
 };
 
 static inline void memserver_count(uint64_t *counter, uint64_t n)
@@ -42,5 +76,26 @@ static inline void memserver_count(uint64_t *counter, uint64_t n)
 
 /* snapshot the counters into the wire form's host struct */
 void memserver_stats_snapshot(const struct memserver *ms, struct proto_stats *out);
+
+/* ---- fencing (fence.c) ---- */
+
+void memserver_fence_init(struct memserver *ms);
+void memserver_fence_destroy(struct memserver *ms);
+/* install (fn != NULL) or remove a server's revoke hook; removal waits for running fences */
+void memserver_set_revoke(struct memserver *ms, enum memserver_side side, memserver_revoke_fn fn,
+			  void *ctx);
+/*
+ * Is @client_id fenced? Never for 0. A server calls this at connect with its
+ * own lock held, after which the new connection is in the list its revoke
+ * hook walks: a fence then either finds the connection or the connect finds
+ * the id (fence.c says why).
+ */
+bool memserver_fenced(struct memserver *ms, uint64_t client_id);
+/*
+ * PROTO_FENCE: refuse @client_id from now on and revoke its connections on
+ * every side. Returns once no write of theirs can land any more: 0, or
+ * -ENOMEM (nothing changed).
+ */
+int memserver_fence(struct memserver *ms, uint64_t client_id);
 
 #endif /* RMEM_MEMSERVER_H */

@@ -31,6 +31,18 @@
  * thread. The completion thread names clients by serial number (epoll data),
  * never by pointer, so an event that races with a client's teardown finds
  * nothing instead of freed memory.
+ *
+ * Fencing. The client id arrives in the CM private data (QP_EXCHANGE's hello
+ * on the out-of-band path; the id in a later HELLO SEND is not what counts).
+ * A connect is checked against the fenced set and the client listed under
+ * rs->lock (fence.c: no gap). The revoke hook moves every QP of the victim to
+ * ERR (ibv_modify_qp through verbs.c) and disconnects it, under rs->lock:
+ * from then on the QP accepts no packet, so none of the victim's one-sided
+ * WRITEs or atomics lands. rxe moves the QP synchronously; a hardware NIC may
+ * still complete a WRITE whose data it was already placing in memory when
+ * the modify arrived. A FENCE that arrives as a control SEND is carried out
+ * by the completion thread after it let go of rs->lock (the hook takes it),
+ * and answered then, if its sender is still there.
  */
 #define G_LOG_DOMAIN "rmemfs-rdma-server"
 
@@ -106,7 +118,18 @@ struct rdma_client {
 	bool in_epoll;
 	bool established; /* ESTABLISHED seen: disconnect at stop */
 	bool counted; /* in stats.clients_now (from rdma_accept on) */
+	bool revoked; /* fenced: QP in ERR, disconnected */
+	uint64_t client_id; /* from the CM private data / QP_EXCHANGE */
 	char peer[64];
+};
+
+/* a FENCE request the completion thread carries out after releasing rs->lock */
+struct rdma_fence_req {
+	bool pending;
+	uint64_t serial; /* the requesting client */
+	unsigned int i; /* its receive (and send) buffer */
+	uint64_t id; /* request id */
+	uint64_t victim;
 };
 
 struct rdma_server {
@@ -414,13 +437,42 @@ static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t 
 		g_message("%s: control receive not re-posted", c->peer);
 }
 
+/* note a FENCE for the completion thread; answer it at once if it cannot be carried out */
+static void rdma_client_fence_request(struct rdma_server *rs, struct rdma_client *c,
+				      unsigned int i, const struct proto_msg *m, const void *payload,
+				      struct rdma_fence_req *req)
+{
+	uint32_t status = PROTO_OK;
+	uint64_t victim;
+
+	if (proto_fence_unpack(payload, m->len, &victim)) {
+		g_message("%s: malformed FENCE (%u bytes; wants a non-zero 8-byte client id)",
+			  c->peer, m->len);
+		status = PROTO_E_MALFORMED;
+	} else if (victim == c->client_id || req->pending) {
+		g_message("%s: FENCE %s refused", c->peer,
+			  req->pending ? "while another is pending" : "of its own client id");
+		status = PROTO_E_STATE;
+	}
+	if (status != PROTO_OK) {
+		memserver_count(&rs->ms->stats.bad_requests, 1);
+		rdma_client_respond(c, i, m->type, status, m->id, NULL, 0);
+		return;
+	}
+	req->pending = true;
+	req->serial = c->serial;
+	req->i = i;
+	req->id = m->id;
+	req->victim = victim;
+}
+
 static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, unsigned int i,
-				uint32_t len)
+				uint32_t len, struct rdma_fence_req *fence)
 {
 	struct memserver *ms = rs->ms;
 	const struct proto_hdr *hdr = rdma_client_recv_buf(c, i);
 	const void *payload = hdr + 1;
-	uint8_t hash[PROTO_TOKEN_HASH_LEN];
+	struct proto_hello hello;
 	struct proto_stats_wire sw;
 	struct proto_stats st;
 	struct proto_msg m;
@@ -442,12 +494,12 @@ static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, u
 
 	switch (m.type) {
 	case PROTO_HELLO:
-		if (proto_hello_unpack(payload, m.len, hash)) {
+		if (proto_hello_unpack(payload, m.len, &hello)) {
 			memserver_count(&ms->stats.bad_requests, 1);
 			rdma_client_respond(c, i, m.type, PROTO_E_MALFORMED, m.id, NULL, 0);
 			return;
 		}
-		if (ms->have_token && !proto_token_equal(hash, ms->token_hash)) {
+		if (ms->have_token && !proto_token_equal(hello.token_hash, ms->token_hash)) {
 			g_message("%s: HELLO with a wrong token, refused", c->peer);
 			memserver_count(&ms->stats.auth_failures, 1);
 			rdma_client_respond(c, i, m.type, PROTO_E_AUTH, m.id, NULL, 0);
@@ -458,6 +510,9 @@ static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, u
 		return;
 	case PROTO_PING:
 		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, payload, m.len);
+		return;
+	case PROTO_FENCE:
+		rdma_client_fence_request(rs, c, i, &m, payload, fence);
 		return;
 	case PROTO_STATS:
 		memserver_stats_snapshot(ms, &st);
@@ -474,7 +529,8 @@ static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, u
 	}
 }
 
-static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c)
+static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c,
+				struct rdma_fence_req *fence)
 {
 	int rc, n, k;
 
@@ -498,12 +554,38 @@ static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c)
 				continue;
 			}
 			if (wc->wr_id & RS_WRID_RECV) {
-				rdma_client_request(rs, c, i, wc->byte_len);
+				rdma_client_request(rs, c, i, wc->byte_len, fence);
 			} else if (rdma_client_post_recv(c, i)) {
 				g_message("%s: control receive not re-posted", c->peer);
 			}
 		}
 	} while (n == c->cq.wc_cap);
+}
+
+/* the cm client with this serial, or NULL (rs->lock held) */
+static struct rdma_client *rdma_client_find(struct rdma_server *rs, uint64_t serial)
+{
+	struct rdma_client *c;
+
+	for (c = rs->clients; c; c = c->next) {
+		if (c->serial == serial)
+			break;
+	}
+	return c;
+}
+
+/* carry out a FENCE that arrived as a SEND (rs->lock not held), then answer it */
+static void rdma_server_fence(struct rdma_server *rs, const struct rdma_fence_req *req)
+{
+	int rc = memserver_fence(rs->ms, req->victim);
+	struct rdma_client *c;
+
+	pthread_mutex_lock(&rs->lock);
+	c = rdma_client_find(rs, req->serial);
+	if (c)
+		rdma_client_respond(c, req->i, PROTO_FENCE, proto_errno_to_status(rc), req->id,
+				    NULL, 0);
+	pthread_mutex_unlock(&rs->lock);
 }
 
 static void *rdma_server_comp_thread(void *arg)
@@ -522,18 +604,18 @@ static void *rdma_server_comp_thread(void *arg)
 			return NULL;
 		}
 		for (i = 0; i < n; i++) {
+			struct rdma_fence_req fence = { .pending = false };
 			struct rdma_client *c;
 
 			if (evs[i].data.u64 == RS_EPOLL_STOP)
 				return NULL;
 			pthread_mutex_lock(&rs->lock);
-			for (c = rs->clients; c; c = c->next) {
-				if (c->serial == evs[i].data.u64)
-					break;
-			}
+			c = rdma_client_find(rs, evs[i].data.u64);
 			if (c)
-				rdma_client_service(rs, c);
+				rdma_client_service(rs, c, &fence);
 			pthread_mutex_unlock(&rs->lock);
+			if (fence.pending)
+				rdma_server_fence(rs, &fence);
 		}
 	}
 }
@@ -612,7 +694,7 @@ static void rdma_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
 
 /* accept (rs->lock held); fills *status for the REJECT on failure */
 static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, const char *peer,
-			      uint32_t *status)
+			      uint64_t client_id, uint32_t *status)
 {
 	struct rdma_cm_id *id = ev->id;
 	struct rdma_conn_param param;
@@ -623,6 +705,10 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	unsigned int i;
 	int rc;
 
+	if (memserver_fenced(rs->ms, client_id)) {
+		*status = PROTO_E_FENCED;
+		return -EKEYREVOKED;
+	}
 	*status = PROTO_E_INTERNAL;
 	rc = rdma_dev_get(rs, ibv_get_device_name(id->verbs->device), &d);
 	if (rc) {
@@ -637,6 +723,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	c->dev = d;
 	c->id = id;
 	c->serial = ++rs->next_serial;
+	c->client_id = client_id;
 	g_strlcpy(c->peer, peer, sizeof(c->peer));
 
 	rc = rdma_client_setup(c, true);
@@ -700,8 +787,8 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 {
 	struct memserver *ms = rs->ms;
 	const struct rdma_conn_param *cp = &ev->param.conn;
-	uint8_t hash[PROTO_TOKEN_HASH_LEN];
 	struct proto_cm_reject_wire rej;
+	struct proto_hello h;
 	uint32_t status = PROTO_OK;
 	char peer[64];
 	size_t len;
@@ -711,7 +798,7 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 	len = cp->private_data_len;
 	if (len > sizeof(struct proto_cm_priv_wire))
 		len = sizeof(struct proto_cm_priv_wire);
-	rc = cp->private_data ? proto_cm_priv_unpack(cp->private_data, len, hash) : -EBADMSG;
+	rc = cp->private_data ? proto_cm_priv_unpack(cp->private_data, len, &h) : -EBADMSG;
 	if (rc == -EPROTONOSUPPORT) {
 		g_message("%s: other protocol version, refused", peer);
 		memserver_count(&ms->stats.bad_requests, 1);
@@ -720,17 +807,20 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 		g_message("%s: malformed connect private data, refused", peer);
 		memserver_count(&ms->stats.bad_requests, 1);
 		status = PROTO_E_MALFORMED;
-	} else if (ms->have_token && !proto_token_equal(hash, ms->token_hash)) {
+	} else if (ms->have_token && !proto_token_equal(h.token_hash, ms->token_hash)) {
 		g_message("%s: wrong or missing token, refused", peer);
 		memserver_count(&ms->stats.auth_failures, 1);
 		status = PROTO_E_AUTH;
 	} else {
 		pthread_mutex_lock(&rs->lock);
-		rc = rdma_server_accept(rs, ev, peer, &status);
+		rc = rdma_server_accept(rs, ev, peer, h.client_id, &status);
 		pthread_mutex_unlock(&rs->lock);
 		if (rc == 0)
 			return false;
-		g_message("%s: cannot accept: %s", peer, g_strerror(-rc));
+		if (rc == -EKEYREVOKED)
+			g_message("%s: client %016" PRIx64 " is fenced, refused", peer, h.client_id);
+		else
+			g_message("%s: cannot accept: %s", peer, g_strerror(-rc));
 	}
 
 	rej.magic = htonl(PROTO_MAGIC);
@@ -908,9 +998,9 @@ static int rdma_dev_oob_prepare(struct rdma_dev *d)
 	return 0;
 }
 
-static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *client,
-				  struct proto_qp_info *server, struct proto_pool *pool,
-				  void **handle)
+static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
+				  const struct proto_qp_info *client, struct proto_qp_info *server,
+				  struct proto_pool *pool, void **handle)
 {
 	struct rdma_server *rs = oob_ctx;
 	struct verbs_rts_params rts;
@@ -924,6 +1014,9 @@ static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *cli
 	*handle = NULL;
 	name = rdma_oob_pick_device(client, buf, sizeof(buf));
 	pthread_mutex_lock(&rs->lock);
+	rc = memserver_fenced(rs->ms, client_id) ? -EKEYREVOKED : 0;
+	if (rc)
+		goto unlock;
 	rc = rdma_dev_get(rs, name, &d);
 	if (rc)
 		goto unlock;
@@ -937,6 +1030,7 @@ static int rdma_server_oob_accept(void *oob_ctx, const struct proto_qp_info *cli
 	}
 	c->dev = d;
 	c->serial = ++rs->next_serial;
+	c->client_id = client_id;
 	snprintf(c->peer, sizeof(c->peer), "rdma-oob QP 0x%x", client->qpn);
 	rc = rdma_client_setup(c, false);
 	if (rc)
@@ -1008,6 +1102,50 @@ static void rdma_server_oob_release(void *oob_ctx, void *handle)
 	g_debug("out-of-band QP 0x%x released", c->qp ? c->qp->qp_num : 0);
 	rdma_client_destroy(rs, c);
 	pthread_mutex_unlock(&rs->lock);
+}
+
+/* ---- fencing ---- */
+
+/* QP to ERR (nothing of the client lands from now on), then disconnect (rs->lock held) */
+static void rdma_client_revoke(struct rdma_client *c)
+{
+	int rc = verbs_qp_to_err(c->qp);
+
+	if (rc)
+		g_message("%s: moving the fenced client's QP to ERR: %s", c->peer, g_strerror(-rc));
+	if (c->id && c->established) {
+		if (rdma_disconnect(c->id))
+			g_debug("%s: rdma_disconnect: %s", c->peer, g_strerror(errno));
+		c->established = false;
+	}
+	c->revoked = true;
+}
+
+static unsigned int rdma_revoke_list(struct rdma_client *list, uint64_t client_id)
+{
+	unsigned int n = 0;
+	struct rdma_client *c;
+
+	for (c = list; c; c = c->next) {
+		if (c->revoked || c->client_id != client_id)
+			continue;
+		rdma_client_revoke(c);
+		n++;
+	}
+	return n;
+}
+
+/* the revoke hook (memserver.h) */
+static unsigned int rdma_server_revoke(void *ctx, uint64_t client_id)
+{
+	struct rdma_server *rs = ctx;
+	unsigned int n;
+
+	pthread_mutex_lock(&rs->lock);
+	n = rdma_revoke_list(rs->clients, client_id);
+	n += rdma_revoke_list(rs->oob_clients, client_id);
+	pthread_mutex_unlock(&rs->lock);
+	return n;
 }
 
 /* ---- start / stop ---- */
@@ -1171,6 +1309,7 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	ms->oob_ctx = rs;
 	ms->oob_accept = rdma_server_oob_accept;
 	ms->oob_release = rdma_server_oob_release;
+	memserver_set_revoke(ms, MEMSERVER_SIDE_RDMA, rdma_server_revoke, rs);
 	*out = rs;
 	return 0;
 
@@ -1204,6 +1343,8 @@ void rdma_server_stop(struct rdma_server *rs)
 		rs->ms->oob_release = NULL;
 		rs->ms->oob_ctx = NULL;
 	}
+	if (rs->ms->revoke_ctx[MEMSERVER_SIDE_RDMA] == rs)
+		memserver_set_revoke(rs->ms, MEMSERVER_SIDE_RDMA, NULL, NULL);
 	if (write(rs->stop_fd, &one, sizeof(one)) != sizeof(one))
 		g_warning("waking the RDMA threads failed: %s", g_strerror(errno));
 	if (rs->cm_running)

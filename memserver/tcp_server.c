@@ -39,6 +39,20 @@
  * in poll() against a deadline counted from accept (hello_timeout_ms), so a
  * peer that connects and stays silent, or trickles bytes, is closed in
  * bounded time and cannot hold a thread and a connection slot for ever.
+ *
+ * Fencing. HELLO (and QP_EXCHANGE) carry the client id; it is published in
+ * conn->client_id and checked against the fenced set under srv->lock (see
+ * fence.c for why that order leaves no gap). Every pool modification (a
+ * WRITE's payload landing in the pool, a CAS, a FETCH_ADD) happens inside
+ * conn->apply_lock after checking conn->revoked; the revoke hook sets
+ * revoked under that lock. So once the hook returned, any write of the
+ * connection has either landed completely or will never start, and the FENCE
+ * reply can go out. A WRITE whose client stalls mid-payload would hold
+ * apply_lock indefinitely: after TCP_REVOKE_WAIT_MS the hook shuts the socket
+ * down, which ends that receive (whatever of the payload already arrived has
+ * landed, like a write torn by a crash; nothing lands after). A revoked
+ * connection's next request is answered PROTO_E_FENCED and the connection is
+ * closed. Lock order: srv->lock -> conn->apply_lock.
  */
 #define G_LOG_DOMAIN "rmemfs-tcp-server"
 
@@ -77,6 +91,7 @@
 #define TCP_LINGER_MS 500 /* drain a refused peer this long so it reads our error */
 #define TCP_LINGER_BYTES (64U << 20)
 #define TCP_BACKLOG 512
+#define TCP_REVOKE_WAIT_MS 100 /* a revoked write stalled mid-payload this long is cut off */
 
 G_STATIC_ASSERT(TCP_IN_CAP >= sizeof(struct proto_hdr) + PROTO_MAX_CTRL);
 G_STATIC_ASSERT(TCP_OUT_CAP >= sizeof(struct proto_hdr) + PROTO_MAX_CTRL);
@@ -91,6 +106,9 @@ struct tcp_conn {
 	char peer[64]; /* "127.0.0.1:40000" for messages */
 	struct tcp_conn *next; /* srv->conns; protected by srv->lock */
 	bool done; /* the thread has finished; protected by srv->lock */
+	uint64_t client_id; /* from HELLO; written under srv->lock by the thread */
+	pthread_mutex_t apply_lock; /* held while a request modifies pool memory */
+	bool revoked; /* fenced: set under apply_lock, read atomically anywhere */
 
 	/* the rest belongs to the connection thread */
 	uint8_t *in; /* unparsed input is in[in_head, in_tail) */
@@ -117,6 +135,7 @@ struct tcp_server {
 	unsigned int spin_us; /* set before run: poll a quiet socket this long before blocking */
 	pthread_t acceptor;
 	bool acceptor_running;
+	bool revoke_set; /* our hook is installed in ms */
 	uint8_t *pool_wire; /* the TCP pool descriptor, packed once for every HELLO */
 	size_t pool_wire_len;
 
@@ -391,6 +410,56 @@ static int tcp_refuse_close(struct tcp_conn *c, const struct proto_msg *m, uint3
 	return rc ? rc : -EPROTO;
 }
 
+static bool tcp_revoked(struct tcp_conn *c)
+{
+	return __atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE);
+}
+
+/* a request of a fenced client: PROTO_E_FENCED, then close */
+static int tcp_fenced(struct tcp_conn *c, const struct proto_msg *m)
+{
+	return tcp_refuse_close(c, m, PROTO_E_FENCED, "client fenced (its lease was taken over)");
+}
+
+/*
+ * Enter the section that modifies pool memory: -EKEYREVOKED (lock not held)
+ * once the connection was revoked, else 0 with apply_lock held until
+ * tcp_apply_end.
+ */
+static int tcp_apply_begin(struct tcp_conn *c)
+{
+	pthread_mutex_lock(&c->apply_lock);
+	if (c->revoked) {
+		pthread_mutex_unlock(&c->apply_lock);
+		return -EKEYREVOKED;
+	}
+	return 0;
+}
+
+static void tcp_apply_end(struct tcp_conn *c)
+{
+	pthread_mutex_unlock(&c->apply_lock);
+}
+
+/*
+ * Publish the client id the peer authenticated with, unless it is fenced
+ * (then PROTO_E_FENCED and close). Under srv->lock: see fence.c.
+ */
+static int tcp_admit(struct tcp_conn *c, const struct proto_msg *m, uint64_t client_id)
+{
+	bool fenced;
+
+	pthread_mutex_lock(&c->srv->lock);
+	fenced = memserver_fenced(c->ms, client_id);
+	if (!fenced)
+		c->client_id = client_id;
+	pthread_mutex_unlock(&c->srv->lock);
+	if (!fenced)
+		return 0;
+	g_message("%s: client %016" PRIx64 " is fenced, refused", c->peer, client_id);
+	return tcp_fenced(c, m);
+}
+
 /* check a token hash; on failure answer PROTO_E_AUTH and close */
 static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t *hash)
 {
@@ -411,12 +480,15 @@ static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t
 
 static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const void *p)
 {
-	uint8_t hash[PROTO_TOKEN_HASH_LEN];
+	struct proto_hello h;
 	int rc;
 
-	if (proto_hello_unpack(p, m->len, hash))
+	if (proto_hello_unpack(p, m->len, &h))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed HELLO");
-	rc = tcp_auth(c, m, hash);
+	rc = tcp_auth(c, m, h.token_hash);
+	if (rc)
+		return rc;
+	rc = tcp_admit(c, m, h.client_id);
 	if (rc)
 		return rc;
 	return tcp_respond(c, m->type, PROTO_OK, m->id, c->srv->pool_wire, c->srv->pool_wire_len);
@@ -426,7 +498,7 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 {
 	const size_t hello_len = sizeof(struct proto_hello_wire);
 	struct memserver *ms = c->ms;
-	uint8_t hash[PROTO_TOKEN_HASH_LEN];
+	struct proto_hello h;
 	struct proto_qp_info client, server;
 	struct proto_qp_info_wire qw;
 	struct proto_pool rpool;
@@ -438,10 +510,13 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 	int rc;
 
 	if (m->len != sizeof(struct proto_qp_exchange_wire) ||
-	    proto_hello_unpack(p, hello_len, hash) ||
+	    proto_hello_unpack(p, hello_len, &h) ||
 	    proto_qp_info_unpack(p + hello_len, m->len - hello_len, &client))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed QP_EXCHANGE");
-	rc = tcp_auth(c, m, hash);
+	rc = tcp_auth(c, m, h.token_hash);
+	if (rc)
+		return rc;
+	rc = tcp_admit(c, m, h.client_id);
 	if (rc)
 		return rc;
 	if (!ms->oob_accept)
@@ -451,7 +526,7 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 
 	memset(&server, 0, sizeof(server));
 	memset(&rpool, 0, sizeof(rpool));
-	rc = ms->oob_accept(ms->oob_ctx, &client, &server, &rpool, &handle);
+	rc = ms->oob_accept(ms->oob_ctx, h.client_id, &client, &server, &rpool, &handle);
 	if (rc) {
 		g_message("%s: out-of-band QP setup failed: %s", c->peer, g_strerror(-rc));
 		proto_pool_clear(&rpool);
@@ -547,7 +622,12 @@ static int tcp_on_write(struct tcp_conn *c, const struct proto_msg *m)
 		if (rc)
 			return rc;
 	}
+	if (tcp_apply_begin(c)) {
+		rc = tcp_discard(c, data);
+		return rc ? rc : tcp_fenced(c, m);
+	}
 	rc = tcp_recv_into(c, ptr, data);
+	tcp_apply_end(c);
 	if (rc)
 		return rc;
 	memserver_count(&c->ms->stats.writes, 1);
@@ -574,6 +654,8 @@ static int tcp_on_atomic(struct tcp_conn *c, const struct proto_msg *m, const vo
 		if (rc)
 			return rc;
 	}
+	if (tcp_apply_begin(c))
+		return tcp_fenced(c, m);
 	word = ptr;
 	if (m->type == PROTO_CAS) {
 		old = a.compare_add;
@@ -583,6 +665,7 @@ static int tcp_on_atomic(struct tcp_conn *c, const struct proto_msg *m, const vo
 	} else {
 		old = __atomic_fetch_add(word, a.compare_add, __ATOMIC_SEQ_CST);
 	}
+	tcp_apply_end(c);
 	memserver_count(&c->ms->stats.atomics, 1);
 	resp.old = htobe64(old);
 	return tcp_respond(c, m->type, PROTO_OK, m->id, &resp, sizeof(resp));
@@ -598,9 +681,30 @@ static int tcp_on_stats(struct tcp_conn *c, const struct proto_msg *m)
 	return tcp_respond(c, m->type, PROTO_OK, m->id, &w, sizeof(w));
 }
 
+/* FENCE: answered only once every connection of the victim is revoked */
+static int tcp_on_fence(struct tcp_conn *c, const struct proto_msg *m, const void *p)
+{
+	uint64_t victim;
+	int rc;
+
+	if (proto_fence_unpack(p, m->len, &victim)) {
+		g_message("%s: malformed FENCE (%u bytes; wants a non-zero 8-byte client id)",
+			  c->peer, m->len);
+		return tcp_refuse(c, m, PROTO_E_MALFORMED);
+	}
+	if (victim == c->client_id) {
+		g_message("%s: FENCE of its own client id refused", c->peer);
+		return tcp_refuse(c, m, PROTO_E_STATE);
+	}
+	rc = memserver_fence(c->ms, victim);
+	if (rc)
+		return tcp_refuse(c, m, proto_errno_to_status(rc));
+	return tcp_respond_status(c, m->type, PROTO_OK, m->id);
+}
+
 static bool tcp_type_known(uint16_t type)
 {
-	return type >= PROTO_HELLO && type <= PROTO_QP_EXCHANGE;
+	return type >= PROTO_HELLO && type <= PROTO_FENCE;
 }
 
 /* read, check and answer one message */
@@ -653,6 +757,10 @@ static int tcp_conn_step(struct tcp_conn *c)
 		return tcp_refuse_close(c, &m, PROTO_E_TOOBIG, "oversized message");
 	if (!c->authed && m.type != PROTO_HELLO && m.type != PROTO_QP_EXCHANGE)
 		return tcp_refuse_close(c, &m, PROTO_E_STATE, "request before HELLO");
+	if (tcp_revoked(c)) {
+		rc = tcp_discard(c, m.len);
+		return rc ? rc : tcp_fenced(c, &m);
+	}
 
 	if (m.type == PROTO_WRITE)
 		return tcp_on_write(c, &m);
@@ -677,6 +785,8 @@ static int tcp_conn_step(struct tcp_conn *c)
 		return tcp_respond(c, m.type, PROTO_OK, m.id, p, m.len);
 	case PROTO_STATS:
 		return tcp_on_stats(c, &m);
+	case PROTO_FENCE:
+		return tcp_on_fence(c, &m, p);
 	default:
 		return tcp_refuse(c, &m, PROTO_E_UNSUPPORTED);
 	}
@@ -756,6 +866,7 @@ static void tcp_conn_free(struct tcp_conn *c)
 		return;
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->apply_lock);
 	g_free(c->in);
 	g_free(c->out);
 	g_free(c);
@@ -818,6 +929,7 @@ static void tcp_accept_one(struct tcp_server *srv, int fd, const struct sockaddr
 
 	c = g_try_new0(struct tcp_conn, 1);
 	if (c) {
+		pthread_mutex_init(&c->apply_lock, NULL);
 		c->in = g_try_malloc(TCP_IN_CAP);
 		c->out = g_try_malloc(TCP_OUT_CAP);
 	}
@@ -915,6 +1027,46 @@ static void *tcp_acceptor_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Mark c revoked once no pool modification of it is in progress (srv->lock
+ * held, so c cannot be freed). A write stalled mid-payload is cut off.
+ */
+static void tcp_conn_revoke(struct tcp_conn *c)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += TCP_REVOKE_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	if (pthread_mutex_clocklock(&c->apply_lock, CLOCK_MONOTONIC, &until)) {
+		g_message("%s: a write of the fenced client is stalled mid-payload: "
+			  "cutting the connection", c->peer);
+		shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_lock(&c->apply_lock);
+	}
+	__atomic_store_n(&c->revoked, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->apply_lock);
+}
+
+/* the revoke hook (memserver.h): every live connection presenting client_id */
+static unsigned int tcp_server_revoke(void *ctx, uint64_t client_id)
+{
+	struct tcp_server *srv = ctx;
+	unsigned int n = 0;
+	struct tcp_conn *c;
+
+	pthread_mutex_lock(&srv->lock);
+	for (c = srv->conns; c; c = c->next) {
+		if (c->done || c->client_id != client_id)
+			continue;
+		tcp_conn_revoke(c);
+		n++;
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return n;
+}
+
 int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 		      struct tcp_server **out)
 {
@@ -969,6 +1121,8 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 		g_warning("fcntl O_NONBLOCK (listener): %s", g_strerror(-rc));
 		goto err_free;
 	}
+	memserver_set_revoke(ms, MEMSERVER_SIDE_TCP, tcp_server_revoke, srv);
+	srv->revoke_set = true;
 	*out = srv;
 	return 0;
 
@@ -1011,6 +1165,10 @@ void tcp_server_destroy(struct tcp_server *ts)
 
 	if (!ts)
 		return;
+	/* no fence may walk the connections from here on (RDMA threads still run) */
+	if (ts->revoke_set)
+		memserver_set_revoke(ts->ms, MEMSERVER_SIDE_TCP, NULL, NULL);
+	ts->revoke_set = false;
 	if (ts->acceptor_running) {
 		if (eventfd_write(ts->stop_fd, 1) < 0)
 			g_warning("eventfd_write (stop): %s", g_strerror(errno));

@@ -32,18 +32,18 @@ MEMSERVER = os.path.join(BUILD_DIR, 'memserver', 'memserver')
 
 # ---- proto.h ----
 MAGIC = 0x524D454D
-VERSION = 1
+VERSION = 2
 DEFAULT_PORT = 7471
 RESP = 0x8000
-HELLO, READ, WRITE, CAS, FETCH_ADD, PING, STATS, QP_EXCHANGE = range(1, 9)
+HELLO, READ, WRITE, CAS, FETCH_ADD, PING, STATS, QP_EXCHANGE, FENCE = range(1, 10)
 (OK, E_AUTH, E_VERSION, E_MALFORMED, E_KEY, E_RANGE, E_ALIGN, E_TOOBIG, E_UNSUPPORTED,
- E_NOMEM, E_INTERNAL, E_STATE) = range(12)
+ E_NOMEM, E_INTERNAL, E_STATE, E_FENCED) = range(13)
 MAX_IO = 16 << 20
 MAX_CTRL = 64 << 10
 POOL_PERSISTENT = 0x1
 
 HDR = struct.Struct('>IHHIIQ')          # magic version type status len id
-HELLO_W = struct.Struct('>32sII')       # token_hash flags reserved
+HELLO_W = struct.Struct('>32sIIQ')      # token_hash flags reserved client_id
 POOL_W = struct.Struct('>QQII')         # size pool_id nregions flags
 REGION_W = struct.Struct('>QQII')       # addr len rkey reserved
 RW_W = struct.Struct('>QII')            # addr rkey len
@@ -51,7 +51,7 @@ ATOMIC_W = struct.Struct('>QIIQQ')      # addr rkey reserved compare_add swap
 QP_INFO_W = struct.Struct('>II16sHBBI')  # qpn psn gid lid mtu max_rd_atomic reserved
 STATS_FIELDS = ('clients_now', 'clients_total', 'auth_failures', 'bad_requests', 'reads',
                 'writes', 'atomics', 'bytes_read', 'bytes_written', 'rdma_connections')
-assert HDR.size == 24 and HELLO_W.size == 40 and RW_W.size == 16 and ATOMIC_W.size == 32
+assert HDR.size == 24 and HELLO_W.size == 48 and RW_W.size == 16 and ATOMIC_W.size == 32
 assert QP_INFO_W.size == 32
 
 TOKEN = b'correct horse battery staple'
@@ -297,8 +297,8 @@ class Client:
         except socket.timeout:
             return False
 
-    def hello(self, token_hash=TOKEN_HASH):
-        status, payload = self.call(HELLO, HELLO_W.pack(token_hash, 0, 0))
+    def hello(self, token_hash=TOKEN_HASH, client_id=0):
+        status, payload = self.call(HELLO, HELLO_W.pack(token_hash, 0, 0, client_id))
         if status == OK:
             self.pool = Pool(payload)
         return status
@@ -511,7 +511,7 @@ import hashlib, socket, struct, sys
 port, token = int(sys.argv[1]), sys.argv[2].encode()
 h = hashlib.sha256(token).digest() if token else bytes(32)
 s = socket.create_connection((sys.argv[3], port), timeout=10)
-s.sendall(struct.pack('>IHHIIQ', 0x524D454D, 1, 1, 0, 40, 7) + struct.pack('>32sII', h, 0, 0))
+s.sendall(struct.pack('>IHHIIQ', 0x524D454D, 2, 1, 0, 48, 7) + struct.pack('>32sIIQ', h, 0, 0, 0))
 hdr = b''
 while len(hdr) < 24:
     c = s.recv(24 - len(hdr))
@@ -584,7 +584,7 @@ def test_hello_wrong_token(srv):
 
 def test_hello_malformed(srv):
     with Client(srv.port) as c:
-        status, _ = c.call(HELLO, HELLO_W.pack(TOKEN_HASH, 0, 0)[:-1])
+        status, _ = c.call(HELLO, HELLO_W.pack(TOKEN_HASH, 0, 0, 0)[:-1])
         assert status == E_MALFORMED
         assert c.is_closed()
 
@@ -607,7 +607,7 @@ def test_request_before_hello(srv, mtype, payload):
 
 def test_request_after_failed_hello_is_not_served(srv):
     with Client(srv.port) as c:
-        c.s.sendall(c.frame(HELLO, HELLO_W.pack(ZERO_HASH, 0, 0))[1] +
+        c.s.sendall(c.frame(HELLO, HELLO_W.pack(ZERO_HASH, 0, 0, 0))[1] +
                     c.frame(READ, RW_W.pack(0, 0, 8))[1])
         rtype, status, _, _ = c.recv_msg()
         assert (rtype, status) == (HELLO | RESP, E_AUTH)
@@ -629,7 +629,8 @@ def test_hello_deadline(start):
     clients = (idle, partial, short, trickle, good)
     try:
         assert good.hello() == OK
-        hello = HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 3) + HELLO_W.pack(ZERO_HASH, 0, 0)
+        hello = (HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 3) +
+                 HELLO_W.pack(ZERO_HASH, 0, 0, 0))
         trickle_closed = None
         for i in range(len(hello)):
             r, _, _ = select.select([trickle.s], [], [], 0.2)
@@ -698,9 +699,14 @@ def test_bad_magic_closes(srv):
         assert c.stats()['bad_requests'] >= before + 2
 
 
-def test_bad_version(srv):
+@pytest.mark.parametrize('version,hello', [
+    (VERSION + 1, HELLO_W.pack(TOKEN_HASH, 0, 0, 0)),
+    # version 1 had no client id: such a client could not be fenced, so it is refused
+    (1, struct.pack('>32sII', TOKEN_HASH, 0, 0)),
+])
+def test_bad_version(srv, version, hello):
     with Client(srv.port) as c:
-        mid = c.send(HELLO, HELLO_W.pack(TOKEN_HASH, 0, 0), version=2)
+        mid = c.send(HELLO, hello, version=version)
         rtype, status, rid, payload = c.recv_msg()
         assert (rtype, status, rid, payload) == (HELLO | RESP, E_VERSION, mid, b'')
         assert c.is_closed()
@@ -752,7 +758,7 @@ def test_truncated_then_close(srv):
 
 def test_unknown_type_is_answered_and_connection_continues(srv):
     with authed(srv) as c:
-        for mtype in (0, 9, 0x42, 0x7FFF, PING | RESP):
+        for mtype in (0, 10, 0x42, 0x7FFF, PING | RESP):
             status, payload = c.call(mtype, b'payload to be skipped')
             assert (status, payload) == (E_UNSUPPORTED, b'')
         status, payload = c.call(PING, b'still here')
@@ -769,17 +775,17 @@ def test_ping_echo(srv):
 def test_qp_exchange_without_rdma(srv):
     qp = QP_INFO_W.pack(1, 2, bytes(16), 3, 4, 1, 0)
     with Client(srv.port) as c:
-        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(ZERO_HASH, 0, 0) + qp)
+        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(ZERO_HASH, 0, 0, 0) + qp)
         assert status == E_AUTH
         assert c.is_closed()
     with Client(srv.port) as c:
-        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(TOKEN_HASH, 0, 0) + qp[:-1])
+        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(TOKEN_HASH, 0, 0, 0) + qp[:-1])
         assert status == E_MALFORMED
         assert c.is_closed()
     if ', rdma ' in srv.ready:
         pytest.skip('this server serves RDMA: the exchange is tested by the RDMA suite')
     with Client(srv.port) as c:
-        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(TOKEN_HASH, 0, 0) + qp)
+        status, _ = c.call(QP_EXCHANGE, HELLO_W.pack(TOKEN_HASH, 0, 0, 0) + qp)
         assert status == E_UNSUPPORTED
         # the token was good: the connection is authenticated and goes on
         assert c.call(PING, b'ok') == (OK, b'ok')
@@ -1007,10 +1013,10 @@ def garbage_connection(port, rnd, pool):
                                   rnd.randrange(1 << 32), rnd.randrange(1 << 32),
                                   rnd.randrange(1 << 64)) + rnd.randbytes(rnd.randrange(256)))
         elif kind == 2:     # authenticated, then noise
-            s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, 40, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0)
+            s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0, 0)
                       + rnd.randbytes(rnd.randrange(1, 4096)))
         elif kind == 3:     # authenticated, then well-framed ops with random fields (region 0)
-            out = HDR.pack(MAGIC, VERSION, HELLO, 0, 40, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0)
+            out = HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0, 0)
             for i in range(rnd.randrange(1, 40)):
                 t = rnd.choice((READ, WRITE, CAS, FETCH_ADD, PING, STATS))
                 addr = a0 + rnd.randrange(-4096, l0 + 4096) if rnd.random() < 0.7 \
@@ -1028,7 +1034,7 @@ def garbage_connection(port, rnd, pool):
                 out += HDR.pack(MAGIC, VERSION, t, 0, len(p), i) + p
             s.sendall(out)
         elif kind == 4:     # a header that promises more than is ever sent
-            s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, 40, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0)
+            s.sendall(HDR.pack(MAGIC, VERSION, HELLO, 0, HELLO_W.size, 1) + HELLO_W.pack(TOKEN_HASH, 0, 0, 0)
                       + HDR.pack(MAGIC, VERSION, WRITE, 0, RW_W.size + 100000, 2)
                       + RW_W.pack(a0, k0, 100000) + rnd.randbytes(rnd.randrange(5000)))
         elif kind == 5:     # connect and vanish
@@ -1160,3 +1166,98 @@ def test_backing_file_survives_restart(start, tmp_path):
     r = run_memserver(['--port', '0', '--size', '8M', '--backing-file', str(junk)])
     assert r.returncode == 1 and 'not a memserver pool file' in r.stderr
     assert junk.read_bytes() == b'do not overwrite me'
+
+
+# ---- fencing (PROTO_FENCE) ----
+
+ID_A, ID_B = 0xA11CE00000000001, 0xB0B0000000000002
+
+
+def fence_payload(victim):
+    return struct.pack('>Q', victim)
+
+
+def test_fence_revokes_and_refuses(start):
+    """FENCE(A) from B: every connection presenting A fails its next write with
+    E_FENCED and is closed, A's bytes stay as they were, a new connection with A is
+    refused; B and a client without an id (0) go on."""
+    s = start('--port', '0', '--size', '16M')
+    a1, a2, b, z = (Client(s.port) for _ in range(4))
+    try:
+        assert a1.hello(client_id=ID_A) == OK
+        assert a2.hello(client_id=ID_A) == OK
+        assert b.hello(client_id=ID_B) == OK
+        assert z.hello() == OK
+        assert a1.pwrite(4096, b'A' * 4096) == OK          # before the fence: lands
+        addr, rkey = a1.pool.resolve(8192, 8)
+        assert a1.atomic(FETCH_ADD, addr, rkey, 5) == (OK, 0)
+
+        assert b.call(FENCE, fence_payload(ID_A)) == (OK, b'')
+
+        assert a1.pwrite(4096, b'X' * 4096) == E_FENCED
+        assert a1.is_closed()
+        assert a2.atomic(CAS, addr, rkey, 5, 99) == (E_FENCED, None)
+        assert a2.is_closed()
+        assert b.pread(4096, 4096) == b'A' * 4096
+        assert struct.unpack('=Q', b.pread(8192, 8))[0] == 5
+        with Client(s.port) as again:
+            assert again.hello(client_id=ID_A) == E_FENCED
+            assert again.is_closed()
+        assert b.pwrite(4096, b'B' * 4096) == OK
+        assert b.atomic(CAS, addr, rkey, 5, 6) == (OK, 5)
+        assert z.pwrite(0, b'Z' * 10) == OK
+        assert z.pread(4096, 4096) == b'B' * 4096
+        # fencing again is harmless; the set survives its connections
+        assert z.call(FENCE, fence_payload(ID_A)) == (OK, b'')
+    finally:
+        for c in (a1, a2, b, z):
+            c.close()
+    assert 'fenced: 2 connection(s) revoked' in s.stderr()
+    s.stop_clean()
+
+
+def test_fence_malformed(start):
+    s = start('--port', '0', '--size', '16M')
+    with Client(s.port) as c:
+        assert c.hello(client_id=ID_B) == OK
+        assert c.call(FENCE, b'\x01' * 7) == (E_MALFORMED, b'')
+        assert c.call(FENCE, b'\x01' * 9) == (E_MALFORMED, b'')
+        assert c.call(FENCE, fence_payload(0)) == (E_MALFORMED, b'')   # 0: no lease holder
+        assert c.call(FENCE, fence_payload(ID_B)) == (E_STATE, b'')    # itself
+        assert c.pwrite(0, b'still served') == OK
+    assert 'malformed FENCE (7 bytes' in s.stderr()
+    with Client(s.port) as c:                     # only after HELLO
+        assert c.call(FENCE, fence_payload(ID_A)) == (E_STATE, b'')
+        assert c.is_closed()
+    s.stop_clean()
+
+
+def test_fence_cuts_a_stalled_write(start):
+    """A WRITE of the victim stalled mid-payload does not hold the FENCE reply up for
+    long, and nothing the victim sends after the reply reaches the pool."""
+    s = start('--port', '0', '--size', '16M')
+    a, b = Client(s.port), Client(s.port)
+    try:
+        assert a.hello(client_id=ID_A) == OK
+        assert b.hello(client_id=ID_B) == OK
+        n = 1 << 20
+        addr, rkey = a.pool.resolve(1 << 20, n)
+        a.s.sendall(HDR.pack(MAGIC, VERSION, WRITE, 0, RW_W.size + n, 5) +
+                    RW_W.pack(addr, rkey, n) + b'x' * 4096)
+        time.sleep(0.3)                             # the server is receiving into the pool
+        t0 = time.monotonic()
+        assert b.call(FENCE, fence_payload(ID_A)) == (OK, b'')
+        assert time.monotonic() - t0 < 3
+        try:
+            a.s.sendall(b'y' * (n - 4096))
+        except OSError:
+            pass
+        time.sleep(0.2)
+        got = b.pread(1 << 20, n)
+        assert got[4096:] == bytes(n - 4096), 'a write of the fenced client landed'
+        assert got[:4096] in (b'x' * 4096, bytes(4096)) or set(got[:4096]) <= {0, ord('x')}
+    finally:
+        a.close()
+        b.close()
+    assert 'stalled mid-payload' in s.stderr()
+    s.stop_clean()

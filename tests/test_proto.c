@@ -61,6 +61,11 @@ static int hello_unpack_any(const void *buf, size_t len, void *out)
 	return proto_hello_unpack(buf, len, out);
 }
 
+static int fence_unpack_any(const void *buf, size_t len, void *out)
+{
+	return proto_fence_unpack(buf, len, out);
+}
+
 static int rw_unpack_any(const void *buf, size_t len, void *out)
 {
 	return proto_rw_unpack(buf, len, out);
@@ -98,7 +103,7 @@ static int pool_unpack_any(const void *buf, size_t len, void *out)
 static void test_wire_sizes(void)
 {
 	g_assert_cmpuint(sizeof(struct proto_hdr), ==, 24);
-	g_assert_cmpuint(sizeof(struct proto_hello_wire), ==, 40);
+	g_assert_cmpuint(sizeof(struct proto_hello_wire), ==, 48);
 	g_assert_cmpuint(sizeof(struct proto_region_wire), ==, 24);
 	g_assert_cmpuint(sizeof(struct proto_pool_wire), ==, 24);
 	g_assert_cmpuint(sizeof(struct proto_rw_wire), ==, 16);
@@ -106,15 +111,17 @@ static void test_wire_sizes(void)
 	g_assert_cmpuint(sizeof(struct proto_atomic_resp_wire), ==, 8);
 	g_assert_cmpuint(sizeof(struct proto_qp_info_wire), ==, 32);
 	g_assert_cmpuint(sizeof(struct proto_stats_wire), ==, 80);
-	g_assert_cmpuint(sizeof(struct proto_cm_priv_wire), ==, 40);
+	g_assert_cmpuint(sizeof(struct proto_cm_priv_wire), ==, 48);
 	g_assert_cmpuint(sizeof(struct proto_cm_reject_wire), ==, 8);
+	g_assert_cmpuint(sizeof(struct proto_fence_wire), ==, 8);
+	g_assert_cmpuint(sizeof(struct proto_qp_exchange_wire), ==, 80);
 }
 
 static void test_hdr_roundtrip(void)
 {
 	static const uint16_t types[] = { PROTO_HELLO, PROTO_READ, PROTO_WRITE, PROTO_CAS,
 					  PROTO_FETCH_ADD, PROTO_PING, PROTO_STATS,
-					  PROTO_QP_EXCHANGE };
+					  PROTO_QP_EXCHANGE, PROTO_FENCE };
 	struct proto_hdr h;
 	struct proto_msg m;
 
@@ -159,7 +166,7 @@ static void test_hdr_limits(void)
 
 static void test_hdr_malformed(void)
 {
-	static const uint16_t bad_types[] = { 0, 9, 0x7fff, PROTO_RESPONSE, PROTO_RESPONSE | 9,
+	static const uint16_t bad_types[] = { 0, 10, 0x7fff, PROTO_RESPONSE, PROTO_RESPONSE | 10,
 					      0x4002, 0x0102, 0xffff };
 	struct proto_hdr h;
 	struct proto_msg m;
@@ -171,7 +178,7 @@ static void test_hdr_malformed(void)
 	g_assert_cmpint(proto_hdr_unpack(&h, &m), ==, -EBADMSG);
 
 	/* another version: refused, but the id is there for the error response */
-	proto_hdr_pack(&h, PROTO_HELLO, 0, 40, 1234);
+	proto_hdr_pack(&h, PROTO_HELLO, 0, 48, 1234);
 	h.version = htobe16(PROTO_VERSION + 1);
 	memset(&m, 0, sizeof(m));
 	g_assert_cmpint(proto_hdr_unpack(&h, &m), ==, -EPROTONOSUPPORT);
@@ -231,6 +238,8 @@ static void test_status_table(void)
 	g_assert_cmpint(proto_status_to_errno(PROTO_E_NOMEM), ==, -ENOMEM);
 	g_assert_cmpint(proto_status_to_errno(PROTO_E_INTERNAL), ==, -EIO);
 	g_assert_cmpint(proto_status_to_errno(PROTO_E_STATE), ==, -EPROTO);
+	g_assert_cmpint(proto_status_to_errno(PROTO_E_FENCED), ==, -EKEYREVOKED);
+	g_assert_cmpuint(proto_errno_to_status(-EKEYREVOKED), ==, PROTO_E_FENCED);
 
 	/* unknown status codes and unmapped errnos */
 	g_assert_cmpint(proto_status_to_errno(PROTO_STATUS_COUNT), ==, -EIO);
@@ -247,24 +256,49 @@ static void test_type_str(void)
 	g_assert_cmpstr(proto_type_str(PROTO_READ | PROTO_RESPONSE), ==, "READ");
 	g_assert_cmpstr(proto_type_str(PROTO_FETCH_ADD), ==, "FETCH_ADD");
 	g_assert_cmpstr(proto_type_str(PROTO_QP_EXCHANGE), ==, "QP_EXCHANGE");
+	g_assert_cmpstr(proto_type_str(PROTO_FENCE | PROTO_RESPONSE), ==, "FENCE");
 	g_assert_cmpstr(proto_type_str(0), ==, "unknown");
 	g_assert_cmpstr(proto_type_str(99), ==, "unknown");
 }
 
 static void test_hello(void)
 {
-	uint8_t hash[PROTO_TOKEN_HASH_LEN], out[PROTO_TOKEN_HASH_LEN];
+	struct proto_hello in = { .client_id = 0x0102030405060708ULL }, out;
 	struct proto_hello_wire w;
 
 	for (int i = 0; i < PROTO_TOKEN_HASH_LEN; i++)
-		hash[i] = i * 7 + 1;
-	proto_hello_pack(&w, hash);
+		in.token_hash[i] = i * 7 + 1;
+	proto_hello_pack(&w, &in);
 	g_assert_cmpuint(w.flags, ==, 0);
 	g_assert_cmpuint(w.reserved, ==, 0);
-	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), out), ==, 0);
-	g_assert_cmpmem(out, sizeof(out), hash, sizeof(hash));
-	check_prefixes(&w, sizeof(w), hello_unpack_any, PROTO_TOKEN_HASH_LEN);
-	check_too_long(&w, sizeof(w), hello_unpack_any, PROTO_TOKEN_HASH_LEN);
+	g_assert_cmpuint(be64toh(w.client_id), ==, in.client_id);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, 0);
+	g_assert_cmpmem(out.token_hash, sizeof(out.token_hash), in.token_hash,
+			sizeof(in.token_hash));
+	g_assert_cmpuint(out.client_id, ==, in.client_id);
+	/* a version 1 HELLO (40 bytes, no client id) is refused, never read as id 0 */
+	check_prefixes(&w, sizeof(w), hello_unpack_any, sizeof(out));
+	check_too_long(&w, sizeof(w), hello_unpack_any, sizeof(out));
+}
+
+static void test_fence(void)
+{
+	struct proto_fence_wire w;
+	uint64_t id = 0;
+
+	proto_fence_pack(&w, 0xfedcba9876543210ULL);
+	g_assert_cmpuint(be64toh(w.client_id), ==, 0xfedcba9876543210ULL);
+	g_assert_cmpint(proto_fence_unpack(&w, sizeof(w), &id), ==, 0);
+	g_assert_cmpuint(id, ==, 0xfedcba9876543210ULL);
+	check_prefixes(&w, sizeof(w), fence_unpack_any, sizeof(id));
+	check_too_long(&w, sizeof(w), fence_unpack_any, sizeof(id));
+	/* id 0 is "no lease holder": fencing it would lock out every lease-less client */
+	proto_fence_pack(&w, 0);
+	g_assert_cmpint(proto_fence_unpack(&w, sizeof(w), &id), ==, -EBADMSG);
+
+	for (int i = 0; i < 100; i++)
+		g_assert_cmpuint(proto_client_id_new(), !=, 0);
+	g_assert_cmpuint(proto_client_id_new(), !=, proto_client_id_new());
 }
 
 static void test_rw(void)
@@ -352,30 +386,32 @@ static void test_stats(void)
 
 static void test_cm_priv(void)
 {
-	uint8_t hash[PROTO_TOKEN_HASH_LEN], out[PROTO_TOKEN_HASH_LEN];
+	struct proto_hello in = { .client_id = 0xa5a5000011112222ULL }, out;
 	struct proto_cm_priv_wire w;
 	uint8_t padded[56];
 
-	proto_token_hash("token", 5, hash);
-	proto_cm_priv_pack(&w, hash);
-	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), out), ==, 0);
-	g_assert_cmpmem(out, sizeof(out), hash, sizeof(hash));
+	proto_token_hash("token", 5, in.token_hash);
+	proto_cm_priv_pack(&w, &in);
+	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
 
 	/* the CM pads private data: longer buffers are fine */
 	memset(padded, 0, sizeof(padded));
 	memcpy(padded, &w, sizeof(w));
-	memset(out, 0, sizeof(out));
-	g_assert_cmpint(proto_cm_priv_unpack(padded, sizeof(padded), out), ==, 0);
-	g_assert_cmpmem(out, sizeof(out), hash, sizeof(hash));
+	memset(&out, 0, sizeof(out));
+	g_assert_cmpint(proto_cm_priv_unpack(padded, sizeof(padded), &out), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
 
-	g_assert_cmpint(proto_cm_priv_unpack(NULL, 0, out), ==, -EBADMSG);
-	check_prefixes(&w, sizeof(w), cm_priv_unpack_any, PROTO_TOKEN_HASH_LEN);
+	g_assert_cmpint(proto_cm_priv_unpack(NULL, 0, &out), ==, -EBADMSG);
+	check_prefixes(&w, sizeof(w), cm_priv_unpack_any, sizeof(out));
 
+	w.version = htobe16(PROTO_VERSION - 1);
+	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, -EPROTONOSUPPORT);
 	w.version = htobe16(PROTO_VERSION + 1);
-	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), out), ==, -EPROTONOSUPPORT);
+	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, -EPROTONOSUPPORT);
 	w.version = htobe16(PROTO_VERSION);
 	w.magic = htobe32(0x12345678);
-	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), out), ==, -EBADMSG);
+	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
 }
 
 /* a pool descriptor in wire form, built by hand so malformed ones can be made */
@@ -815,6 +851,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/proto/status-table", test_status_table);
 	g_test_add_func("/proto/type-str", test_type_str);
 	g_test_add_func("/proto/hello", test_hello);
+	g_test_add_func("/proto/fence", test_fence);
 	g_test_add_func("/proto/rw", test_rw);
 	g_test_add_func("/proto/atomic", test_atomic);
 	g_test_add_func("/proto/qp-info", test_qp_info);

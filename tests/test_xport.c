@@ -323,6 +323,7 @@ struct client_opts {
 	enum xport_poll_mode mode;
 	bool mode_set;
 	int op_timeout_ms;
+	uint64_t client_id;
 };
 
 static int client_connect(struct fx *f, const struct client_opts *o, struct xport **out)
@@ -350,6 +351,8 @@ static int client_connect(struct fx *f, const struct client_opts *o, struct xpor
 		p.poll_mode = XPORT_POLL_EVENT; /* 2 shared cores: do not spin */
 	if (o && o->op_timeout_ms)
 		p.op_timeout_ms = o->op_timeout_ms;
+	if (o)
+		p.client_id = o->client_id;
 	return xport_connect(test_transport(), &p, out);
 }
 
@@ -1475,6 +1478,81 @@ static void test_ping_stats(struct fx *f, gconstpointer data)
 	g_free(resp);
 }
 
+/*
+ * FENCE(A) from B: A's writes and atomics stop landing (TCP: -EKEYREVOKED on
+ * every connection of A; RDMA: its QPs are in ERR, so they fail as on a lost
+ * connection), A cannot connect again, B and a client without an id go on, and
+ * malformed FENCEs get a clear error.
+ */
+static void test_fence(struct fx *f, gconstpointer data)
+{
+	const uint64_t id_a = 0xa11ce00000000001ULL, id_b = 0xb0b0000000000002ULL;
+	const struct client_opts oa = { .client_id = id_a }, ob = { .client_id = id_b };
+	const uint64_t off = 5 << 20, word = 6 << 20;
+	uint8_t *abuf = g_malloc0(8192), *bbuf = g_malloc0(8192);
+	struct xport *a, *a2, *b, *again = NULL;
+	struct xport_mr *amr, *a2mr, *bmr;
+	uint64_t raddr, *res;
+	uint32_t rkey, len;
+	int rc;
+
+	g_assert_cmpint(client_connect(f, &oa, &a), ==, 0);
+	g_assert_cmpint(client_connect(f, &oa, &a2), ==, 0);
+	g_assert_cmpint(client_connect(f, &ob, &b), ==, 0);
+	g_assert_cmpint(xport_reg_mr(a, abuf, 8192, &amr), ==, 0);
+	g_assert_cmpint(xport_reg_mr(a2, abuf, 8192, &a2mr), ==, 0);
+	g_assert_cmpint(xport_reg_mr(b, bbuf, 8192, &bmr), ==, 0);
+	memset(abuf, 'A', 4096);
+	sync_write(a, amr, abuf, 4096, off); /* before the fence: lands */
+
+	g_assert_cmpint(xport_fence(b, id_a), ==, 0);
+
+	memset(abuf, 'X', 4096);
+	remote(a, off, 4096, &raddr, &rkey);
+	rc = xport_write(a, amr, abuf, 4096, raddr, rkey);
+	if (fx_is_tcp(f))
+		g_assert_cmpint(rc, ==, -EKEYREVOKED);
+	else
+		g_assert_cmpint(rc, <, 0);
+	res = (uint64_t *)(abuf + 4096);
+	remote(a2, word, 8, &raddr, &rkey);
+	rc = xport_cas(a2, a2mr, res, raddr, rkey, 0, 0x5a5a);
+	if (fx_is_tcp(f))
+		g_assert_cmpint(rc, ==, -EKEYREVOKED);
+	else
+		g_assert_cmpint(rc, <, 0);
+
+	/* nothing of A's landed */
+	sync_read(b, bmr, bbuf, 4096, off);
+	memset(abuf, 'A', 4096);
+	g_assert_cmpmem(bbuf, 4096, abuf, 4096);
+	g_assert_cmpuint(remote_u64(b, bmr, (uint64_t *)bbuf, word), ==, 0);
+
+	/* A is refused from now on; B and the fixture's client (id 0) go on */
+	g_assert_cmpint(client_connect(f, &oa, &again), ==, -EKEYREVOKED);
+	g_assert_null(again);
+	memset(bbuf, 'B', 4096);
+	sync_write(b, bmr, bbuf, 4096, off);
+	remote(b, word, 8, &raddr, &rkey);
+	g_assert_cmpint(xport_cas(b, bmr, (uint64_t *)(bbuf + 4096), raddr, rkey, 0, 7), ==, 0);
+	check_still_works(f);
+
+	/* malformed: a clear error, and the connection stays usable */
+	g_assert_cmpint(xport_call(b, PROTO_FENCE, bbuf, 3, NULL, 0, &len), ==, -EBADMSG);
+	g_assert_cmpint(xport_fence(b, 0), ==, -EBADMSG);
+	g_assert_cmpint(xport_fence(b, id_b), ==, -EPROTO);
+	g_assert_cmpuint(remote_u64(b, bmr, (uint64_t *)bbuf, word), ==, 7);
+
+	xport_dereg_mr(a, amr);
+	xport_dereg_mr(a2, a2mr);
+	xport_dereg_mr(b, bmr);
+	xport_close(a);
+	xport_close(a2);
+	xport_close(b);
+	g_free(abuf);
+	g_free(bbuf);
+}
+
 /* each poll mode moves verified data and honours timeouts */
 static void test_poll_modes(struct fx *f, gconstpointer data)
 {
@@ -1722,6 +1800,7 @@ int main(int argc, char **argv)
 	add("/xport/bad-access", &cfg_plain, test_bad_access);
 	add("/xport/bad-post", &cfg_plain, test_bad_post);
 	add("/xport/ping-stats", &cfg_plain, test_ping_stats);
+	add("/xport/fence", &cfg_plain, test_fence);
 	add("/xport/poll-modes", &cfg_plain, test_poll_modes);
 	add("/xport/op-timeout", &cfg_plain, test_op_timeout);
 	add("/xport/server-killed-stalled", &cfg_plain, test_server_killed_stalled);

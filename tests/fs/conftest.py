@@ -242,11 +242,13 @@ class MountFailed(Exception):
 class Rmemfs:
     """One rmemfs process (foreground, -f) mounting a memserver's pool."""
 
-    def __init__(self, server, mountpoint, options=(), name='rmemfs', extra_args=()):
+    def __init__(self, server, mountpoint, options=(), name='rmemfs', extra_args=(),
+                 extra_env=None):
         self.server = server
         self.mountpoint = mountpoint
         self.options = list(options)
         self.extra_args = list(extra_args)
+        self.extra_env = dict(extra_env or {})
         self.log_path = os.path.join(server.workdir, f'{name}.log')
         self.proc = None
         self.pump = None
@@ -261,7 +263,7 @@ class Rmemfs:
     def start(self, wait=True, timeout=MOUNT_TIMEOUT):
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=daemon_env())
+                                     env={**daemon_env(), **self.extra_env})
         self.pump = OutputPump(self.proc.stdout, self.log_path)
         if wait:
             self.wait_mounted(timeout)
@@ -337,13 +339,14 @@ class Env:
         return d
 
     def rmemfs(self, server, mountpoint=None, options=(), start=True, extra_args=(),
-               caches=False):
+               caches=False, extra_env=None):
         """caches=False adds entry_timeout=0,attr_timeout=0 (the filesystem under test)."""
         mnt = mountpoint or self.mountpoint()
         opts = list(options)
         if not caches:
             opts += ['entry_timeout=0', 'attr_timeout=0']
-        fs = Rmemfs(server, mnt, opts, name=f'rmemfs{len(self.mounts)}', extra_args=extra_args)
+        fs = Rmemfs(server, mnt, opts, name=f'rmemfs{len(self.mounts)}', extra_args=extra_args,
+                    extra_env=extra_env)
         self.mounts.append(fs)
         if start:
             fs.start()

@@ -2,8 +2,10 @@
 """Durability and ownership: remount equality, kill -9 then remount (fsync'd
 data intact, rmemfs-fsck clean), one read-write mount per pool (a second mount
 is refused naming the holder), takeover of a crashed holder's lease within
-15 s, clean shutdown on SIGTERM.
+15 s, the memserver fencing a stopped holder whose lease was taken over, clean
+shutdown on SIGTERM.
 """
+import errno
 import os
 import random
 import re
@@ -248,6 +250,95 @@ def test_lease_takeover_after_crash(env):
     with open(os.path.join(fs2.mountpoint, 'kept'), 'rb') as f:
         assert f.read() == b'survives the crash'
     print(f'lease taken over in {took:.1f} s')
+
+
+def wait_stopped(pid, timeout=10):
+    """Until every thread of pid is stopped (state T in /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = set()
+        for tid in os.listdir(f'/proc/{pid}/task'):
+            with open(f'/proc/{pid}/task/{tid}/stat') as f:
+                states.add(f.read().rsplit(')', 1)[1].split()[0])
+        if states == {'T'}:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f'{pid} did not stop')
+
+
+# Holds a file of the holder's mount open with written, unflushed data, and fsyncs it
+# on request. A separate process: any fork+exec by a process holding that descriptor
+# would close it in the child, and the close waits for the stopped daemon.
+QUEUED_WRITER = r'''
+import os, random, sys
+path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, random.Random(seed).randbytes(n))
+print('written', flush=True)
+sys.stdin.readline()
+try:
+    os.fsync(fd)
+    print('fsync 0', flush=True)
+except OSError as e:
+    print('fsync', e.errno, flush=True)
+try:
+    os.close(fd)
+except OSError:
+    pass
+'''
+
+
+def test_stopped_holder_is_fenced_by_the_memserver(env, tmp_path):
+    """A holder is SIGSTOPped with written data still queued (dirty in the page
+    cache); rmemfs-fsck --repair takes its silent lease over, a second mount writes.
+    When the holder runs again, not one byte it had queued reaches the pool: the
+    memserver fenced it. RMEM_TEST_NO_SELF_FENCE=1 turns the holder's own
+    time-based fencing off, so only the memserver's fence can stop it."""
+    img = str(tmp_path / 'pool.img')
+    server = env.server('64M', backing_file=img)
+    fs1 = env.rmemfs(server, extra_env={'RMEM_TEST_NO_SELF_FENCE': '1'})
+    write_synced(os.path.join(fs1.mountpoint, 'before'), b'fsync\'d before the takeover')
+    seed, n = 0xfe4ce, 128 << 10
+    writer = subprocess.Popen([sys.executable, '-c', QUEUED_WRITER,
+                               os.path.join(fs1.mountpoint, 'queued'), str(seed), str(n)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == 'written\n'
+        time.sleep(1.5)                         # the create's journal record is flushed
+        fs1.proc.send_signal(signal.SIGSTOP)
+        wait_stopped(fs1.proc.pid)
+
+        r = fsck(server, '--repair', '-o', 'takeover_ms=1000')
+        assert r.returncode in (0, 1), f'rmemfs-fsck --repair:\n{r.stdout}\n{r.stderr}'
+        assert server.pump.wait_for(r'client [0-9a-f]+ fenced: [1-9]\d* connection', 10), \
+            server.pump.text()
+        fs2 = env.rmemfs(server)
+        write_synced(os.path.join(fs2.mountpoint, 'second'), b'the new holder')
+
+        fs1.proc.send_signal(signal.SIGCONT)
+        writer.stdin.write('fsync\n')
+        writer.stdin.flush()
+        fsync_errno = int(writer.stdout.readline().split()[1])
+        assert writer.wait(30) == 0
+    finally:
+        fs1.proc.send_signal(signal.SIGCONT)
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait(10)
+    assert fs1.pump.wait_for(r'LEASE LOST', 15), fs1.output()
+    assert fsync_errno == errno.EIO, f'fsync of the fenced holder: {os.strerror(fsync_errno)}'
+
+    queued = pattern(seed, n)
+    with open(img, 'rb') as f:
+        pool = f.read()
+    landed = [i for i in range(0, n, 4096) if queued[i:i + 4096] in pool]
+    assert not landed, f'{len(landed)} blocks of the fenced holder reached the pool'
+    with open(os.path.join(fs2.mountpoint, 'before'), 'rb') as f:
+        assert f.read() == b'fsync\'d before the takeover'
+    with open(os.path.join(fs2.mountpoint, 'second'), 'rb') as f:
+        assert f.read() == b'the new holder'
+    assert fs2.unmount() == 0, fs2.output()
+    fs1.kill9()
 
 
 def test_sigterm_is_a_clean_unmount(env):
