@@ -86,7 +86,8 @@ int super_new(struct remote *r, struct super **out)
 	s->takeover_ms = SUPER_DEFAULT_TAKEOVER_MS;
 	s->self_fence = g_strcmp0(g_getenv("RMEM_TEST_NO_SELF_FENCE"), "1") != 0;
 	if (!s->self_fence)
-		g_message("RMEM_TEST_NO_SELF_FENCE=1: no write deadline, no owner check (test knob)");
+		g_message("RMEM_TEST_NO_SELF_FENCE=1: no write deadline, no owner check "
+			  "(test knob)");
 	*out = s;
 	return 0;
 }

@@ -439,8 +439,8 @@ static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t 
 
 /* note a FENCE for the completion thread; answer it at once if it cannot be carried out */
 static void rdma_client_fence_request(struct rdma_server *rs, struct rdma_client *c,
-				      unsigned int i, const struct proto_msg *m, const void *payload,
-				      struct rdma_fence_req *req)
+				      unsigned int i, const struct proto_msg *m,
+				      const void *payload, struct rdma_fence_req *req)
 {
 	uint32_t status = PROTO_OK;
 	uint64_t victim;
@@ -818,7 +818,8 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 		if (rc == 0)
 			return false;
 		if (rc == -EKEYREVOKED)
-			g_message("%s: client %016" PRIx64 " is fenced, refused", peer, h.client_id);
+			g_message("%s: client %016" PRIx64 " is fenced, refused", peer,
+				  h.client_id);
 		else
 			g_message("%s: cannot accept: %s", peer, g_strerror(-rc));
 	}

@@ -302,11 +302,19 @@ def test_stopped_holder_is_fenced_by_the_memserver(env, tmp_path):
     writer = subprocess.Popen([sys.executable, '-c', QUEUED_WRITER,
                                os.path.join(fs1.mountpoint, 'queued'), str(seed), str(n)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    queued = pattern(seed, n)
+
+    def landed():
+        with open(img, 'rb') as f:
+            pool = f.read()
+        return [i for i in range(0, n, 4096) if queued[i:i + 4096] in pool]
+
     try:
         assert writer.stdout.readline() == 'written\n'
-        time.sleep(1.5)                         # the create's journal record is flushed
+        # at once: rmemfs writes back what reached its cache after dirty_expire (1 s)
         fs1.proc.send_signal(signal.SIGSTOP)
         wait_stopped(fs1.proc.pid)
+        assert not landed(), 'the queued data reached the pool before the takeover'
 
         r = fsck(server, '--repair', '-o', 'takeover_ms=1000')
         assert r.returncode in (0, 1), f'rmemfs-fsck --repair:\n{r.stdout}\n{r.stderr}'
@@ -326,13 +334,10 @@ def test_stopped_holder_is_fenced_by_the_memserver(env, tmp_path):
             writer.kill()
             writer.wait(10)
     assert fs1.pump.wait_for(r'LEASE LOST', 15), fs1.output()
-    assert fsync_errno == errno.EIO, f'fsync of the fenced holder: {os.strerror(fsync_errno)}'
-
-    queued = pattern(seed, n)
-    with open(img, 'rb') as f:
-        pool = f.read()
-    landed = [i for i in range(0, n, 4096) if queued[i:i + 4096] in pool]
-    assert not landed, f'{len(landed)} blocks of the fenced holder reached the pool'
+    blocks = landed()
+    assert not blocks, f'{len(blocks)} blocks of the fenced holder reached the pool'
+    assert fsync_errno == errno.EIO, \
+        f'fsync of the fenced holder: {os.strerror(fsync_errno)}\n{fs1.output()}'
     with open(os.path.join(fs2.mountpoint, 'before'), 'rb') as f:
         assert f.read() == b'fsync\'d before the takeover'
     with open(os.path.join(fs2.mountpoint, 'second'), 'rb') as f:
