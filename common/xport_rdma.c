@@ -176,8 +176,9 @@ static void xrdma_mark_dead(struct xrdma *x, int err, const char *why)
 		return;
 	x->dead = true;
 	x->dead_errno = err;
-	g_message("%s: connection unusable (%s), %u op(s) in flight fail with %s", x->base.peer,
-		  why, (unsigned int)(x->head - x->tail), g_strerror(-err));
+	/* (debug: the failed ops carry the news to the caller, who reports it) */
+	g_debug("%s: connection unusable (%s), %u op(s) in flight fail with %s", x->base.peer, why,
+		(unsigned int)(x->head - x->tail), g_strerror(-err));
 	if (x->qp)
 		verbs_qp_to_err(x->qp);
 }

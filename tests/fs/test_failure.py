@@ -11,10 +11,11 @@ reuses the port it had); a backing file keeps its pool across a restart, an
 anonymous pool is a new pool with a new pool id.
 """
 import errno
+import json
 import os
 import re
 import subprocess
-import threading
+import sys
 import time
 
 import pytest
@@ -24,27 +25,61 @@ from conftest import (MountFailed, binary, pattern, stats, unmount, wait_for)
 WAIT = 60.0  # seconds any single wait below may take before the test fails
 
 
-def writer(path, stop, errors, done, blocks=64):
-    """pwrite + fsync of 4 KiB blocks in a loop until stop; what each block holds
-    last goes to done[block]; every error to errors."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+# An application in its own process: pwrite + fsync of 4 KiB blocks in a loop until the
+# stop file exists; its progress (iterations) in the progress file; at the end one JSON line:
+# the errors it saw and, per block, the iteration whose bytes (pattern(i, 4096)) it holds.
+# (Not a thread of the test: the test starts memservers, and a child of a process that holds
+# files of the mount open closes them, which is a FUSE flush that waits out the outage.)
+WRITER = r"""
+import errno, json, os, random, sys
+path, stop, progress = sys.argv[1:4]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+i, errors, last = 0, [], {}
+while not os.path.exists(stop):
     try:
-        i = 0
-        while not stop.is_set():
-            data = pattern(i, 4096)
-            try:
-                os.pwrite(fd, data, (i % blocks) * 4096)
-                os.fsync(fd)
-                done[i % blocks] = data
-            except OSError as e:
-                errors.append((i, errno.errorcode.get(e.errno, e.errno)))
-            i += 1
-    finally:
-        os.close(fd)
+        os.pwrite(fd, random.Random(i).randbytes(4096), (i % 64) * 4096)
+        os.fsync(fd)
+        last[i % 64] = i
+    except OSError as e:
+        errors.append((i, errno.errorcode.get(e.errno, e.errno)))
+    i += 1
+    with open(progress + '.tmp', 'w') as f:
+        f.write(str(len(last)) + ' ' + str(i))
+    os.replace(progress + '.tmp', progress)
+os.close(fd)
+print(json.dumps({'errors': errors, 'last': last}))
+"""
 
 
-def expected_file(done, blocks=64):
-    return b''.join(done.get(b, b'\0' * 4096) for b in range(max(done) + 1))
+class Writer:
+    def __init__(self, workdir, path):
+        self.stop_file = os.path.join(workdir, 'writer.stop')
+        self.progress_file = os.path.join(workdir, 'writer.progress')
+        self.proc = subprocess.Popen([sys.executable, '-c', WRITER, path, self.stop_file,
+                                      self.progress_file], stdout=subprocess.PIPE, text=True)
+
+    def progress(self):
+        """(blocks written, iterations)"""
+        try:
+            with open(self.progress_file) as f:
+                return tuple(int(v) for v in f.read().split())
+        except (OSError, ValueError):
+            return (0, 0)
+
+    def finish(self):
+        """Stop it; its errors and the expected file content."""
+        open(self.stop_file, 'w').close()
+        try:
+            out, _ = self.proc.communicate(timeout=2 * WAIT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+        res = json.loads(out.strip().splitlines()[-1])
+        last = {int(b): i for b, i in res['last'].items()}
+        data = b''.join(pattern(last[b], 4096) if b in last else b'\0' * 4096
+                        for b in range(max(last) + 1))
+        return res['errors'], data
 
 
 def lines(fs, regex):
@@ -99,11 +134,9 @@ def test_server_restart_is_invisible(env):
     server = env.server('64M', backing_file=os.path.join(env.workdir, 'pool.img'))
     fs = env.rmemfs(server, options=['reconnect_timeout=30'])
     mnt = fs.mountpoint
-    stop, errors, done = threading.Event(), [], {}
-    t = threading.Thread(target=writer, args=(os.path.join(mnt, 'log'), stop, errors, done))
-    t.start()
+    w = Writer(env.workdir, os.path.join(mnt, 'log'))
     try:
-        assert wait_for(lambda: len(done) >= 32, WAIT)
+        assert wait_for(lambda: w.progress()[0] >= 32, WAIT)
         # dirty data on both sides of the outage: in the daemon's cache, not yet written back
         dirty = pattern(77, 3 << 20)
         with open(os.path.join(mnt, 'dirty'), 'wb') as f:
@@ -114,13 +147,10 @@ def test_server_restart_is_invisible(env):
         server.start()
         assert wait_for(lambda: fs.pump.wait_for(r'is back after', 0) is not None, WAIT)
         # the writer goes on after the outage
-        done_before = dict(done)
-        assert wait_for(lambda: sum(1 for k in done if done[k] != done_before.get(k)) >= 16,
-                        WAIT), f'no progress after the restart; errors: {errors}'
+        n = w.progress()[1]
+        assert wait_for(lambda: w.progress()[1] >= n + 16, WAIT), 'no progress after the restart'
     finally:
-        stop.set()
-        t.join(WAIT)
-    assert not t.is_alive()
+        errors, log = w.finish()
     assert errors == [], f'the application saw errors during a 3 s outage: {errors}'
     with open(os.path.join(mnt, 'dirty'), 'rb+') as f:
         os.fsync(f.fileno())
@@ -141,7 +171,7 @@ def test_server_restart_is_invisible(env):
     assert fs.unmount() == 0, fs.output()
     fs2 = env.rmemfs(server, mountpoint=mnt)
     with open(os.path.join(mnt, 'log'), 'rb') as f:
-        assert f.read() == expected_file(done)
+        assert f.read() == log
     with open(os.path.join(mnt, 'dirty'), 'rb') as f:
         assert f.read() == dirty
     assert fs2.unmount() == 0
@@ -164,8 +194,10 @@ def test_another_pool_fails_loudly(env):
                          r'.* pool was \(id ([0-9a-f]+)', WAIT)
     assert m, fs.output()
     assert m.group(1) == server.addr and m.group(2) != m.group(3)
-    assert fs.pump.wait_for(rf'write-back of ino {ino}: .*16 dirty blocks not written', WAIT), \
-        fs.output()
+    # (one line per write-back batch: 16 blocks in all)
+    given_up = rf'write-back of ino {ino}: .* given up, (\d+) dirty blocks not written'
+    assert wait_for(lambda: sum(int(re.search(given_up, l).group(1))
+                                for l in lines(fs, given_up)) == 16, WAIT), fs.output()
     fd = os.open(os.path.join(mnt, 'dirty'), os.O_RDONLY)
     try:
         with pytest.raises(OSError) as e:
