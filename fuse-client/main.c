@@ -40,6 +40,7 @@
 #include "ops.h"
 #include "options.h"
 #include "remote.h"
+#include "swapmode.h"
 
 #define MAIN_BOUNCE_SIZE (2U << 20) /* per channel: a 1 MiB request and its padding */
 #define MAIN_LEASE_TAKEOVER_MS 10000
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
 	struct meta_mount_opts mount_opts;
 	struct cache_config cache_cfg;
 	struct remote_config rcfg;
+	struct swapmode swap;
 	struct fuse_session *se;
 	struct remote *remote = NULL;
 	struct meta *meta = NULL;
@@ -242,6 +244,12 @@ int main(int argc, char **argv)
 	if (!o.foreground && daemon_fork(&notify_fd) < 0)
 		goto out_session;
 	signal(SIGPIPE, SIG_IGN); /* a dead server is an error code, not a signal */
+	/* before any thread or the cache exists: both are then locked as they come */
+	if (o.swap) {
+		if (swapmode_enter(&swap) < 0)
+			goto out_session;
+		ctx.swap = &swap;
+	}
 
 	rc = remote_open(&rcfg, &remote);
 	if (rc < 0) {

@@ -43,6 +43,7 @@
 #include "io.h"
 #include "meta.h"
 #include "remote.h"
+#include "swapmode.h"
 
 #define OPS_MAX_WRITE (1U << 20)
 #define OPS_BLKSIZE (64U << 10) /* st_blksize: the I/O size we like */
@@ -740,6 +741,10 @@ static void reply_stats(fuse_req_t req, size_t size)
 	/* the pool's state first: "state up|away|failed" is what a user looks for */
 	if (ctx->remote)
 		m = remote_state_text(ctx->remote, buf, CACHE_STATS_MAX);
+	if (m >= 0) {
+		n = swapmode_text(ctx->swap, buf + m, CACHE_STATS_MAX - (size_t)m);
+		m = n < 0 ? n : m + n;
+	}
 	n = m < 0 ? m : cache_stats_text(ctx->cache, buf + m, CACHE_STATS_MAX - (size_t)m);
 	if (n >= 0)
 		n += m;

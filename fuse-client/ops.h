@@ -19,6 +19,7 @@ struct meta;
 struct io;
 struct cache;
 struct remote;
+struct swapmode;
 
 struct ops_ctx {
 	struct fuse_session *se; /* for notifications to the kernel */
@@ -31,6 +32,7 @@ struct ops_ctx {
 	bool direct_io; /* every open bypasses the page cache */
 	bool writeback_cache; /* the kernel's writeback cache (off anyway with direct_io) */
 	bool default_permissions; /* the kernel checks permissions: access() is never asked */
+	struct swapmode *swap; /* -o swap: the daemon is fit to serve swap; else NULL */
 };
 
 extern const struct fuse_lowlevel_ops ops_lowlevel;

@@ -50,6 +50,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("direct_io", direct_io, 1),
 	OPT("format", format, 1),
+	OPT("swap", swap, 1),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -265,6 +266,10 @@ static int validate(struct options *o)
 		return -EINVAL;
 	}
 
+	if (o->swap) {
+		o->block_size = OPTIONS_SWAP_BLOCK_SIZE;
+		o->cache_size = OPTIONS_SWAP_CACHE_SIZE;
+	}
 	if (o->block_size_str) {
 		rc = units_parse_size(o->block_size_str, &sz);
 		if (rc < 0 || sz < 4096 || sz > (1U << 20) || (sz & (sz - 1))) {
@@ -477,6 +482,10 @@ void options_print_help(const char *prog)
 	       "                           write errors are then reported at fsync/close)\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
+	       "    -o swap                serve a swap file (rmemfs-swap): lock the daemon's\n"
+	       "                           memory, never wait for I/O to allocate, never be\n"
+	       "                           OOM-killed; cache_size defaults to 64M, block_size\n"
+	       "                           to 4K (needs root)\n"
 	       "    -o qps=N               connections to the server, 1..%u (default %u)\n"
 	       "    -o poll=busy|event|hybrid  completion polling (default event)\n"
 	       "    -o entry_timeout=SECS  kernel name cache timeout (default 1)\n"

@@ -31,6 +31,9 @@
 #define OPTIONS_MAX_QPS 64U
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
 #define OPTIONS_DEFAULT_RECONNECT_S 60 /* reconnect_timeout, seconds */
+/* -o swap defaults (docs/ARCHITECTURE.md, "Serving swap", says why) */
+#define OPTIONS_SWAP_CACHE_SIZE (64ULL << 20)
+#define OPTIONS_SWAP_BLOCK_SIZE (4U << 10)
 
 struct options {
 	/* SERVER[:PORT] split; host is g_malloc'd, IPv6 literals without brackets */
@@ -54,6 +57,7 @@ struct options {
 	char *reconnect_timeout_str;
 	int direct_io;
 	int format;
+	int swap; /* -o swap: serve a swap device (swapmode.h) */
 	int read_only; /* -o ro seen (also passed on to libfuse) */
 	int default_permissions; /* -o default_permissions seen or added for root */
 	int show_help;
