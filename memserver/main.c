@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ struct memserver_opts {
 	const char *token_file;
 	const char *backing_file;
 	bool hugepages;
+	bool mlock;
 	bool verbose;
 	bool insecure;
 	unsigned int hello_timeout_s;
@@ -80,6 +82,9 @@ static void memserver_usage(FILE *f)
 		"                           survives a restart; created if missing or empty\n"
 		"  -H, --hugepages          back the pool with huge pages (reserve them first in\n"
 		"                           /proc/sys/vm/nr_hugepages)\n"
+		"      --mlock              lock all of memserver's memory (mlockall), so a\n"
+		"                           memserver on the host it serves swap to is never\n"
+		"                           swapped out itself\n"
 		"      --chunk-size SIZE    split the pool into regions of SIZE, a power of two\n"
 		"                           >= 1M (default 1G)\n"
 		"      --insecure           allow a non-loopback --listen without --token-file\n"
@@ -111,7 +116,7 @@ static int memserver_bad_size(const char *opt, const char *arg, int rc)
 /* 0, -EINVAL after printing what is wrong, or 1 when --help/--version was handled */
 static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 {
-	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US };
+	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US, OPT_MLOCK };
 	static const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
@@ -122,6 +127,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 		{ "hugepages", no_argument, NULL, 'H' },
 		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
 		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "mlock", no_argument, NULL, OPT_MLOCK },
 		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 		{ "spin-us", required_argument, NULL, OPT_SPIN_US },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -209,6 +215,9 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 			break;
 		case OPT_INSECURE:
 			o->insecure = true;
+			break;
+		case OPT_MLOCK:
+			o->mlock = true;
 			break;
 		case OPT_HELLO_TIMEOUT:
 			errno = 0;
@@ -499,6 +508,13 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
 		goto destroy_fence;
+	}
+
+	/* the pool is resident now; MCL_FUTURE also locks each connection's stack */
+	if (o.mlock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0) {
+		fprintf(stderr, "memserver: --mlock: mlockall: %s (needs CAP_IPC_LOCK or 'ulimit -l' above the pool size)\n",
+			g_strerror(errno));
+		goto close_pool;
 	}
 
 	rc = tcp_server_create(&ms, o.listen, o.port, &ts);

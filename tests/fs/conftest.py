@@ -160,10 +160,11 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=EXIT_TIMEOUT):
 class MemServer:
     """A real memserver on an ephemeral port with a token."""
 
-    def __init__(self, workdir, size='64M', backing_file=None, name='memserver'):
+    def __init__(self, workdir, size='64M', backing_file=None, name='memserver', args=()):
         self.workdir = workdir
         self.size = size
         self.backing_file = backing_file
+        self.args = list(args)
         self.token_file = os.path.join(workdir, f'{name}.token')
         self.log_path = os.path.join(workdir, f'{name}.log')
         self.proc = None
@@ -185,6 +186,7 @@ class MemServer:
                '--transport', 'tcp' if TRANSPORT == 'tcp' else 'auto']
         if self.backing_file:
             cmd += ['--backing-file', self.backing_file]
+        cmd += self.args
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=daemon_env())
         self.pump = OutputPump(self.proc.stdout, self.log_path)

@@ -391,3 +391,45 @@ def test_read_only_mount(env):
     assert time.monotonic() - t0 < 8
     assert rw.unmount() == 0
     assert ro.unmount() == 0
+
+
+def proc_status(pid):
+    """/proc/PID/status as a dict of its "Name: value" lines (values as text)."""
+    with open(f'/proc/{pid}/status') as f:
+        return dict(line.rstrip('\n').split(':\t', 1) for line in f if ':\t' in line)
+
+
+def kib(value):
+    assert value.endswith(' kB'), value
+    return int(value[:-3].strip()) * 1024
+
+
+def test_swap_mode_locks_client_and_memserver(env):
+    """-o swap: the daemon's memory is locked (its 64 MiB cache of 4 KiB blocks
+    included) and the stats say so; memserver --mlock locks its whole pool."""
+    if os.geteuid() != 0:
+        pytest.skip('-o swap and --mlock need root (CAP_IPC_LOCK)')
+    server = env.server('128M', args=['--mlock'])
+    assert kib(proc_status(server.proc.pid)['VmLck']) >= 128 << 20
+    fs = env.rmemfs(server, options=['format', 'swap'])
+    st = conftest.stats(fs.mountpoint)
+    assert st['swap'] == 'on'
+    assert st['block_size'] == 4096 and st['cache_bytes'] == 64 << 20
+    assert st['swap_io_flusher'] in ('yes', 'no')
+    status = proc_status(fs.proc.pid)
+    locked = kib(status['VmLck'])
+    assert locked >= 64 << 20 and locked == st['swap_locked_bytes']
+    # everything resident is locked: the stacks of its threads are small
+    assert kib(status['VmRSS']) <= locked + (1 << 20)
+    with open(f'/proc/{fs.proc.pid}/oom_score_adj') as f:
+        assert (f.read().strip() == '-1000') == (st['swap_oom_protected'] == 'yes')
+    # the filesystem works as ever
+    with open(os.path.join(fs.mountpoint, 'f'), 'wb') as f:
+        f.write(pattern(1, 1 << 20))
+    with open(os.path.join(fs.mountpoint, 'f'), 'rb') as f:
+        assert f.read() == pattern(1, 1 << 20)
+    # without -o swap nothing is locked and the stats say "swap off"
+    assert fs.unmount() == 0
+    fs = env.rmemfs(server, mountpoint=fs.mountpoint)
+    assert conftest.stats(fs.mountpoint)['swap'] == 'off'
+    assert kib(proc_status(fs.proc.pid)['VmLck']) == 0
