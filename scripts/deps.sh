@@ -10,6 +10,10 @@
 #          (its `rdma` tool), e2fsprogs, and the rdma-core utilities used in the guest
 #   bench  scripts/bench.sh: fio, sshfs + openssh-server/-client (the sshfs baseline),
 #          gnuplot-nox (the chart), procps, fuse3, python3
+#   farmem scripts/farmem.sh: redis-server + redis-tools (its redis workload), gnuplot-nox,
+#          util-linux (swapon, losetup, zramctl), coreutils (sort), procps, fuse3, python3;
+#          Debian's redis-server service is stopped and disabled after the install (farmem.sh
+#          starts its own instances)
 #   all    every group
 #   --check  install nothing: list what is missing and exit 1 if anything is
 #
@@ -27,8 +31,9 @@ declare -A GROUP_PKGS=(
 	# scripts/bench.sh: fio, the sshfs baseline (sshfs + a private sshd on loopback), the
 	# chart (gnuplot), ps/pgrep (procps), fuse3, and python3 for fio's JSON
 	[bench]="fio sshfs openssh-server openssh-client gnuplot-nox procps fuse3 python3"
+	[farmem]="redis-server redis-tools gnuplot-nox util-linux coreutils procps fuse3 python3"
 )
-ALL_GROUPS="build test demo vm bench"
+ALL_GROUPS="build test demo vm bench farmem"
 
 usage()
 {
@@ -109,4 +114,18 @@ if [ ${#still[@]} -gt 0 ]; then
 	echo "deps.sh: still missing after apt-get install: ${still[*]}" >&2
 	exit 1
 fi
+# a package that starts a system service on install: stop it and keep it from starting at
+# boot (farmem.sh runs its own redis-server instances; a system one would hold memory and a port)
+for p in "${missing[@]}"; do
+	case $p in
+	redis-server)
+		if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+			"${SUDO[@]}" systemctl disable --now redis-server >/dev/null 2>&1 || true
+		else
+			"${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+			"${SUDO[@]}" update-rc.d redis-server disable >/dev/null 2>&1 || true
+		fi
+		;;
+	esac
+done
 echo "deps.sh: installed ${#missing[@]} package(s)"

@@ -32,14 +32,6 @@
 #define POLL_TIMEOUT_MS 100 /* longest wait in xport_poll before checking abort/deadline */
 #define STALL_EXTRA_MS 5000 /* own watchdog on top of the transport's op timeout */
 
-uint64_t perf_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 bool perf_worker_aborted(const struct perf_worker *w)
 {
 	return __atomic_load_n(w->cfg->abort, __ATOMIC_RELAXED) != 0;

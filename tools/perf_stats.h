@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * perf_stats.h - latency histogram for rmem-perf.
+ * perf_stats.h - latency histogram and clock of rmem-perf and rmem-touch.
  *
  * Every completed operation's latency (post -> completion, in nanoseconds) goes
  * into a log-linear histogram in the style of HdrHistogram: values below 256 ns
@@ -40,6 +40,9 @@ void perf_hist_merge(struct perf_hist *dst, const struct perf_hist *src);
 uint64_t perf_hist_percentile(const struct perf_hist *h, double pct);
 /* mean in ns, 0 for an empty histogram */
 double perf_hist_mean(const struct perf_hist *h);
+
+/* CLOCK_MONOTONIC in ns: the clock every latency in the histograms is taken with */
+uint64_t perf_now_ns(void);
 
 /* bucket index of a value, and the lowest value / width of a bucket (exposed for tests) */
 unsigned int perf_hist_bucket(uint64_t ns);

@@ -108,7 +108,4 @@ int perf_worker_measure(struct perf_worker *w, const struct perf_job *job);
 /* verify mode: read back what was written / the counters and compare; else 0 */
 int perf_worker_check(struct perf_worker *w, const struct perf_job *job);
 
-/* CLOCK_MONOTONIC in ns */
-uint64_t perf_now_ns(void);
-
 #endif /* RMEM_PERF_WORKER_H */
