@@ -152,13 +152,13 @@ memserver_port()
 
 MS_PID="" MS_PORT="" MS_ADDR="" FS_PID=""
 
-# memserver_start TARGET LISTEN TRANSPORT
+# memserver_start TARGET LISTEN TRANSPORT: MS_EXTRA (an array, may be unset) holds more options
 memserver_start()
 {
 	local target=$1 listen=$2 transport=$3
 	[ -f "$WORK/token" ] || { head -c 32 /dev/urandom | base64 >"$WORK/token"; chmod 600 "$WORK/token"; }
 	local cmd=("$BUILD/memserver/memserver" --size "$POOL" --listen "$listen" --port 0
-		--transport "$transport" --token-file "$WORK/token")
+		--transport "$transport" --token-file "$WORK/token" ${MS_EXTRA[@]+"${MS_EXTRA[@]}"})
 	record_cmd "$target" memserver "${cmd[@]}"
 	"${cmd[@]}" >"$RAW/logs/$target.memserver.out" 2>"$RAW/logs/$target.memserver.err" &
 	MS_PID=$!

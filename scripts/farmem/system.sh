@@ -1,0 +1,304 @@
+# shellcheck shell=bash
+# system.sh - what scripts/farmem.sh changes on the machine, and how it undoes it: memory
+# cgroups (v1 or v2), the swap backends (disk swap file, zram, rmemfs through rmemfs-swap) and
+# the cleanup trap. Sourced by farmem.sh after scripts/bench/targets.sh (it uses their globals:
+# WORK, RAW, BUILD, PRIO, SWAP_MIB, SWAP_TOOL, MNT, FS_PID, MS_PID); not run on its own.
+#
+# Everything made is written down in $WORK as it is made (cgroups, swap areas, zram devices,
+# rmemfs swap mounts), so that cleanup undoes exactly that, in this order: processes in our
+# cgroups killed (their swapped pages are freed), each swap area off, zram reset and removed,
+# cgroups removed, FUSE mounts unmounted, daemons stopped, temporary files removed.
+
+# ---- memory cgroups ----
+
+CG_VER="" CG_ROOT="" CG_PARENT=""
+
+# cg_detect: CG_VER (v1|v2), CG_PARENT (our cgroup, made here); 1 when there is no memory cgroup
+cg_detect()
+{
+	if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+		CG_VER=v1 CG_ROOT=/sys/fs/cgroup/memory
+	elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+		CG_VER=v2 CG_ROOT=/sys/fs/cgroup
+		grep -qw memory "$CG_ROOT/cgroup.subtree_control" ||
+			echo +memory >"$CG_ROOT/cgroup.subtree_control" || return 1
+	else
+		return 1
+	fi
+	CG_PARENT=$CG_ROOT/rmemfs-farmem-$$
+	mkdir "$CG_PARENT" || return 1
+	echo "$CG_PARENT" >>"$WORK/cgroups"
+	[ $CG_VER = v1 ] || echo +memory >"$CG_PARENT/cgroup.subtree_control" || return 1
+	if [ $CG_VER = v1 ] && [ ! -f "$CG_PARENT/memory.memsw.limit_in_bytes" ]; then
+		note all all "cgroup v1 without memory.memsw (swap accounting off): the no-swap runs rely on no swap device being active"
+	fi
+	return 0
+}
+
+# cg_new NAME LIMIT_B SWAP: a fresh cgroup under ours, path in CG; LIMIT_B 0 = no limit; SWAP 0
+# = the cgroup may not swap
+cg_new()
+{
+	CG=$CG_PARENT/$1
+	mkdir "$CG" || return 1
+	echo "$CG" >>"$WORK/cgroups"
+	if [ $CG_VER = v1 ]; then
+		[ "$2" = 0 ] || echo "$2" >"$CG/memory.limit_in_bytes" || return 1
+		if [ "$3" = 0 ] && [ "$2" != 0 ] && [ -f "$CG/memory.memsw.limit_in_bytes" ]; then
+			echo "$2" >"$CG/memory.memsw.limit_in_bytes" || return 1
+		fi
+	else
+		[ "$2" = 0 ] || echo "$2" >"$CG/memory.max" || return 1
+		[ "$3" = 1 ] || echo 0 >"$CG/memory.swap.max" || return 1
+	fi
+}
+
+# cg_read CGDIR oom_kills|peak|usage
+cg_read()
+{
+	case $CG_VER:$2 in
+	v1:oom_kills) awk '$1 == "oom_kill" {print $2; f = 1} END {if (!f) print 0}' "$1/memory.oom_control" ;;
+	v2:oom_kills) awk '$1 == "oom_kill" {print $2; f = 1} END {if (!f) print 0}' "$1/memory.events" ;;
+	v1:peak) cat "$1/memory.max_usage_in_bytes" ;;
+	v2:peak) cat "$1/memory.peak" 2>/dev/null || cat "$1/memory.current" ;;
+	v1:usage) cat "$1/memory.usage_in_bytes" ;;
+	v2:usage) cat "$1/memory.current" ;;
+	esac
+}
+
+# cg_remove CGDIR: kill what runs in it, wait for it to empty (10 s), remove it
+cg_remove()
+{
+	local cg=$1 pid
+	[ -d "$cg" ] || return 0
+	for _ in $(seq 100); do
+		[ -s "$cg/cgroup.procs" ] || break
+		while read -r pid; do
+			kill -KILL "$pid" 2>/dev/null
+		done <"$cg/cgroup.procs"
+		sleep 0.1
+	done
+	for _ in $(seq 50); do
+		rmdir "$cg" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "farmem: could not remove cgroup $cg" >&2
+	return 1
+}
+
+# cg_exec CGDIR CMD...: CMD in the cgroup (as a file: timeout and redis need a program)
+cat >"$WORK/cg-exec" <<'EOF'
+#!/bin/sh
+# cg-exec CGDIR CMD...: move into the cgroup, then become CMD
+echo $$ >"$1/cgroup.procs" || exit 126
+shift
+exec "$@"
+EOF
+chmod 755 "$WORK/cg-exec"
+
+# ---- swap backends ----
+
+DAEMON_RSS=0	# bytes of the rmemfs daemon after mount + swap on: taken out of every limit
+SWAPDEV=""	# the active swap area of the backend
+ZRAM_ID=""
+
+# swap_used_kib DEV: its Used column in /proc/swaps (0 when absent)
+swap_used_kib() { awk -v d="$1" '$1 == d {print $4; f = 1} END {if (!f) print 0}' /proc/swaps; }
+
+# the pid that holds the swap lock (from /proc/locks), for messages
+lock_holder()
+{
+	local ino pid
+	ino=$(stat -c %i "$LOCK" 2>/dev/null) || { echo "nobody"; return; }
+	pid=$(awk -v i=":$ino" '$2 == "FLOCK" && index($6, i) && $5 != "->" {print $5; exit}' /proc/locks)
+	if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
+		echo "pid $pid ($(ps -o args= -p "$pid" 2>/dev/null | cut -c1-60))"
+	elif [ -n "$pid" ]; then
+		echo "a child of pid $pid (which has exited)"
+	else
+		echo "another process"
+	fi
+}
+
+# sys_cmd BACKEND WHAT CMD...: run and record a setup command; its output goes to the log
+sys_cmd()
+{
+	local b=$1 what=$2
+	shift 2
+	record_cmd "$b" "$what" "$@"
+	"$@" >>"$RAW/logs/$b.setup.log" 2>&1 || {
+		echo "farmem: $b: '$*' failed:" >&2
+		tail -5 "$RAW/logs/$b.setup.log" >&2
+		return 1
+	}
+}
+
+disk_up()
+{
+	local f=/var/tmp/rmemfs-farmem-$$.swap
+	echo "$f" >>"$WORK/files"
+	sys_cmd disk fallocate fallocate -l "${SWAP_MIB}M" "$f" && chmod 600 "$f" &&
+		sys_cmd disk mkswap mkswap "$f" || return 1
+	echo "$f" >>"$WORK/swaps"
+	sys_cmd disk swapon swapon -p "$PRIO" "$f" || return 1
+	SWAPDEV=$f
+}
+
+zram_up()
+{
+	ZRAM_ID=$(cat /sys/class/zram-control/hot_add) || return 1
+	echo "$ZRAM_ID" >>"$WORK/zram"
+	record_cmd zram hot_add "cat /sys/class/zram-control/hot_add  # -> $ZRAM_ID"
+	record_cmd zram disksize "echo ${SWAP_MIB}M > /sys/block/zram$ZRAM_ID/disksize"
+	echo "${SWAP_MIB}M" >"/sys/block/zram$ZRAM_ID/disksize" || return 1
+	config zram_comp_algorithm "$(cat "/sys/block/zram$ZRAM_ID/comp_algorithm")"
+	sys_cmd zram mkswap mkswap "/dev/zram$ZRAM_ID" || return 1
+	echo "/dev/zram$ZRAM_ID" >>"$WORK/swaps"
+	sys_cmd zram swapon swapon -p "$PRIO" "/dev/zram$ZRAM_ID" || return 1
+	SWAPDEV=/dev/zram$ZRAM_ID
+}
+
+# the memserver's pool for a backend: the swap area, the file system's metadata, slack
+rmemfs_pool() { echo "$((SWAP_MIB + 256))M"; }
+
+rmemfs_swap_up()
+{
+	local b=$1 listen=127.0.0.1 transport=tcp stats
+	[ "$b" = rmemfs-rdma ] && listen=$RDMA_ADDR transport=rdma
+	POOL=$(rmemfs_pool)
+	MS_EXTRA=(--mlock)
+	# the daemons do not keep the swap lock's descriptor (fd 7): only rmemfs-swap gets it
+	memserver_start "$b" "$listen" "$transport" 7>&- || return 1
+	MNT=$WORK/mnt/$b
+	RMEMFS_OPTS=swap
+	rmemfs_mount "$b" 1 7>&- || return 1
+	config "rmemfs_client_pid:$b" "$FS_PID"
+	stats=$(getfattr --only-values -n user.rmemfs.stats "$MNT" 2>/dev/null ||
+		"$PY" -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.rmemfs.stats").decode())' "$MNT")
+	grep -q '^swap on' <<<"$stats" || { echo "farmem: $b: the daemon does not say 'swap on'" >&2; return 1; }
+	echo "$MNT" >>"$WORK/swapmounts"
+	sys_cmd "$b" "rmemfs-swap on" timeout -k 10 600 "$SWAP_TOOL" on "$MNT" "${SWAP_MIB}M" \
+		--priority "$PRIO" || return 1
+	SWAPDEV=$(awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1; exit}' /proc/swaps)
+	[ -n "$SWAPDEV" ] || { echo "farmem: $b: no swap area of priority $PRIO after rmemfs-swap on" >&2; return 1; }
+	DAEMON_RSS=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$FS_PID/status") * 1024))
+	config "daemon_rss_after_swapon_B:$b" "$DAEMON_RSS"
+	echo "  rmemfs daemon pid $FS_PID: VmRSS $((DAEMON_RSS >> 20)) MiB after mount + swap on" \
+		"(taken out of every limit); swap on $SWAPDEV"
+}
+
+rmemfs_swap_down()
+{
+	local b=$1
+	if [ -n "$MNT" ] && grep -qxF "$MNT" "$WORK/swapmounts" 2>/dev/null; then
+		sys_cmd "$b" "rmemfs-swap off" timeout -k 10 600 "$SWAP_TOOL" off "$MNT"
+		grep -vxF "$MNT" "$WORK/swapmounts" >"$WORK/swapmounts.new"
+		mv "$WORK/swapmounts.new" "$WORK/swapmounts"
+	fi
+	if [ -n "$FS_PID" ]; then
+		config "daemon_peak_rss_B:$b" "$(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status" 2>/dev/null || echo 0) * 1024))"
+		rmemfs_unmount "$b"
+	fi
+	memserver_stop
+}
+
+# backend_up BACKEND: SWAPDEV, DAEMON_RSS set; 0 or 1
+backend_up()
+{
+	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
+	mkdir -p "$RAW/runs"
+	case $1 in
+	none) ;;
+	disk) disk_up ;;
+	zram) zram_up ;;
+	rmemfs-*) rmemfs_swap_up "$1" ;;
+	esac
+	local rc=$?
+	[ $rc = 0 ] && [ -n "$SWAPDEV" ] && echo "  swap: $(grep -F "$SWAPDEV " /proc/swaps)"
+	return $rc
+}
+
+# swap_off_one DEV: swapoff, and forget it
+swap_off_one()
+{
+	grep -q "^$1 " /proc/swaps && { swapoff "$1" || echo "farmem: swapoff $1 failed" >&2; }
+	grep -vxF "$1" "$WORK/swaps" >"$WORK/swaps.new" 2>/dev/null
+	mv "$WORK/swaps.new" "$WORK/swaps"
+}
+
+zram_remove()
+{
+	local id=$1
+	[ -e "/sys/block/zram$id" ] || return 0
+	echo 1 >"/sys/block/zram$id/reset" 2>/dev/null
+	echo "$id" >/sys/class/zram-control/hot_remove 2>/dev/null ||
+		echo "farmem: could not remove zram$id" >&2
+}
+
+backend_down()
+{
+	case $1 in
+	disk)
+		[ -n "$SWAPDEV" ] && { record_cmd disk swapoff swapoff "$SWAPDEV"; swap_off_one "$SWAPDEV"; }
+		rm -f "/var/tmp/rmemfs-farmem-$$.swap"
+		;;
+	zram)
+		[ -n "$SWAPDEV" ] && { record_cmd zram swapoff swapoff "$SWAPDEV"; swap_off_one "$SWAPDEV"; }
+		[ -n "$ZRAM_ID" ] && { record_cmd zram remove "echo 1 > /sys/block/zram$ZRAM_ID/reset; echo $ZRAM_ID > /sys/class/zram-control/hot_remove"; zram_remove "$ZRAM_ID"; }
+		;;
+	rmemfs-*) rmemfs_swap_down "$1" ;;
+	esac
+	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
+	[ -z "$(tail -n +2 /proc/swaps)" ] ||
+		note "$1" all "swap areas still active after $1 was torn down: $(tail -n +2 /proc/swaps | awk '{print $1}' | tr '\n' ' ')"
+}
+
+# ---- the trap ----
+
+cleanup()
+{
+	set +e
+	trap - INT TERM
+	local cg pid m dev id mine=()
+	# 1. whatever runs in our cgroups (their swapped-out pages go with them)
+	[ -f "$WORK/cgroups" ] && while read -r cg; do
+		[ -f "$cg/cgroup.procs" ] && while read -r pid; do
+			kill -KILL "$pid" 2>/dev/null
+		done <"$cg/cgroup.procs"
+	done <"$WORK/cgroups"
+	# 2. swap: our own areas, then the rmemfs ones through rmemfs-swap (it still has fd 7)
+	[ -f "$WORK/swaps" ] && while read -r dev; do
+		grep -q "^$dev " /proc/swaps && { swapoff "$dev" || echo "farmem: swapoff $dev failed" >&2; }
+	done <"$WORK/swaps"
+	[ -f "$WORK/swapmounts" ] && while read -r m; do
+		timeout -k 10 300 "$SWAP_TOOL" off "$m" || echo "farmem: rmemfs-swap off $m failed" >&2
+	done <"$WORK/swapmounts"
+	# anything still on at our priority is ours (we started with no swap and hold the lock)
+	awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1}' /proc/swaps | while read -r dev; do
+		swapoff "$dev" || echo "farmem: swapoff $dev failed" >&2
+		[[ $dev == /dev/loop* ]] && [[ $(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null) == "$WORK"/* ]] &&
+			losetup -d "$dev"
+	done
+	[ -f "$WORK/zram" ] && while read -r id; do zram_remove "$id"; done <"$WORK/zram"
+	[ -f "$WORK/files" ] && while read -r m; do rm -rf "$m"; done <"$WORK/files"
+	# 3. cgroups, deepest first
+	[ -f "$WORK/cgroups" ] && tac "$WORK/cgroups" | while read -r cg; do
+		[ -d "$cg" ] && cg_remove "$cg"
+	done
+	# 4. mounts (lazily: a job may still hold files open), then our daemons
+	for m in "$WORK"/mnt/*; do
+		mountpoint -q "$m" 2>/dev/null && { fusermount3 -uz "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	while read -r pid; do
+		[ -n "$pid" ] && ours "$pid" && mine+=("$pid")
+	done <"$WORK/pids"
+	for pid in "${mine[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+	for _ in $(seq 50); do
+		local alive=0
+		for pid in "${mine[@]}"; do ours "$pid" && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for pid in "${mine[@]}"; do ours "$pid" && kill -KILL "$pid" 2>/dev/null; done
+	rm -rf "$WORK"
+}
