@@ -60,7 +60,7 @@
 # Swap is machine-global: the script holds an exclusive flock on /run/lock/rmemfs-swap.lock
 # for the whole run (waiting up to --lock-wait for it) and refuses to start while any swap device is
 # active. rmemfs-swap, which takes the same lock, runs as its child with the locked descriptor
-# inherited (fd 7) and goes on under it. A trap undoes everything on any exit, Ctrl-C
+# inherited (fd 3) and goes on under it. A trap undoes everything on any exit, Ctrl-C
 # included: cgroup processes killed, swapoff, rmemfs-swap off, zram reset and removed, cgroups
 # removed, mounts unmounted, daemons stopped, temporary files removed.
 set -uo pipefail
@@ -205,10 +205,10 @@ T_START=$(date +%s)
 trap cleanup EXIT
 trap 'echo "farmem: interrupted; cleaning up" >&2; exit 130' INT
 trap 'echo "farmem: terminated; cleaning up" >&2; exit 143' TERM
-exec 7>"$LOCK" || die "cannot open $LOCK"
-if ! flock -n 7; then
+exec 3>"$LOCK" || die "cannot open $LOCK"
+if ! flock -n 3; then
 	echo "farmem: $LOCK is held by $(lock_holder); waiting up to $LOCK_WAIT s"
-	flock -w "$LOCK_WAIT" 7 ||
+	flock -w "$LOCK_WAIT" 3 ||
 		die "$LOCK still held by $(lock_holder) after $LOCK_WAIT s: another swap experiment is running"
 fi
 

@@ -167,18 +167,19 @@ rmemfs_swap_up()
 	[ "$b" = rmemfs-rdma ] && listen=$RDMA_ADDR transport=rdma
 	POOL=$(rmemfs_pool)
 	MS_EXTRA=(--mlock)
-	# the daemons do not keep the swap lock's descriptor (fd 7): only rmemfs-swap gets it
-	memserver_start "$b" "$listen" "$transport" 7>&- || return 1
+	# the daemons do not keep the swap lock's descriptor (fd 3): only rmemfs-swap gets it
+	memserver_start "$b" "$listen" "$transport" 3>&- || return 1
 	MNT=$WORK/mnt/$b
 	RMEMFS_OPTS=swap
-	rmemfs_mount "$b" 1 7>&- || return 1
+	rmemfs_mount "$b" 1 3>&- || return 1
 	config "rmemfs_client_pid:$b" "$FS_PID"
 	stats=$(getfattr --only-values -n user.rmemfs.stats "$MNT" 2>/dev/null ||
 		"$PY" -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.rmemfs.stats").decode())' "$MNT")
 	grep -q '^swap on' <<<"$stats" || { echo "farmem: $b: the daemon does not say 'swap on'" >&2; return 1; }
-	echo "$MNT" >>"$WORK/swapmounts"
+	# (a failed `on` undoes itself; the trap turns off whatever is left at our priority)
 	sys_cmd "$b" "rmemfs-swap on" timeout -k 10 600 "$SWAP_TOOL" on "$MNT" "${SWAP_MIB}M" \
 		--priority "$PRIO" || return 1
+	echo "$MNT" >>"$WORK/swapmounts"
 	SWAPDEV=$(awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1; exit}' /proc/swaps)
 	[ -n "$SWAPDEV" ] || { echo "farmem: $b: no swap area of priority $PRIO after rmemfs-swap on" >&2; return 1; }
 	DAEMON_RSS=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$FS_PID/status") * 1024))
@@ -266,7 +267,7 @@ cleanup()
 			kill -KILL "$pid" 2>/dev/null
 		done <"$cg/cgroup.procs"
 	done <"$WORK/cgroups"
-	# 2. swap: our own areas, then the rmemfs ones through rmemfs-swap (it still has fd 7)
+	# 2. swap: our own areas, then the rmemfs ones through rmemfs-swap (it still has fd 3)
 	[ -f "$WORK/swaps" ] && while read -r dev; do
 		grep -q "^$dev " /proc/swaps && { swapoff "$dev" || echo "farmem: swapoff $dev failed" >&2; }
 	done <"$WORK/swaps"

@@ -39,7 +39,7 @@ redis_run()
 		--save "" --appendonly no --daemonize no --dir "$WORK/redis"
 		--logfile "$base.redis.log")
 	record_cmd "$tag" "redis-server (in the cgroup)" "${srv[@]}"
-	"$WORK/cg-exec" "$CG" "${srv[@]}" 7>&- &
+	"$WORK/cg-exec" "$CG" "${srv[@]}" 3>&- &
 	rpid=$!
 	echo "$rpid" >>"$WORK/pids"
 	for _ in $(seq 100); do
@@ -77,7 +77,7 @@ redis_run()
 	redis_cli shutdown nosave >/dev/null 2>&1
 	for _ in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$rpid" 2>/dev/null
-	wait "$rpid" 2>/dev/null
+	{ wait "$rpid"; } 2>/dev/null	# (bash's "Killed" line for an OOM-killed server)
 	rm -rf "$WORK/redis" "$WORK/redis.sock"
 	return $rc
 }
@@ -133,7 +133,7 @@ workload_run()
 	} >>"$base.meta"
 	cg_remove "$CG"
 	printf '%s\t%s\t%s\t%s\n' "$w" "$b" "$pct" "$base" >>"$RAW/runs.tsv"
-	printf '  %-10s %-11s %4s%%  limit %5s MiB  %s\n' "$w" "$b" "$pct" \
+	printf '  %-10s %-11s %5s  limit %5s MiB  %s\n' "$w" "$b" "$([ "$b" = unlimited ] || echo "$pct%")" \
 		"$([ "$limit" = 0 ] && echo '-' || echo $((limit >> 20)))" \
 		"$("$PY" "$HERE/report.py" line "$base")"
 	[ "$status" = ok ]
@@ -210,7 +210,7 @@ scratch_all()
 	MNT=$WORK/mnt/$b
 	RMEMFS_OPTS=cache_size=64M
 	DAEMON_RSS=0
-	if memserver_start "$b" 127.0.0.1 tcp 7>&- && rmemfs_mount "$b" 1 7>&- &&
+	if memserver_start "$b" 127.0.0.1 tcp 3>&- && rmemfs_mount "$b" 1 3>&- &&
 		mkdir -p "$MNT/tmp"; then
 		DAEMON_RSS=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$FS_PID/status") * 1024))
 		config "daemon_rss_after_mount_B:$b" "$DAEMON_RSS"
