@@ -111,6 +111,10 @@ if [ -n "$report_only" ]; then
 	exit 0
 fi
 
+# to_mib, shquote, record_cmd, build_tree and the targets' functions (definitions only)
+# shellcheck source-path=SCRIPTDIR source=bench/targets.sh
+. "$HERE/targets.sh"
+
 # ---- settings ----
 
 if [ $quick = 1 ]; then
@@ -125,20 +129,6 @@ for v in RUNTIME FILES META_LIMIT PERF_DURATION; do
 done
 [ "$RUNTIME" -ge 1 ] || die "--runtime: at least 1 second"
 
-# to_mib SIZE: "1G" -> 1024 (K/M/G/T, binary; whole MiB, rounded up)
-to_mib()
-{
-	local s=${1^^} n u
-	[[ $s =~ ^([0-9]+)([KMGT]?)(I?B)?$ ]] || die "'$1' is not a size (e.g. 512M, 1G)"
-	n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
-	case $u in
-	"") echo $(((n + 1048575) / 1048576)) ;;
-	K) echo $(((n + 1023) / 1024)) ;;
-	M) echo "$n" ;;
-	G) echo $((n * 1024)) ;;
-	T) echo $((n * 1048576)) ;;
-	esac
-}
 # (to_mib runs in a subshell: its die only ends that, hence the `|| exit`)
 SEQ_MIB=$(to_mib "$SEQ_SIZE") || exit 2
 WARM_MIB=$(to_mib "$WARM_SIZE") || exit 2
@@ -196,9 +186,6 @@ mkdir -p "$WORK/mnt" "$TMPFS_DIR"
 SAMPLER_PID=""
 T_START=$(date +%s)
 
-# shellcheck source-path=SCRIPTDIR source=bench/targets.sh
-. "$HERE/targets.sh"
-
 # the terminal's stdout/stderr: a trap can fire inside a redirected command (a job's output
 # file), and its message and the cleanup belong on the terminal
 exec 8>&1 9>&2
@@ -254,20 +241,12 @@ echo "all present"
 
 step "build"
 if [ $no_build = 0 ]; then
-	if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
-		meson setup "$BUILD" "$ROOT" --buildtype=release -Dtests=false \
-			>"$RAW/logs/meson-setup.log" 2>&1 ||
-			{ cat "$RAW/logs/meson-setup.log"; die "meson setup $BUILD failed"; }
-	fi
 	ninja_targets=()
 	{ selected rmemfs-tcp || selected rmemfs-rdma || selected rmem-perf; } &&
 		ninja_targets+=(memserver/memserver)
 	selected rmem-perf && ninja_targets+=(tools/rmem-perf)
 	{ selected rmemfs-tcp || selected rmemfs-rdma; } && ninja_targets+=(fuse-client/rmemfs)
-	if [ ${#ninja_targets[@]} -gt 0 ]; then
-		ninja -C "$BUILD" "${ninja_targets[@]}" >"$RAW/logs/ninja.log" 2>&1 ||
-			{ tail -40 "$RAW/logs/ninja.log"; die "ninja -C $BUILD failed"; }
-	fi
+	[ ${#ninja_targets[@]} -eq 0 ] || build_tree "${ninja_targets[@]}"
 fi
 BUILDTYPE=$(meson introspect --buildoptions "$BUILD" 2>/dev/null | "$PY" -c '
 import json, sys

@@ -115,6 +115,11 @@ if [ -n "$report_only" ]; then
 	exit 0
 fi
 
+# to_mib, shquote, record_cmd, run, ours, build_tree, and the rmemfs/memserver functions of the
+# benchmark suite (definitions only)
+# shellcheck source-path=SCRIPTDIR source=bench/targets.sh
+. "$ROOT/scripts/bench/targets.sh"
+
 # ---- settings ----
 
 if [ $quick = 1 ]; then
@@ -137,20 +142,6 @@ for f in ${fractions//,/ }; do
 done
 [ ${#FRACTIONS[@]} -gt 0 ] || die "--fractions: none given"
 
-# to_mib SIZE: "1G" -> 1024 (binary units, whole MiB rounded up)
-to_mib()
-{
-	local s=${1^^} n u
-	[[ $s =~ ^([0-9]+)([KMGT]?)(I?B)?$ ]] || die "'$1' is not a size (e.g. 512M, 1G)"
-	n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
-	case $u in
-	"") echo $(((n + 1048575) / 1048576)) ;;
-	K) echo $(((n + 1023) / 1024)) ;;
-	M) echo "$n" ;;
-	G) echo $((n * 1024)) ;;
-	T) echo $((n * 1048576)) ;;
-	esac
-}
 TOUCH_MIB=$(to_mib "$TOUCH_SIZE") || exit 2
 REDIS_MIB=$(to_mib "$REDIS_SIZE") || exit 2
 SORT_MIB=$(to_mib "$SORT_SIZE") || exit 2
@@ -193,10 +184,6 @@ mkdir -p "$WORK/mnt"
 : >"$RAW/runs.tsv"
 T_START=$(date +%s)
 
-# shquote, record_cmd, run, ours, wait_mounted, fuse_unmount and the rmemfs/memserver
-# start/mount/stop functions of the benchmark suite
-# shellcheck source-path=SCRIPTDIR source=bench/targets.sh
-. "$ROOT/scripts/bench/targets.sh"
 # shellcheck source=farmem/system.sh
 . "$HERE/system.sh"
 
@@ -230,15 +217,7 @@ step "dependencies"
 echo "all present"
 
 step "build"
-if [ $no_build = 0 ]; then
-	if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
-		meson setup "$BUILD" "$ROOT" --buildtype=release -Dtests=false \
-			>"$RAW/logs/meson-setup.log" 2>&1 ||
-			{ cat "$RAW/logs/meson-setup.log"; die "meson setup $BUILD failed"; }
-	fi
-	ninja -C "$BUILD" >"$RAW/logs/ninja.log" 2>&1 ||
-		{ tail -40 "$RAW/logs/ninja.log"; die "ninja -C $BUILD failed"; }
-fi
+[ $no_build = 1 ] || build_tree
 TOUCH_BIN=$BUILD/tools/rmem-touch
 [ -x "$TOUCH_BIN" ] || die "$TOUCH_BIN missing (build it, or drop --no-build)"
 echo "build directory $BUILD"

@@ -499,8 +499,6 @@ def cmd_build(res):
         parts.append('load average (1, 5, 15 min) as each target started, on %s CPUs: %s'
                      % (env.get('cpus', '?'), '; '.join(loads)))
     text = '\n'.join(parts) + '\n'
-    with open(os.path.join(res, 'results.txt'), 'w') as f:
-        f.write(text)
     charts = {}
     for t in RMEMFS:
         png = chart(res, results, t)
@@ -517,12 +515,7 @@ def cmd_build(res):
         'charts': charts,
         'commands': commands,
     }
-    with open(os.path.join(res, 'results.json'), 'w') as f:
-        json.dump(doc, f, indent=1)
-    print(text, end='')
-    print('\nwritten: %s/results.txt, results.json%s' % (
-        res, ''.join(', ' + c for c in charts.values())))
-    return 0
+    return write_results(res, text, doc)
 
 
 # ---- docs ----
@@ -563,20 +556,54 @@ def md_pivot(results, rmemfs_target):
     return '\n'.join(l.rstrip() for l in lines)
 
 
-def cmd_update_docs(res, doc_path, perf_dir):
+def write_results(res, text, doc):
+    """results.txt and results.json of a results directory, and the table on stdout"""
+    with open(os.path.join(res, 'results.txt'), 'w') as f:
+        f.write(text)
+    with open(os.path.join(res, 'results.json'), 'w') as f:
+        json.dump(doc, f, indent=1)
+    print(text, end='')
+    print('\nwritten: %s/results.txt, results.json%s' % (
+        res, ''.join(', ' + c for c in doc['charts'].values())))
+    return 0
+
+
+def load_results(res, copy_dir):
+    """(results.json, results.txt) of a results directory, both copied into copy_dir as
+    latest.json and latest.txt"""
+    os.makedirs(copy_dir, exist_ok=True)
     with open(os.path.join(res, 'results.json')) as f:
         doc = json.load(f)
     with open(os.path.join(res, 'results.txt')) as f:
         text = f.read()
+    shutil.copyfile(os.path.join(res, 'results.json'), os.path.join(copy_dir, 'latest.json'))
+    shutil.copyfile(os.path.join(res, 'results.txt'), os.path.join(copy_dir, 'latest.txt'))
+    return doc, text
+
+
+def replace_block(doc_path, begin, end, block):
+    """put block (which starts with begin and ends with end) in place of the one between the
+    markers of doc_path; 0, or 1 when the markers are missing"""
+    with open(doc_path) as f:
+        cur = f.read()
+    i, j = cur.find(begin), cur.find(end)
+    if i < 0 or j < i:
+        print('report: %s has no "%s" ... "%s" markers' % (doc_path, begin, end),
+              file=sys.stderr)
+        return 1
+    with open(doc_path, 'w') as f:
+        f.write(cur[:i] + block + cur[j + len(end):])
+    return 0
+
+
+def cmd_update_docs(res, doc_path, perf_dir):
+    doc, text = load_results(res, perf_dir)
     env, config = doc['env'], doc['config']
-    os.makedirs(perf_dir, exist_ok=True)
     img = None
     if doc['charts'].get('rmemfs-tcp'):
         img = 'rmemfs-ratios.png'
         shutil.copyfile(os.path.join(res, doc['charts']['rmemfs-tcp']),
                         os.path.join(perf_dir, img))
-    shutil.copyfile(os.path.join(res, 'results.json'), os.path.join(perf_dir, 'latest.json'))
-    shutil.copyfile(os.path.join(res, 'results.txt'), os.path.join(perf_dir, 'latest.txt'))
     rel = os.path.relpath(perf_dir, os.path.dirname(os.path.abspath(doc_path)))
     b = []
     b.append(MARK_BEGIN)
@@ -618,17 +645,8 @@ def cmd_update_docs(res, doc_path, perf_dir):
     b.append('```\n%s```' % text)
     b.append('')
     b.append(MARK_END)
-    block = '\n'.join(b)
-    with open(doc_path) as f:
-        cur = f.read()
-    i, j = cur.find(MARK_BEGIN), cur.find(MARK_END)
-    if i < 0 or j < i:
-        print('report: %s has no "%s" ... "%s" markers' % (doc_path, MARK_BEGIN, MARK_END),
-              file=sys.stderr)
+    if replace_block(doc_path, MARK_BEGIN, MARK_END, '\n'.join(b)):
         return 1
-    new = cur[:i] + block + cur[j + len(MARK_END):]
-    with open(doc_path, 'w') as f:
-        f.write(new)
     print('updated %s, %s/' % (doc_path, perf_dir))
     return 0
 

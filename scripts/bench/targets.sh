@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # targets.sh - the filesystems scripts/bench.sh measures: how each one is started, mounted,
 # made cold, and torn down. Sourced by bench.sh (it uses bench.sh's globals: WORK, RAW, BUILD,
-# TMPFS_DIR, POOL, ...); not run on its own.
+# TMPFS_DIR, POOL, ...); not run on its own. scripts/farmem.sh sources it too, for the
+# bookkeeping helpers and the rmemfs/memserver functions. Only definitions: sourcing it early
+# is safe.
 #
 # Targets (one set of functions each, dispatched by target_* below):
 #   rmemfs-tcp      memserver on 127.0.0.1 (ephemeral port, random token), rmemfs mounted with
@@ -32,6 +34,33 @@ shquote()
 		fi
 	done
 	printf '%s' "${out% }"
+}
+
+# to_mib SIZE: "1G" -> 1024 (K/M/G/T, binary; whole MiB, rounded up)
+to_mib()
+{
+	local s=${1^^} n u
+	[[ $s =~ ^([0-9]+)([KMGT]?)(I?B)?$ ]] || die "'$1' is not a size (e.g. 512M, 1G)"
+	n=${BASH_REMATCH[1]} u=${BASH_REMATCH[2]}
+	case $u in
+	"") echo $(((n + 1048575) / 1048576)) ;;
+	K) echo $(((n + 1023) / 1024)) ;;
+	M) echo "$n" ;;
+	G) echo $((n * 1024)) ;;
+	T) echo $((n * 1048576)) ;;
+	esac
+}
+# build_tree [NINJA_TARGET...]: meson setup of $BUILD (release, no tests) when it has none,
+# then ninja (every target when none is named); logs in $RAW/logs, dies on failure
+build_tree()
+{
+	if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
+		meson setup "$BUILD" "$ROOT" --buildtype=release -Dtests=false \
+			>"$RAW/logs/meson-setup.log" 2>&1 ||
+			{ cat "$RAW/logs/meson-setup.log"; die "meson setup $BUILD failed"; }
+	fi
+	ninja -C "$BUILD" "$@" >"$RAW/logs/ninja.log" 2>&1 ||
+		{ tail -40 "$RAW/logs/ninja.log"; die "ninja -C $BUILD failed"; }
 }
 
 # record_cmd TARGET WHAT CMD...: append the exact command line to the results

@@ -24,7 +24,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench'))
-from report import fnum, fratio, read_tsv  # noqa: E402  (scripts/bench/report.py)
+from report import (fnum, fratio, load_results, read_tsv,  # noqa: E402  (scripts/bench/)
+                    replace_block, write_results)
 
 MIB = 1048576.0
 WORKLOADS = ['touch-seq', 'touch-rand', 'redis-get', 'redis-set', 'sort']
@@ -442,8 +443,6 @@ def cmd_build(res):
     for n in notes:
         parts.append('note: %s %s: %s' % (n['backend'], n['what'], n['note']))
     text = '\n'.join(parts) + '\n'
-    with open(os.path.join(res, 'results.txt'), 'w') as f:
-        f.write(text)
     charts = {}
     for w in WORKLOADS:
         png = chart(res, rows, w, config)
@@ -452,12 +451,7 @@ def cmd_build(res):
     doc = {'schema': 'rmemfs-farmem/1', 'env': env, 'config': config,
            'runs': sorted(rows, key=order), 'scratch': scratch, 'targets_check': checks,
            'notes': notes, 'charts': charts, 'commands': commands}
-    with open(os.path.join(res, 'results.json'), 'w') as f:
-        json.dump(doc, f, indent=1)
-    print(text, end='')
-    print('\nwritten: %s/results.txt, results.json%s' % (
-        res, ''.join(', ' + c for c in charts.values())))
-    return 0
+    return write_results(res, text, doc)
 
 
 # ---- docs ----
@@ -487,16 +481,10 @@ def md_pivot(rows, w):
 
 
 def cmd_update_docs(res, doc_path, img_dir):
-    with open(os.path.join(res, 'results.json')) as f:
-        doc = json.load(f)
-    with open(os.path.join(res, 'results.txt')) as f:
-        text = f.read()
+    doc, text = load_results(res, img_dir)
     env, config, rows = doc['env'], doc['config'], doc['runs']
-    os.makedirs(img_dir, exist_ok=True)
     for png in doc['charts'].values():
         shutil.copyfile(os.path.join(res, png), os.path.join(img_dir, png))
-    shutil.copyfile(os.path.join(res, 'results.json'), os.path.join(img_dir, 'latest.json'))
-    shutil.copyfile(os.path.join(res, 'results.txt'), os.path.join(img_dir, 'latest.txt'))
     rel = os.path.relpath(img_dir, os.path.dirname(os.path.abspath(doc_path)))
     b = [MARK_BEGIN, '']
     b.append('Measured %s on `%s`: %s, %s CPUs, %s, kernel %s, %s. Commit `%s`%s. Whole run: '
@@ -529,16 +517,8 @@ def cmd_update_docs(res, doc_path, img_dir):
              'memory, scratch space, notes); the JSON twin with every command line is '
              '[`%s/latest.json`](%s/latest.json):' % (rel, rel))
     b += ['', '```\n%s```' % text, '', MARK_END]
-    block = '\n'.join(b)
-    with open(doc_path) as f:
-        cur = f.read()
-    i, j = cur.find(MARK_BEGIN), cur.find(MARK_END)
-    if i < 0 or j < i:
-        print('report: %s has no "%s" ... "%s" markers' % (doc_path, MARK_BEGIN, MARK_END),
-              file=sys.stderr)
+    if replace_block(doc_path, MARK_BEGIN, MARK_END, '\n'.join(b)):
         return 1
-    with open(doc_path, 'w') as f:
-        f.write(cur[:i] + block + cur[j + len(MARK_END):])
     print('updated %s, %s/' % (doc_path, img_dir))
     return 0
 
