@@ -195,13 +195,19 @@ def read_tsv(path, ncols):
     return out
 
 
-def collect(res):
-    raw = os.path.join(res, 'raw')
+def config_env(raw):
+    """config.tsv (as a dict) and env.json of a raw/ directory"""
     config = dict(read_tsv(os.path.join(raw, 'config.tsv'), 2))
     env = {}
     if os.path.exists(os.path.join(raw, 'env.json')):
         with open(os.path.join(raw, 'env.json')) as f:
             env = json.load(f)
+    return config, env
+
+
+def collect(res):
+    raw = os.path.join(res, 'raw')
+    config, env = config_env(raw)
     notes = {}
     for target, job, text in read_tsv(os.path.join(raw, 'notes.tsv'), 3):
         notes.setdefault((target, job), []).append(text)

@@ -24,8 +24,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench'))
-from report import (fnum, fratio, load_results, read_tsv,  # noqa: E402  (scripts/bench/)
-                    replace_block, write_results)
+from report import (config_env, fnum, fratio, load_results,  # noqa: E402  (scripts/bench/)
+                    read_tsv, replace_block, write_results)
 
 MIB = 1048576.0
 WORKLOADS = ['touch-seq', 'touch-rand', 'redis-get', 'redis-set', 'sort']
@@ -187,11 +187,7 @@ def cmd_line(base):
 
 def collect(res):
     raw = os.path.join(res, 'raw')
-    config = dict(read_tsv(os.path.join(raw, 'config.tsv'), 2))
-    env = {}
-    if os.path.exists(os.path.join(raw, 'env.json')):
-        with open(os.path.join(raw, 'env.json')) as f:
-            env = json.load(f)
+    config, env = config_env(raw)
     rows = []
     for w, b, pct, base in read_tsv(os.path.join(raw, 'runs.tsv'), 4):
         if not os.path.isabs(base) or not os.path.exists(base + '.meta'):

@@ -16,6 +16,27 @@ since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN {printf "%.3f", t1 - t0}'
 # vmstat_get NAME: a counter of /proc/vmstat
 vmstat_get() { awk -v n="$1" '$1 == n {print $2}' /proc/vmstat; }
 
+# run_status RC OOM_KILLS: ok, OOM (killed by the OOM killer), TIMEOUT or FAILED
+run_status()
+{
+	if [ "$1" = 0 ]; then
+		echo ok
+	elif [ "${2:-0}" -gt 0 ]; then
+		echo OOM
+	elif [ "$1" = 124 ]; then
+		echo TIMEOUT
+	else
+		echo FAILED
+	fi
+}
+
+# daemon_hwm_line: "daemon_hwm_B<TAB>bytes" of the rmemfs daemon (VmHWM), when one runs
+daemon_hwm_line()
+{
+	[ -n "$FS_PID" ] && [ -r "/proc/$FS_PID/status" ] || return 0
+	printf 'daemon_hwm_B\t%s\n' $(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status") * 1024))
+}
+
 # touch_cmd WORKLOAD: the rmem-touch command line of a workload, into CMD
 touch_cmd()
 {
@@ -110,24 +131,14 @@ workload_run()
 	fi
 	oom=$(cg_read "$CG" oom_kills)
 	LAST_PEAK=$(cg_read "$CG" peak)
-	if [ $rc = 0 ]; then
-		status=ok
-	elif [ "${oom:-0}" -gt 0 ]; then
-		status=OOM
-	elif [ $rc = 124 ]; then
-		status=TIMEOUT
-	else
-		status=FAILED
-	fi
+	status=$(run_status "$rc" "$oom")
 	{
 		printf 'workload\t%s\nbackend\t%s\nlocal_pct\t%s\nlimit_B\t%s\n' "$w" "$b" "$pct" "$limit"
 		printf 'status\t%s\nrc\t%s\noom_kills\t%s\ncg_peak_B\t%s\n' "$status" "$rc" "$oom" "$LAST_PEAK"
 		printf 'wall_s\t%s\n' "$(since "$t0")"
 		printf 'pswpin\t%s\npswpout\t%s\n' $(($(vmstat_get pswpin) - pin0)) $(($(vmstat_get pswpout) - pout0))
 		printf 'daemon_rss_B\t%s\n' "$DAEMON_RSS"
-		if [ -n "$FS_PID" ] && [[ $b == rmemfs-* ]]; then
-			printf 'daemon_hwm_B\t%s\n' $(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status") * 1024))
-		fi
+		[[ $b == rmemfs-* ]] && daemon_hwm_line
 		[ -n "$ZRAM_ID" ] && printf 'zram_mm_stat\t%s\n' "$(cat "/sys/block/zram$ZRAM_ID/mm_stat")"
 		[ -n "$SWAPDEV" ] && printf 'swapdev\t%s\n' "$SWAPDEV"
 	} >>"$base.meta"
@@ -162,28 +173,19 @@ scratch_one()
 	oom=$(cg_read "$CG" oom_kills)
 	printf 'cg_peak_B\t%s\n' "$(cg_read "$CG" peak)" >>"$base.meta"
 	cg_remove "$CG"
+	status=$(run_status "$rc" "$oom")
 	if [ $rc = 0 ]; then
 		outl=$(wc -l <"$WORK/scratch/out")
-		if LC_ALL=C sort -c "$WORK/scratch/out" 2>>"$base.err" && [ "$outl" = "$lines" ]; then
-			status=ok
-		else
+		if ! LC_ALL=C sort -c "$WORK/scratch/out" 2>>"$base.err" || [ "$outl" != "$lines" ]; then
 			status=WRONG
 			echo "output not sorted or $outl lines instead of $lines" >>"$base.err"
 		fi
-	elif [ "${oom:-0}" -gt 0 ]; then
-		status=OOM
-	elif [ $rc = 124 ]; then
-		status=TIMEOUT
-	else
-		status=FAILED
 	fi
 	{
 		printf 'name\t%s\ndir\t%s\nlimit_B\t%s\nstatus\t%s\nrc\t%s\n' "$name" "$dir" "$limit" "$status" "$rc"
 		printf 'oom_kills\t%s\nlines\t%s\n' "$oom" "$lines"
 		printf 'daemon_rss_B\t%s\n' "$DAEMON_RSS"
-		if [ -n "$FS_PID" ] && [ "$name" = rmemfs ]; then
-			printf 'daemon_hwm_B\t%s\n' $(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status") * 1024))
-		fi
+		[ "$name" = rmemfs ] && daemon_hwm_line
 	} >>"$base.meta"
 	rm -f "$WORK/scratch/out"
 	rm -rf "${dir:?}"/* 2>/dev/null
