@@ -50,6 +50,9 @@
 #   --update-docs        write docs/FARMEM.md (between its markers) and docs/farmem/*.png
 #   --report-only DIR    no run: rebuild the results of DIR (with --update-docs: the docs)
 #
+# Every run has a time limit (300 s; quick 120 s): one still running then is killed and shown
+# as TIMEOUT, and the experiment goes on.
+#
 # Output: results.txt (one table, fixed columns with units; OOM / TIMEOUT / FAILED where a run
 # did not finish; the scratch table; the targets block: rmemfs-tcp / disk on random touches at
 # 50% and 25% and redis at 50%, need >= 1.5x), results.json (the same, the environment, every
@@ -129,7 +132,7 @@ if [ $quick = 1 ]; then
 else
 	: "${fractions:=100,75,50,25}" "${TOUCH_SIZE:=1G}" "${TOUCHES:=200000}" "${REDIS_SIZE:=1G}"
 	: "${REDIS_REQ:=100000}" "${SORT_SIZE:=512M}" "${SCRATCH_SIZE:=1G}"
-	RUN_LIMIT=600
+	RUN_LIMIT=300
 fi
 for v in TOUCHES REDIS_REQ LOCK_WAIT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "${v,,}: expected a whole number, got '${!v}'"
