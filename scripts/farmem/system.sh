@@ -114,7 +114,17 @@ lock_holder()
 	if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
 		echo "pid $pid ($(ps -o args= -p "$pid" 2>/dev/null | cut -c1-60))"
 	elif [ -n "$pid" ]; then
-		echo "a child of pid $pid (which has exited)"
+		# the descriptor lives on in a process it started: name those that have the file open
+		local p fd open_by=""
+		for p in /proc/[0-9]*; do
+			[ "${p#/proc/}" = $$ ] && continue
+			for fd in "$p"/fd/*; do
+				[ "$(readlink "$fd" 2>/dev/null)" = "$LOCK" ] || continue
+				open_by+="${open_by:+, }${p#/proc/} ($(cat "$p/comm" 2>/dev/null))"
+				break
+			done
+		done
+		echo "pid $pid, gone; the file is open in ${open_by:-no other process}"
 	else
 		echo "another process"
 	fi
