@@ -164,9 +164,13 @@ pick()
 	for x in $all; do
 		[ -z "$arg" ] || [[ ",$arg," == *",$x,"* ]] && echo "$x"
 	done
+	return 0
 }
-read -r -a BACKENDS <<<"$(pick "$ALL_BACKENDS" "$backends_arg" backend | tr '\n' ' ')"
-read -r -a WORKLOADS <<<"$(pick "$ALL_WORKLOADS" "$workloads_arg" workload | tr '\n' ' ')"
+# (pick runs in a subshell: its die only ends that, hence the `|| exit`)
+backends=$(pick "$ALL_BACKENDS" "$backends_arg" backend) || exit 2
+workloads=$(pick "$ALL_WORKLOADS" "$workloads_arg" workload) || exit 2
+read -r -a BACKENDS <<<"$(echo $backends)"
+read -r -a WORKLOADS <<<"$(echo $workloads)"
 wanted() { [[ " ${WORKLOADS[*]} " == *" $1 "* ]]; }
 
 [ "$(id -u)" = 0 ] || die "run as root: it creates memory cgroups, turns swap on and mounts"
