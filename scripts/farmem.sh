@@ -63,7 +63,8 @@
 # Swap is machine-global: the script holds an exclusive flock on /run/lock/rmemfs-swap.lock
 # for the whole run (waiting up to --lock-wait for it) and refuses to start while any swap device is
 # active. rmemfs-swap, which takes the same lock, runs as its child with the locked descriptor
-# inherited (fd 3) and goes on under it. A trap undoes everything on any exit, Ctrl-C
+# inherited (fd 3) and goes on under it; so does farmem.sh itself when its caller holds the
+# lock and passes it as fd 3 (`exec 3>LOCK; flock 3; farmem.sh ...; farmem.sh ...`). A trap undoes everything on any exit, Ctrl-C
 # included: cgroup processes killed, swapoff, rmemfs-swap off, zram reset and removed, cgroups
 # removed, mounts unmounted, daemons stopped, temporary files removed.
 set -uo pipefail
@@ -199,7 +200,11 @@ T_START=$(date +%s)
 trap cleanup EXIT
 trap 'echo "farmem: interrupted; cleaning up" >&2; exit 130' INT
 trap 'echo "farmem: terminated; cleaning up" >&2; exit 143' TERM
-exec 3>"$LOCK" || die "cannot open $LOCK"
+# a caller that holds the lock around several runs passes its descriptor as fd 3 (as with
+# rmemfs-swap): flock on that same open file succeeds at once
+if [ "$(readlink /proc/$$/fd/3 2>/dev/null)" != "$LOCK" ]; then
+	exec 3>"$LOCK" || die "cannot open $LOCK"
+fi
 if ! flock -n 3; then
 	echo "farmem: $LOCK is held by $(lock_holder); waiting up to $LOCK_WAIT s"
 	flock -w "$LOCK_WAIT" 3 ||
