@@ -61,12 +61,14 @@
 # raw/ (each run's output and bookkeeping).
 #
 # Swap is machine-global: the script holds an exclusive flock on /run/lock/rmemfs-swap.lock
-# for the whole run (waiting up to --lock-wait for it) and refuses to start while any swap device is
-# active. rmemfs-swap, which takes the same lock, runs as its child with the locked descriptor
-# inherited (fd 3) and goes on under it; so does farmem.sh itself when its caller holds the
-# lock and passes it as fd 3 (`exec 3>LOCK; flock 3; farmem.sh ...; farmem.sh ...`). A trap undoes everything on any exit, Ctrl-C
-# included: cgroup processes killed, swapoff, rmemfs-swap off, zram reset and removed, cgroups
-# removed, mounts unmounted, daemons stopped, temporary files removed.
+# for the whole run (waiting up to --lock-wait for it) and refuses to start while any swap
+# device is active. rmemfs-swap, which takes the same lock, runs as its child with the locked
+# descriptor inherited (fd 3) and goes on under it; so does farmem.sh itself when its caller
+# holds the lock and passes it as fd 3 (`exec 3>LOCK; flock 3; farmem.sh ...; farmem.sh ...`).
+# Daemons are started with fd 3 closed, so a leftover one cannot keep the lock. A trap undoes
+# everything on any exit, Ctrl-C included: cgroup processes killed, swapoff, rmemfs-swap off,
+# zram reset and removed, cgroups removed, mounts unmounted, daemons stopped, temporary files
+# removed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
