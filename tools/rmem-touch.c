@@ -77,12 +77,9 @@ struct touch_result {
 	struct perf_hist hist;
 };
 
-static const char *const pattern_names[] = { [TOUCH_SEQ] = "seq", [TOUCH_RAND] = "rand" };
-static const char *const fill_names[] = {
-	[FILL_HALF] = "half",
-	[FILL_RANDOM] = "random",
-	[FILL_ZERO] = "zero",
-};
+static const char *const pattern_names[] = {[TOUCH_SEQ] = "seq", [TOUCH_RAND] = "rand"};
+static const char *const fill_names[] = {[FILL_HALF] = "half", [FILL_RANDOM] = "random",
+					 [FILL_ZERO] = "zero"};
 
 /* splitmix64: the page body generator, and the seed expander of the xorshift below */
 static inline uint64_t mix64(uint64_t x)
@@ -173,7 +170,10 @@ static int page_check(const uint64_t *p, size_t words, size_t body, uint64_t pag
 	return 0;
 }
 
-static double elapsed_s(uint64_t t0) { return (double)(perf_now_ns() - t0) / 1e9; }
+static double elapsed_s(uint64_t t0)
+{
+	return (double)(perf_now_ns() - t0) / 1e9;
+}
 
 static void record_error(struct touch_result *r, uint64_t where, const char *what)
 {
@@ -429,8 +429,8 @@ static void report_text(const struct touch_opts *o, const struct touch_result *r
 		       r->touches, o->seed);
 		printf("fill          %.3f s\n", r->fill_s);
 		printf("sort_time     %.3f s\n", r->run_s);
-		printf("verify        %.3f s (%s)\n", r->verify_s, r->errors ? "FAILED" : "sorted, "
-		       "sum and xor preserved");
+		printf("verify        %.3f s (%s)\n", r->verify_s,
+		       r->errors ? "FAILED" : "sorted, sum and xor preserved");
 		printf("total         %.3f s\n", r->fill_s + r->run_s + r->verify_s);
 	} else {
 		printf("touch         %s (%" PRIu64 " pages), %s, %s, fill %s, seed %" PRIu64 "\n",
@@ -441,9 +441,10 @@ static void report_text(const struct touch_opts *o, const struct touch_result *r
 		       r->touches, r->run_s, r->run_s > 0 ? r->touches / r->run_s : 0.0,
 		       r->run_s > 0 ? r->touches * 4096.0 / r->run_s / 1048576.0 : 0.0);
 		printf("latency       mean %.2f us, p50 %.2f us, p99 %.2f us, p99.9 %.2f us, "
-		       "max %.2f us\n", perf_hist_mean(h) / 1e3,
-		       perf_hist_percentile(h, 50.0) / 1e3, perf_hist_percentile(h, 99.0) / 1e3,
-		       perf_hist_percentile(h, 99.9) / 1e3, h->max_ns / 1e3);
+		       "max %.2f us\n",
+		       perf_hist_mean(h) / 1e3, perf_hist_percentile(h, 50.0) / 1e3,
+		       perf_hist_percentile(h, 99.0) / 1e3, perf_hist_percentile(h, 99.9) / 1e3,
+		       h->max_ns / 1e3);
 	}
 	printf("faults        %ld major, %ld minor (measured phase)\n", r->majflt, r->minflt);
 	printf("errors        %" PRIu64 "\n", r->errors);
@@ -455,8 +456,8 @@ static void report_json(const struct touch_opts *o, const struct touch_result *r
 	double rate = r->run_s > 0 ? r->touches / r->run_s : 0.0;
 
 	printf("{\"tool\": \"rmem-touch\", \"mode\": \"%s\", \"size_B\": %" PRIu64
-	       ", \"seed\": %" PRIu64 ", \"thp\": %s, ", o->sort ? "sort" : "touch", o->size,
-	       o->seed, o->thp ? "true" : "false");
+	       ", \"seed\": %" PRIu64 ", \"thp\": %s, ",
+	       o->sort ? "sort" : "touch", o->size, o->seed, o->thp ? "true" : "false");
 	if (o->sort) {
 		printf("\"keys\": %" PRIu64 ", \"fill_s\": %.6f, \"sort_s\": %.6f, "
 		       "\"verify_s\": %.6f, \"total_s\": %.6f, ",
@@ -468,11 +469,11 @@ static void report_json(const struct touch_opts *o, const struct touch_result *r
 		       "\"touches_s\": %.1f, \"MiB_s\": %.3f, \"lat_mean_us\": %.3f, "
 		       "\"lat_p50_us\": %.3f, \"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, "
 		       "\"lat_max_us\": %.3f, ",
-		       pattern_names[o->pattern], o->write ? "true" : "false",
-		       fill_names[o->fill], r->pages, r->touches, r->fill_s, r->run_s, rate,
-		       rate * 4096.0 / 1048576.0, perf_hist_mean(h) / 1e3,
-		       perf_hist_percentile(h, 50.0) / 1e3, perf_hist_percentile(h, 99.0) / 1e3,
-		       perf_hist_percentile(h, 99.9) / 1e3, h->max_ns / 1e3);
+		       pattern_names[o->pattern], o->write ? "true" : "false", fill_names[o->fill],
+		       r->pages, r->touches, r->fill_s, r->run_s, rate, rate * 4096.0 / 1048576.0,
+		       perf_hist_mean(h) / 1e3, perf_hist_percentile(h, 50.0) / 1e3,
+		       perf_hist_percentile(h, 99.0) / 1e3, perf_hist_percentile(h, 99.9) / 1e3,
+		       h->max_ns / 1e3);
 	}
 	printf("\"majflt\": %ld, \"minflt\": %ld, \"errors\": %" PRIu64, r->majflt, r->minflt,
 	       r->errors);
@@ -517,26 +518,36 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct touch_opts *o)
 {
-	enum { OPT_PATTERN = 256, OPT_PASSES, OPT_TOUCHES, OPT_READ_ONLY, OPT_WRITE, OPT_FILL,
-	       OPT_SEED, OPT_THP, OPT_JSON, OPT_SORT };
+	enum {
+		OPT_PATTERN = 256,
+		OPT_PASSES,
+		OPT_TOUCHES,
+		OPT_READ_ONLY,
+		OPT_WRITE,
+		OPT_FILL,
+		OPT_SEED,
+		OPT_THP,
+		OPT_JSON,
+		OPT_SORT
+	};
 	static const struct option longopts[] = {
-		{ "pattern", required_argument, NULL, OPT_PATTERN },
-		{ "passes", required_argument, NULL, OPT_PASSES },
-		{ "touches", required_argument, NULL, OPT_TOUCHES },
-		{ "read-only", no_argument, NULL, OPT_READ_ONLY },
-		{ "write", no_argument, NULL, OPT_WRITE },
-		{ "fill", required_argument, NULL, OPT_FILL },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "thp", no_argument, NULL, OPT_THP },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "sort", no_argument, NULL, OPT_SORT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"pattern", required_argument, NULL, OPT_PATTERN},
+	    {"passes", required_argument, NULL, OPT_PASSES},
+	    {"touches", required_argument, NULL, OPT_TOUCHES},
+	    {"read-only", no_argument, NULL, OPT_READ_ONLY},
+	    {"write", no_argument, NULL, OPT_WRITE},
+	    {"fill", required_argument, NULL, OPT_FILL},
+	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"thp", no_argument, NULL, OPT_THP},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"sort", no_argument, NULL, OPT_SORT},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	*o = (struct touch_opts){ .pattern = TOUCH_RAND, .fill = FILL_HALF, .passes = 1,
-				  .seed = 1, .write = true };
+	*o = (struct touch_opts){
+	    .pattern = TOUCH_RAND, .fill = FILL_HALF, .passes = 1, .seed = 1, .write = true};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_PATTERN:
@@ -576,7 +587,8 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 			} else if (!strcmp(optarg, "zero")) {
 				o->fill = FILL_ZERO;
 			} else {
-				fprintf(stderr, "rmem-touch: --fill: half, random or zero, not '%s'\n",
+				fprintf(stderr,
+					"rmem-touch: --fill: half, random or zero, not '%s'\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -640,8 +652,10 @@ int main(int argc, char **argv)
 		report_text(&o, r);
 	fflush(stdout);
 	if (r->errors)
-		fprintf(stderr, "rmem-touch: %" PRIu64 " verification error(s); the first at %s %" PRIu64
-			" (%s)\n", r->errors, o.sort ? "index" : "page", r->first_bad, r->first_what);
+		fprintf(stderr,
+			"rmem-touch: %" PRIu64 " verification error(s); the first at %s %" PRIu64
+			" (%s)\n",
+			r->errors, o.sort ? "index" : "page", r->first_bad, r->first_what);
 	rc = r->errors ? 1 : 0;
 	free(r);
 	return rc;
