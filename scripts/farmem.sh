@@ -210,7 +210,8 @@ fi
 if ! flock -n 3; then
 	echo "farmem: $LOCK is held by $(lock_holder); waiting up to $LOCK_WAIT s"
 	flock -w "$LOCK_WAIT" 3 ||
-		die "$LOCK still held by $(lock_holder) after $LOCK_WAIT s: another swap experiment is running"
+		die "$LOCK still held by $(lock_holder) after $LOCK_WAIT s: another swap" \
+			"experiment is running"
 fi
 
 others=$(tail -n +2 /proc/swaps)
@@ -238,7 +239,8 @@ echo "build directory $BUILD"
 
 # ---- the machine ----
 
-cg_detect || die "no memory cgroup on this machine (neither v1 /sys/fs/cgroup/memory nor v2 with the memory controller)"
+cg_detect || die "no memory cgroup on this machine (neither v1 /sys/fs/cgroup/memory" \
+	"nor v2 with the memory controller)"
 echo "memory cgroup: $CG_VER at $CG_PARENT"
 
 rdma_devs=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
@@ -336,7 +338,8 @@ for b in "${BACKENDS[@]}"; do
 			if [ "$limit" -lt $((16 << 20)) ]; then
 				echo "  $w $b $f%: budget $((budget >> 20)) MiB minus the daemon's" \
 					"$((DAEMON_RSS >> 20)) MiB leaves nothing: not run"
-				note "$b" "$w:$f" "budget $((budget >> 20)) MiB <= the daemon's RSS $((DAEMON_RSS >> 20)) MiB + 16 MiB"
+				note "$b" "$w:$f" "budget $((budget >> 20)) MiB <= the daemon's RSS" \
+					"$((DAEMON_RSS >> 20)) MiB + 16 MiB"
 				continue
 			fi
 			workload_run "$w" "$b" "$f" "$limit"

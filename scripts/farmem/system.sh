@@ -30,7 +30,8 @@ cg_detect()
 	echo "$CG_PARENT" >>"$WORK/cgroups"
 	[ $CG_VER = v1 ] || echo +memory >"$CG_PARENT/cgroup.subtree_control" || return 1
 	if [ $CG_VER = v1 ] && [ ! -f "$CG_PARENT/memory.memsw.limit_in_bytes" ]; then
-		note all all "cgroup v1 without memory.memsw (swap accounting off): the no-swap runs rely on no swap device being active"
+		note all all "cgroup v1 without memory.memsw (swap accounting off): the no-swap runs" \
+			"rely on no swap device being active"
 	fi
 	return 0
 }
@@ -207,7 +208,8 @@ rmemfs_swap_down()
 		mv "$WORK/swapmounts.new" "$WORK/swapmounts"
 	fi
 	if [ -n "$FS_PID" ]; then
-		config "daemon_peak_rss_B:$b" "$(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status" 2>/dev/null || echo 0) * 1024))"
+		config "daemon_peak_rss_B:$b" \
+			"$(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status" 2>/dev/null || echo 0) * 1024))"
 		rmemfs_unmount "$b"
 	fi
 	memserver_stop
@@ -255,13 +257,18 @@ backend_down()
 		;;
 	zram)
 		[ -n "$SWAPDEV" ] && { record_cmd zram swapoff swapoff "$SWAPDEV"; swap_off_one "$SWAPDEV"; }
-		[ -n "$ZRAM_ID" ] && { record_cmd zram remove "echo 1 > /sys/block/zram$ZRAM_ID/reset; echo $ZRAM_ID > /sys/class/zram-control/hot_remove"; zram_remove "$ZRAM_ID"; }
+		if [ -n "$ZRAM_ID" ]; then
+			record_cmd zram remove "echo 1 > /sys/block/zram$ZRAM_ID/reset;" \
+				"echo $ZRAM_ID > /sys/class/zram-control/hot_remove"
+			zram_remove "$ZRAM_ID"
+		fi
 		;;
 	rmemfs-*) rmemfs_swap_down "$1" ;;
 	esac
 	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
 	[ -z "$(tail -n +2 /proc/swaps)" ] ||
-		note "$1" all "swap areas still active after $1 was torn down: $(tail -n +2 /proc/swaps | awk '{print $1}' | tr '\n' ' ')"
+		note "$1" all "swap areas still active after $1 was torn down:" \
+			"$(tail -n +2 /proc/swaps | awk '{print $1}' | tr '\n' ' ')"
 }
 
 # ---- the trap ----
@@ -287,8 +294,9 @@ cleanup()
 	# anything still on at our priority is ours (we started with no swap and hold the lock)
 	awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1}' /proc/swaps | while read -r dev; do
 		swapoff "$dev" || echo "farmem: swapoff $dev failed" >&2
-		[[ $dev == /dev/loop* ]] && [[ $(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null) == "$WORK"/* ]] &&
-			losetup -d "$dev"
+		local back
+		back=$(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null)
+		[[ $dev == /dev/loop* ]] && [[ $back == "$WORK"/* ]] && losetup -d "$dev"
 	done
 	[ -f "$WORK/zram" ] && while read -r id; do zram_remove "$id"; done <"$WORK/zram"
 	[ -f "$WORK/files" ] && while read -r m; do rm -rf "$m"; done <"$WORK/files"
