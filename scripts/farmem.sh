@@ -338,8 +338,8 @@ for b in "${BACKENDS[@]}"; do
 			if [ "$limit" -lt $((16 << 20)) ]; then
 				echo "  $w $b $f%: budget $((budget >> 20)) MiB minus the daemon's" \
 					"$((DAEMON_RSS >> 20)) MiB leaves nothing: not run"
-				note "$b" "$w:$f" "budget $((budget >> 20)) MiB <= the daemon's RSS" \
-					"$((DAEMON_RSS >> 20)) MiB + 16 MiB"
+				note "$b" "$w:$f" "$(echo "budget $((budget >> 20)) MiB <= the daemon's RSS" \
+					"$((DAEMON_RSS >> 20)) MiB + 16 MiB")"
 				continue
 			fi
 			workload_run "$w" "$b" "$f" "$limit"

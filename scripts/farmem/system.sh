@@ -30,8 +30,8 @@ cg_detect()
 	echo "$CG_PARENT" >>"$WORK/cgroups"
 	[ $CG_VER = v1 ] || echo +memory >"$CG_PARENT/cgroup.subtree_control" || return 1
 	if [ $CG_VER = v1 ] && [ ! -f "$CG_PARENT/memory.memsw.limit_in_bytes" ]; then
-		note all all "cgroup v1 without memory.memsw (swap accounting off): the no-swap runs" \
-			"rely on no swap device being active"
+		note all all "$(echo "cgroup v1 without memory.memsw (swap accounting off): the" \
+			"no-swap runs rely on no swap device being active")"
 	fi
 	return 0
 }
@@ -258,8 +258,8 @@ backend_down()
 	zram)
 		[ -n "$SWAPDEV" ] && { record_cmd zram swapoff swapoff "$SWAPDEV"; swap_off_one "$SWAPDEV"; }
 		if [ -n "$ZRAM_ID" ]; then
-			record_cmd zram remove "echo 1 > /sys/block/zram$ZRAM_ID/reset;" \
-				"echo $ZRAM_ID > /sys/class/zram-control/hot_remove"
+			record_cmd zram remove "$(echo "echo 1 > /sys/block/zram$ZRAM_ID/reset;" \
+				"echo $ZRAM_ID > /sys/class/zram-control/hot_remove")"
 			zram_remove "$ZRAM_ID"
 		fi
 		;;
@@ -267,8 +267,8 @@ backend_down()
 	esac
 	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
 	[ -z "$(tail -n +2 /proc/swaps)" ] ||
-		note "$1" all "swap areas still active after $1 was torn down:" \
-			"$(tail -n +2 /proc/swaps | awk '{print $1}' | tr '\n' ' ')"
+		note "$1" all "swap areas still active after $1 was torn down: $(tail -n +2 /proc/swaps |
+			awk '{print $1}' | tr '\n' ' ')"
 }
 
 # ---- the trap ----
