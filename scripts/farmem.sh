@@ -57,7 +57,8 @@
 # did not finish; the scratch table; the targets block: rmemfs-tcp / disk on random touches at
 # 50% and 25% and redis at 50%, need >= 1.5x), results.json (the same, the environment, every
 # exact command line, sizes, limits, daemon RSS, zram use), one PNG per workload (performance
-# against the local fraction, normalised to the no-swap 100% run, one line per backend), and
+# against the local fraction, normalised to the run with all memory local, one line per
+# backend), and
 # raw/ (each run's output and bookkeeping).
 #
 # Swap is machine-global: the script holds an exclusive flock on /run/lock/rmemfs-swap.lock

@@ -1,6 +1,6 @@
 # fraction.gp - a chart of scripts/farmem.sh in the shape of Infiniswap's Figure 1: a workload's
 # performance against the share of its working set in local memory, normalised to the run with
-# 100% local memory and no swap, one line per swap backend. report.py runs it as
+# all of its memory local (no limit, no swap), one line per swap backend. report.py runs it as
 #   gnuplot -e 'datafile="..."; outfile="..."; charttitle="..."; names="none disk ..."; styles="1 2 ...";
 #               ymax=..; quick=0|1' fraction.gp
 # datafile: "# header" then one line per local fraction (%, descending): the fraction, then one
@@ -11,7 +11,7 @@ set output outfile
 set title charttitle . (quick ? "\n(--quick smoke run: not the experiment)" : "")
 set datafile missing "?"
 set xlabel "local memory (% of the working set)"
-set ylabel "performance / 100% local without swap (0: OOM-killed or timed out)"
+set ylabel "performance / all memory local (0: OOM-killed or timed out)"
 set xrange [105:20] reverse
 set xtics ("100" 100, "75" 75, "50" 50, "25" 25)
 set yrange [0:ymax]

@@ -215,8 +215,10 @@ def collect(res):
 # ---- ratios ----
 
 def reference(rows, w):
-    """the 100%-local run a workload is normalised to: no swap at 100%, else unlimited"""
-    for b, pct in (('none', 100), ('unlimited', 0)):
+    """the 100%-local run a workload is normalised to: the working-set measurement (all of its
+    memory local: no limit, no swap), else the no-swap run at 100%. The run without a limit is
+    the steadier one: at exactly its peak, the 100% cgroup reclaims around every allocation."""
+    for b, pct in (('unlimited', 0), ('none', 100)):
         for r in rows:
             if r['workload'] == w and r['backend'] == b and r['local_pct'] == pct and perf(r):
                 return r
@@ -300,8 +302,8 @@ def table_text(rows):
         'measurement, no limit). limit: what the workload got; for rmemfs backends the '
         'budget minus the daemon\'s resident memory after mount + swap on. ops/s: touches/s '
         '(touch-*), requests/s (redis-*); p50/p99 per touch or request; time: the measured '
-        'phase (sort: the sort alone). vs 100%: against the no-swap 100% run (its ops/s, or '
-        'its time over this time for sort). swapin: pages read from swap during the run '
+        'phase (sort: the sort alone). vs 100%: against the run with all of its memory local '
+        '(unlim: no limit, no swap; its ops/s, or its time over this time for sort). swapin: pages read from swap during the run '
         '(machine-wide pswpin). daemon: the rmemfs daemon\'s peak RSS (VmHWM, reset before '
         'the run), inside the budget. zram: zram\'s peak memory use (mm_stat mem_used_max), '
         'local RAM the cgroup is not charged for. OOM: killed by the OOM killer; TIMEOUT: '
@@ -364,7 +366,7 @@ def chart(res, rows, w, config):
     pcts = sorted({r['local_pct'] for r in rs}, reverse=True)
     dat = os.path.join(res, '%s.dat' % w)
     with open(dat, 'w') as f:
-        f.write('# local%% %s (performance / no-swap 100%%; 0: killed or timed out)\n'
+        f.write('# local%% %s (performance / all memory local; 0: killed or timed out)\n'
                 % ' '.join(backends))
         for p in pcts:
             cells = []
@@ -379,7 +381,7 @@ def chart(res, rows, w, config):
             f.write('%d %s\n' % (p, ' '.join(cells)))
     png = os.path.join(res, '%s.png' % w)
     what = 'time to completion' if w == 'sort' else UNIT[w]
-    title = '%s: %s against local memory, normalised to 100%% local without swap' % (w, what)
+    title = '%s: %s against local memory, normalised to all memory local' % (w, what)
     gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fraction.gp')
     vals = [r['vs_100'] for r in rs if r.get('vs_100')]
     cmd = ['gnuplot', '-e', 'datafile="%s"; outfile="%s"; charttitle="%s"; names="%s"; styles="%s"; '
