@@ -64,6 +64,9 @@ redis_run()
 	"$WORK/cg-exec" "$CG" "${srv[@]}" 3>&- &
 	rpid=$!
 	echo "$rpid" >>"$WORK/pids"
+	# not a job of this shell any more: an OOM kill of the server is a result, not a "Killed"
+	# line from bash (its end is watched with kill -0)
+	disown "$rpid"
 	for _ in $(seq 100); do
 		redis_cli ping 2>/dev/null | grep -q PONG && break
 		kill -0 "$rpid" 2>/dev/null || break
@@ -99,7 +102,7 @@ redis_run()
 	redis_cli shutdown nosave >/dev/null 2>&1
 	for _ in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$rpid" 2>/dev/null
-	{ wait "$rpid"; } 2>/dev/null	# (bash's "Killed" line for an OOM-killed server)
+	for _ in $(seq 50); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
 	rm -rf "$WORK/redis" "$WORK/redis.sock"
 	return $rc
 }
