@@ -19,6 +19,7 @@
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,16 @@ def zram_used(meta):
     return int(f[4]) if len(f) > 4 else None
 
 
+def oom_swapcache(base):
+    """bytes of swap cache in the cgroup when the kernel OOM-killed in it (BASE.oom), or None"""
+    try:
+        with open(base + '.oom') as f:
+            m = re.findall(r'\] swapcached (\d+)$', f.read(), re.M)
+    except OSError:
+        return None
+    return int(m[-1]) if m else None
+
+
 def run_rows(base):
     """the result rows of one run: one, or two for redis (GET and SET)"""
     meta = read_meta(base)
@@ -107,7 +118,7 @@ def run_rows(base):
         'daemon_rss_B': int(meta.get('daemon_rss_B', 0) or 0) or None,
         'daemon_hwm_B': int(meta['daemon_hwm_B']) if meta.get('daemon_hwm_B') else None,
         'zram_used_B': zram_used(meta), 'zram_mm_stat': meta.get('zram_mm_stat'),
-        'oom_kills': int(meta.get('oom_kills', 0) or 0),
+        'oom_kills': int(meta.get('oom_kills', 0) or 0), 'oom_swapcache_B': oom_swapcache(base),
     }
     w = meta.get('workload')
     rows = []
@@ -438,6 +449,13 @@ def cmd_build(res):
             peaks[r['backend']] = max(peaks.get(r['backend'], 0), r['daemon_hwm_B'])
     for b, p in sorted(peaks.items()):
         parts.append('%s daemon peak RSS over all runs: %.0f MiB' % (b, p / MIB))
+    for r in sorted(rows, key=order):
+        if r['status'] == 'OOM' and r['backend'] not in ('none', 'unlimited') and \
+                r.get('oom_swapcache_B') is not None and r['workload'] != 'redis-set':
+            parts.append('note: %s %s %d%%: OOM-killed with swap space free; at the kill %.0f '
+                         'of its %.0f MiB were swap cache (raw/runs: the kernel\'s report)' % (
+                             r['workload'], r['backend'], r['local_pct'],
+                             r['oom_swapcache_B'] / MIB, r['limit_B'] / MIB))
     for n in notes:
         parts.append('note: %s %s: %s' % (n['backend'], n['what'], n['note']))
     text = '\n'.join(parts) + '\n'

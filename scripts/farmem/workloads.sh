@@ -4,8 +4,8 @@
 # uses their globals and functions); not run on its own.
 #
 # Each run leaves in raw/runs/WORKLOAD/BACKEND-PCT.*: .json (rmem-touch --json), .get.csv and
-# .set.csv (redis-benchmark --csv), .load (redis-cli --pipe), .err, .memstat (the cgroup's
-# memory.stat at the end), and .meta ("key<TAB>value":
+# .set.csv (redis-benchmark --csv), .load (redis-cli --pipe), .err, .oom (the kernel's report
+# of an OOM kill in the run's cgroup), and .meta ("key<TAB>value":
 # status, limit, the cgroup's peak, OOM kills, swap traffic, the daemon's peak RSS, zram's
 # mm_stat), and a line in raw/runs.tsv. report.py reads only those.
 
@@ -135,7 +135,8 @@ workload_run()
 	fi
 	oom=$(cg_read "$CG" oom_kills)
 	LAST_PEAK=$(cg_read "$CG" peak)
-	cat "$CG/memory.stat" >"$base.memstat" 2>/dev/null	# (what an OOM kill left behind)
+	# the kernel's OOM report names the cgroup: keep it (what the memory was when it gave up)
+	[ "${oom:-0}" -gt 0 ] && dmesg 2>/dev/null | grep -B70 "oom_memcg=${CG#"$CG_ROOT"}," >"$base.oom"
 	status=$(run_status "$rc" "$oom")
 	{
 		printf 'workload\t%s\nbackend\t%s\nlocal_pct\t%s\nlimit_B\t%s\n' "$w" "$b" "$pct" "$limit"
