@@ -358,8 +358,8 @@ def checks_text(checks):
             continue
         s = '%s disk (need %.1fx' % (fratio(c['actual']), c['required'])
         if not c['met']:
-            s += '; missed by %.0f%%: %.2fx short' % (
-                100.0 * (1 - c['actual'] / c['required']), c['required'] - c['actual'])
+            s += '; missed: %.0f%% of the target, %.1fx this throughput would meet it' % (
+                100.0 * c['actual'] / c['required'], c['required'] / c['actual'])
         s += ')'
         s += ', %s zram' % fratio(c['vs_zram']) if c['vs_zram'] else ''
         s += ', %.2f of 100%% local' % c['vs_100'] if c['vs_100'] is not None else ''
