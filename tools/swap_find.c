@@ -62,6 +62,20 @@ static int read_failed(const char *what, int rc)
 	return rc;
 }
 
+/* a kernel table's lines (the last one empty), saying so when it cannot be read */
+static int read_lines(const char *path, gchar ***out)
+{
+	char *text;
+	int rc;
+
+	rc = read_text(path, &text);
+	if (rc < 0)
+		return read_failed(path, rc);
+	*out = g_strsplit(text, "\n", -1);
+	g_free(text);
+	return 0;
+}
+
 static char *unescape(const char *s)
 {
 	GString *out = g_string_sized_new(strlen(s));
@@ -110,24 +124,21 @@ static struct swap_mount *mount_parse(const char *line)
 
 int swap_find_mounts(GPtrArray **out)
 {
+	struct swap_mount *m;
 	GPtrArray *mounts;
 	gchar **lines;
-	char *text;
 	int rc, i;
 
-	rc = read_text("/proc/self/mountinfo", &text);
+	rc = read_lines("/proc/self/mountinfo", &lines);
 	if (rc < 0)
-		return read_failed("/proc/self/mountinfo", rc);
+		return rc;
 	mounts = g_ptr_array_new_with_free_func(mount_free);
-	lines = g_strsplit(text, "\n", -1);
 	for (i = 0; lines[i]; i++) {
-		struct swap_mount *m = lines[i][0] ? mount_parse(lines[i]) : NULL;
-
+		m = mount_parse(lines[i]);
 		if (m)
 			g_ptr_array_add(mounts, m);
 	}
 	g_strfreev(lines);
-	g_free(text);
 	*out = mounts;
 	return 0;
 }
@@ -242,26 +253,26 @@ out:
 	return d;
 }
 
-int swap_find_devices(GPtrArray *mounts, GPtrArray **out)
+int swap_find_devices(GPtrArray *mounts, const char *mount_point, dev_t rdev, GPtrArray **out)
 {
+	struct swap_device *d;
 	GPtrArray *devices;
 	gchar **lines;
-	char *text;
 	int rc, i;
 
-	rc = read_text("/proc/swaps", &text);
+	rc = read_lines("/proc/swaps", &lines);
 	if (rc < 0)
-		return read_failed("/proc/swaps", rc);
+		return rc;
 	devices = g_ptr_array_new_with_free_func(device_free);
-	lines = g_strsplit(text, "\n", -1);
 	for (i = 1; lines[0] && lines[i]; i++) { /* line 0 is the header */
-		struct swap_device *d = lines[i][0] ? device_parse(mounts, lines[i]) : NULL;
-
-		if (d)
+		d = device_parse(mounts, lines[i]);
+		if (d && (!mount_point || strcmp(d->mount_point, mount_point) == 0) &&
+		    (!rdev || d->rdev == rdev))
 			g_ptr_array_add(devices, d);
+		else if (d)
+			device_free(d);
 	}
 	g_strfreev(lines);
-	g_free(text);
 	*out = devices;
 	return 0;
 }

@@ -52,8 +52,9 @@ const struct swap_mount *swap_find_mount_of(GPtrArray *mounts, const char *path)
 /* the rmemfs mount whose root is exactly path (absolute, canonical), or NULL */
 const struct swap_mount *swap_find_rmemfs_root(GPtrArray *mounts, const char *path);
 
-/* every active rmemfs-backed swap area, in /proc/swaps order (struct swap_device) */
-int swap_find_devices(GPtrArray *mounts, GPtrArray **out);
+/* the active rmemfs-backed swap areas, in /proc/swaps order (struct swap_device): all of them,
+ * or only those on the mount at mount_point, or only device rdev */
+int swap_find_devices(GPtrArray *mounts, const char *mount_point, dev_t rdev, GPtrArray **out);
 
 /* the file loop device rdev is attached to; -ENOENT when it is not attached (or not a loop
  * device). *out is g_free'd by the caller. */

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,18 +67,9 @@ struct swap_args {
 	bool version;
 };
 
-static int G_GNUC_PRINTF(1, 2) usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	char *msg;
-
-	va_start(ap, fmt);
-	msg = g_strdup_vprintf(fmt, ap);
-	va_end(ap);
-	g_printerr("rmemfs-swap: %s\nTry 'rmemfs-swap --help'.\n", msg);
-	g_free(msg);
-	return -EINVAL;
-}
+/* a usage error: its line, a pointer to --help, -EINVAL */
+#define usage_error(fmt, ...)                                                                      \
+	(SWAP_ERR(fmt, ##__VA_ARGS__), g_printerr("Try 'rmemfs-swap --help'.\n"), -EINVAL)
 
 static int parse_args(int argc, char **argv, struct swap_args *a)
 {

@@ -106,18 +106,12 @@ static int select_devices(const char *target, GPtrArray *mounts, const struct sw
 			  dev_t rdev, GPtrArray **out)
 {
 	GPtrArray *devices;
-	unsigned int i;
 	int rc;
 
-	rc = swap_find_devices(mounts, &devices);
+	rc = swap_find_devices(mounts, mount ? mount->mount_point : NULL, mount ? 0 : rdev,
+			       &devices);
 	if (rc < 0)
 		return rc;
-	for (i = devices->len; i-- > 0;) {
-		const struct swap_device *d = g_ptr_array_index(devices, i);
-
-		if (mount ? strcmp(d->mount_point, mount->mount_point) != 0 : d->rdev != rdev)
-			g_ptr_array_remove_index(devices, i);
-	}
 	if (!mount && devices->len == 0) {
 		SWAP_ERR("%s is not an rmemfs-backed swap device (rmemfs-swap status lists them)",
 			 target);

@@ -116,21 +116,18 @@ static int check_swap_mode(const char *mnt)
 
 static int check_not_on(GPtrArray *mounts, const char *mnt)
 {
+	const struct swap_device *d;
 	GPtrArray *devices;
-	unsigned int i;
 	int rc;
 
-	rc = swap_find_devices(mounts, &devices);
+	rc = swap_find_devices(mounts, mnt, 0, &devices);
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < devices->len && rc == 0; i++) {
-		const struct swap_device *d = g_ptr_array_index(devices, i);
-
-		if (strcmp(d->mount_point, mnt) == 0) {
-			SWAP_ERR("swap is already on for %s: %s (rmemfs-swap off %s turns it off)",
-				 mnt, d->device, mnt);
-			rc = -EEXIST;
-		}
+	if (devices->len) {
+		d = g_ptr_array_index(devices, 0);
+		SWAP_ERR("swap is already on for %s: %s (rmemfs-swap off %s turns it off)", mnt,
+			 d->device, mnt);
+		rc = -EEXIST;
 	}
 	g_ptr_array_unref(devices);
 	return rc;
@@ -248,17 +245,13 @@ static int do_swapon(const char *device, int priority)
 static void report(GPtrArray *mounts, const struct swap_mount *m, dev_t rdev,
 		   const char *device, uint64_t size)
 {
-	GPtrArray *devices = NULL;
 	char size_text[32], prio[16] = "?";
-	unsigned int i;
+	GPtrArray *devices;
 
-	if (swap_find_devices(mounts, &devices) == 0) {
-		for (i = 0; i < devices->len; i++) {
-			const struct swap_device *d = g_ptr_array_index(devices, i);
-
-			if (d->rdev == rdev)
-				snprintf(prio, sizeof(prio), "%d", d->priority);
-		}
+	if (swap_find_devices(mounts, NULL, rdev, &devices) == 0) {
+		if (devices->len)
+			snprintf(prio, sizeof(prio), "%d",
+				 ((struct swap_device *)g_ptr_array_index(devices, 0))->priority);
 		g_ptr_array_unref(devices);
 	}
 	units_format_size(size, size_text, sizeof(size_text));

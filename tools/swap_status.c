@@ -67,7 +67,7 @@ int swap_status(bool json)
 	rc = swap_find_mounts(&mounts);
 	if (rc < 0)
 		return rc;
-	rc = swap_find_devices(mounts, &devices);
+	rc = swap_find_devices(mounts, NULL, 0, &devices);
 	if (rc < 0)
 		goto out;
 	if (json)
