@@ -55,7 +55,8 @@ int swap_cmd_swapoff(const char *device)
 	rc = -errno;
 	if (rc == -ENOMEM)
 		SWAP_ERR("swapoff %s: %s: the pages swapped out to it do not fit back in memory; "
-			 "it is still on, nothing was changed", device, g_strerror(-rc));
+			 "it is still on, nothing was changed",
+			 device, g_strerror(-rc));
 	else
 		SWAP_ERR("swapoff %s: %s", device, g_strerror(-rc));
 	return rc;

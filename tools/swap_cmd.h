@@ -26,16 +26,18 @@
 #define SWAP_ERR(fmt, ...) g_printerr("rmemfs-swap: " fmt "\n", ##__VA_ARGS__)
 
 struct swap_on_args {
-	const char *mountpoint; /* as given */
-	uint64_t size; /* bytes, a multiple of the page size, >= SWAP_MIN_SIZE */
-	int priority; /* 0..SWAP_PRIORITY_MAX, or -1: the kernel's choice */
+	const char *mountpoint;	  /* as given */
+	uint64_t size;		  /* bytes, a multiple of the page size, >= SWAP_MIN_SIZE */
+	int priority;		  /* 0..SWAP_PRIORITY_MAX, or -1: the kernel's choice */
+	unsigned int lock_wait_s; /* for the swap lock (swap_lock.h) */
 };
 
 /* rmemfs-swap on: create, fill, attach, mkswap, swapon; a failure undoes what was done */
 int swap_on(const struct swap_on_args *a);
 
-/* rmemfs-swap off: target is the root of an rmemfs mount or an rmemfs-backed swap device */
-int swap_off(const char *target);
+/* rmemfs-swap off: target is the root of an rmemfs mount or an rmemfs-backed swap device;
+ * waits up to lock_wait_s for the swap lock */
+int swap_off(const char *target, unsigned int lock_wait_s);
 
 /* rmemfs-swap status: every rmemfs-backed swap area, as a table or JSON on stdout */
 int swap_status(bool json);

@@ -83,8 +83,8 @@ static char *unescape(const char *s)
 	for (; *s; s++) {
 		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
 		    s[3] >= '0' && s[3] <= '7') {
-			g_string_append_c(out, (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-						      (s[3] - '0')));
+			g_string_append_c(
+			    out, (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0')));
 			s += 3;
 		} else {
 			g_string_append_c(out, *s);
@@ -299,7 +299,8 @@ int swap_find_loops_of(const char *file, GArray **out)
 			continue;
 		if (sscanf(text, "%u:%u", &maj, &min) == 2) {
 			rdev = makedev(maj, min);
-			if (swap_find_loop_backing(rdev, &backing) == 0 && strcmp(backing, file) == 0)
+			if (swap_find_loop_backing(rdev, &backing) == 0 &&
+			    strcmp(backing, file) == 0)
 				g_array_append_val(found, rdev);
 		}
 		g_free(backing);

@@ -38,7 +38,7 @@ struct swap_device {
 	uint64_t used; /* bytes */
 	int priority;
 	char *backing_file; /* as the loop driver names it */
-	char *mount_point; /* of the rmemfs mount holding backing_file */
+	char *mount_point;  /* of the rmemfs mount holding backing_file */
 	char *server;
 };
 

@@ -27,8 +27,8 @@
 
 #define POLL_MS 100
 
-/* a descriptor this process inherited that is open on the lock file, or -1 */
-static int inherited_fd(const struct stat *lock)
+/* a descriptor this process inherited that is open on the lock file (not own_fd), or -1 */
+static int inherited_fd(const struct stat *lock, int own_fd)
 {
 	struct dirent *e;
 	struct stat st;
@@ -41,7 +41,7 @@ static int inherited_fd(const struct stat *lock)
 	while (found < 0 && (e = readdir(dir))) {
 		int fd = atoi(e->d_name);
 
-		if (e->d_name[0] == '.' || fd == dirfd(dir))
+		if (e->d_name[0] == '.' || fd == dirfd(dir) || fd == own_fd)
 			continue;
 		if (fstat(fd, &st) == 0 && st.st_dev == lock->st_dev && st.st_ino == lock->st_ino)
 			found = fd;
@@ -75,8 +75,9 @@ static char *openers(const struct stat *lock)
 	while (proc && (name = g_dir_read_name(proc))) {
 		char *dir = g_strdup_printf("/proc/%s/fd", name), *who = NULL;
 
-		fds = g_ascii_isdigit(name[0]) && atoi(name) != getpid() ? g_dir_open(dir, 0, NULL)
-									     : NULL;
+		fds = NULL;
+		if (g_ascii_isdigit(name[0]) && atoi(name) != getpid())
+			fds = g_dir_open(dir, 0, NULL);
 		while (fds && !who && (fd_name = g_dir_read_name(fds))) {
 			char *fd_path = g_build_filename(dir, fd_name, NULL);
 			struct stat st;
@@ -124,7 +125,7 @@ static char *holder(const struct stat *lock)
 		} else {
 			open_by = openers(lock);
 			result = g_strdup_printf("pid %d, gone; open in %s", pid,
-						 open_by[0] ? open_by : "no process this user sees");
+						 open_by[0] ? open_by : "nothing we can see");
 			g_free(open_by);
 		}
 		g_free(who);
@@ -134,11 +135,12 @@ static char *holder(const struct stat *lock)
 	return result ? result : g_strdup("another process");
 }
 
-int swap_lock_take(int *fd_out)
+int swap_lock_take(unsigned int wait_s, int *fd_out)
 {
 	struct stat st;
 	char *who;
-	int fd, waited, rc;
+	unsigned int waited;
+	int fd, rc;
 
 	fd = open(SWAP_LOCK_PATH, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || fstat(fd, &st) < 0) {
@@ -148,8 +150,8 @@ int swap_lock_take(int *fd_out)
 			close(fd);
 		return rc;
 	}
-	rc = inherited_fd(&st);
-	if (rc >= 0 && rc != fd) {
+	rc = inherited_fd(&st, fd);
+	if (rc >= 0) {
 		close(fd);
 		fd = rc;
 	}
@@ -160,21 +162,23 @@ int swap_lock_take(int *fd_out)
 			close(fd);
 			return rc;
 		}
-		if (waited == 0 || waited >= SWAP_LOCK_TIMEOUT_S * 1000) {
+		if (waited >= wait_s * 1000) {
 			who = holder(&st);
-			if (waited == 0)
-				g_printerr("rmemfs-swap: another swap experiment holds %s (%s); "
-					   "waiting up to %d s\n", SWAP_LOCK_PATH, who,
-					   SWAP_LOCK_TIMEOUT_S);
-			else
-				g_printerr("rmemfs-swap: %s is still held after %d s, by %s: another "
-					   "swap experiment is running\n", SWAP_LOCK_PATH,
-					   SWAP_LOCK_TIMEOUT_S, who);
+			g_printerr(
+			    "rmemfs-swap: %s is held by %s after %u s of waiting: another swap "
+			    "experiment is running\n",
+			    SWAP_LOCK_PATH, who, wait_s);
 			g_free(who);
-			if (waited) {
-				close(fd);
-				return -ETIMEDOUT;
-			}
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		if (waited == 0) {
+			who = holder(&st);
+			g_printerr(
+			    "rmemfs-swap: another swap experiment holds %s (%s); waiting up to "
+			    "%u s\n",
+			    SWAP_LOCK_PATH, who, wait_s);
+			g_free(who);
 		}
 		g_usleep(POLL_MS * 1000);
 	}

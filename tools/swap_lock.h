@@ -15,14 +15,14 @@
 #define RMEM_SWAP_LOCK_H
 
 #define SWAP_LOCK_PATH "/run/lock/rmemfs-swap.lock"
-#define SWAP_LOCK_TIMEOUT_S 60
+#define SWAP_LOCK_WAIT_S 60 /* default of --lock-wait */
 
 /*
- * Take the lock, waiting up to SWAP_LOCK_TIMEOUT_S (and saying who holds it, once, when it
- * has to wait). *fd_out is the descriptor to give to swap_lock_release(). 0 or -errno
- * (-ETIMEDOUT, with a message naming the holder); prints its own message.
+ * Take the lock, waiting up to wait_s seconds (and saying who holds it, once, when it has to
+ * wait). *fd_out is the descriptor to give to swap_lock_release(). 0 or -errno (-ETIMEDOUT,
+ * with a message naming the holder); prints its own message.
  */
-int swap_lock_take(int *fd_out);
+int swap_lock_take(unsigned int wait_s, int *fd_out);
 
 /* release (an inherited descriptor is only closed: the lock stays the caller's) */
 void swap_lock_release(int fd);

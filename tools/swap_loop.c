@@ -26,7 +26,7 @@
 #include "swap_loop.h"
 
 #define CONFIGURE_TRIES 10 /* LOOP_CONFIGURE losing the race for a free device */
-#define NODE_WAIT_MS 1000 /* for a new device's /dev node */
+#define NODE_WAIT_MS 1000  /* for a new device's /dev node */
 #define POLL_MS 20
 
 static int fail(const char *what, const char *dev_path, int rc)
@@ -51,8 +51,7 @@ static int open_device(const char *dev_path, int flags, int *out)
 }
 
 /* LOOP_CTL_GET_FREE + LOOP_CONFIGURE until a device is ours; the device stays open in *dev */
-static int configure_free(int file_fd, const char *file_name, char *dev_path, size_t cap,
-			  int *dev)
+static int configure_free(int file_fd, const char *file_name, char *dev_path, size_t cap, int *dev)
 {
 	struct loop_config cfg;
 	int ctl, nr, rc, tries;
@@ -90,8 +89,7 @@ static int configure_free(int file_fd, const char *file_name, char *dev_path, si
 	return rc;
 }
 
-int swap_loop_attach(int file_fd, const char *file_name, char *dev_path, size_t cap,
-		     dev_t *rdev)
+int swap_loop_attach(int file_fd, const char *file_name, char *dev_path, size_t cap, dev_t *rdev)
 {
 	struct loop_info64 info;
 	struct stat st;

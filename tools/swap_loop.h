@@ -30,8 +30,7 @@
  * and its number in *rdev. -EOPNOTSUPP when the kernel attached the file but would not
  * enable direct I/O (the device is detached again before returning).
  */
-int swap_loop_attach(int file_fd, const char *file_name, char *dev_path, size_t cap,
-		     dev_t *rdev);
+int swap_loop_attach(int file_fd, const char *file_name, char *dev_path, size_t cap, dev_t *rdev);
 
 /* LOOP_CLR_FD on dev_path, then wait up to SWAP_LOOP_DETACH_TIMEOUT_MS until the device
  * rdev has no backing file (-ETIMEDOUT if it still has one) */

@@ -22,12 +22,14 @@
 #include "swap_lock.h"
 #include "units.h"
 
-enum { OPT_HELP = 0x100, OPT_VERSION, OPT_LOCK_PATH, OPT_PRIORITY, OPT_JSON };
+#define MAX_LOCK_WAIT_S 86400
+
+enum { OPT_HELP = 0x100, OPT_VERSION, OPT_LOCK_PATH, OPT_LOCK_WAIT, OPT_PRIORITY, OPT_JSON };
 
 /* clang-format off */
 static const char usage_text[] =
-	"Usage: rmemfs-swap on MOUNTPOINT SIZE [--priority N]\n"
-	"       rmemfs-swap off MOUNTPOINT|DEVICE\n"
+	"Usage: rmemfs-swap on MOUNTPOINT SIZE [--priority N] [--lock-wait SECS]\n"
+	"       rmemfs-swap off MOUNTPOINT|DEVICE [--lock-wait SECS]\n"
 	"       rmemfs-swap status [--json]\n"
 	"       rmemfs-swap --lock-path | --help | --version\n"
 	"\n"
@@ -43,14 +45,15 @@ static const char usage_text[] =
 	"  status    every swap device backed by a file on an rmemfs mount: device, size,\n"
 	"            used, priority, mount, server, file (any user may run it)\n"
 	"\n"
-	"  --priority N   swap priority 0..32767 (default: the kernel's, below every other)\n"
-	"  --json         status as one JSON document\n"
-	"  --lock-path    print the path of the lock of swap experiments and exit\n"
-	"  --help         this text\n"
-	"  --version      the version\n"
+	"  --priority N      swap priority 0..32767 (default: the kernel's, below the others)\n"
+	"  --lock-wait SECS  how long on and off wait for the lock (default 60)\n"
+	"  --json            status as one JSON document\n"
+	"  --lock-path       print the path of the lock of swap experiments and exit\n"
+	"  --help            this text\n"
+	"  --version         the version\n"
 	"\n"
 	"on and off need root and hold an exclusive flock(2) on " SWAP_LOCK_PATH ",\n"
-	"waiting up to 60 s for it: swap is machine-wide, and swap experiments take the\n"
+	"waiting for it (--lock-wait): swap is machine-wide, and swap experiments take the\n"
 	"same lock. A caller that holds it passes the locked descriptor on (flock(1)\n"
 	"does): rmemfs-swap then works under the caller's lock.\n"
 	"Exit status: 0 done, 1 refused or failed (nothing left changed), 2 usage error.\n";
@@ -61,6 +64,7 @@ struct swap_args {
 	const char *target;
 	const char *size;
 	const char *priority;
+	const char *lock_wait;
 	bool json;
 	bool lock_path;
 	bool help;
@@ -77,6 +81,7 @@ static int parse_args(int argc, char **argv, struct swap_args *a)
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"lock-path", no_argument, NULL, OPT_LOCK_PATH},
+	    {"lock-wait", required_argument, NULL, OPT_LOCK_WAIT},
 	    {"priority", required_argument, NULL, OPT_PRIORITY},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {NULL, 0, NULL, 0},
@@ -96,6 +101,9 @@ static int parse_args(int argc, char **argv, struct swap_args *a)
 			break;
 		case OPT_LOCK_PATH:
 			a->lock_path = true;
+			break;
+		case OPT_LOCK_WAIT:
+			a->lock_wait = optarg;
 			break;
 		case OPT_PRIORITY:
 			a->priority = optarg;
@@ -124,21 +132,35 @@ static int parse_args(int argc, char **argv, struct swap_args *a)
 		return usage_error("unknown command '%s' (on, off or status)", a->command);
 	if (npos != want || optind < argc)
 		return usage_error("%s takes %s", a->command,
-				   want == 3 ? "MOUNTPOINT SIZE" :
-				   want == 2 ? "MOUNTPOINT or DEVICE" : "no argument");
+				   want == 3   ? "MOUNTPOINT SIZE"
+				   : want == 2 ? "MOUNTPOINT or DEVICE"
+					       : "no argument");
 	if (a->priority && want != 3)
 		return usage_error("--priority goes with on");
 	if (a->json && want != 1)
 		return usage_error("--json goes with status");
+	if (a->lock_wait && want == 1)
+		return usage_error("--lock-wait goes with on and off");
 	a->target = want > 1 ? pos[1] : NULL;
 	a->size = want > 2 ? pos[2] : NULL;
+	return 0;
+}
+
+/* a whole number 0..max */
+static int parse_number(const char *opt, const char *arg, long max, long *out)
+{
+	char *end = NULL;
+
+	errno = 0;
+	*out = g_ascii_isdigit(arg[0]) ? strtol(arg, &end, 10) : -1;
+	if (errno || *out < 0 || *out > max || *end)
+		return usage_error("%s '%s' is not a number from 0 to %ld", opt, arg, max);
 	return 0;
 }
 
 static int parse_on(const struct swap_args *a, struct swap_on_args *on)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	char *end = NULL;
 	long prio;
 
 	on->mountpoint = a->target;
@@ -152,11 +174,8 @@ static int parse_on(const struct swap_args *a, struct swap_on_args *on)
 	if (on->size < SWAP_MIN_SIZE)
 		return usage_error("SIZE %s is too small (at least 1 MiB)", a->size);
 	if (a->priority) {
-		errno = 0;
-		prio = g_ascii_isdigit(a->priority[0]) ? strtol(a->priority, &end, 10) : -1;
-		if (errno || prio < 0 || prio > SWAP_PRIORITY_MAX || *end)
-			return usage_error("--priority '%s' is not a number from 0 to %d",
-					   a->priority, SWAP_PRIORITY_MAX);
+		if (parse_number("--priority", a->priority, SWAP_PRIORITY_MAX, &prio) < 0)
+			return -EINVAL;
 		on->priority = (int)prio;
 	}
 	return 0;
@@ -164,9 +183,9 @@ static int parse_on(const struct swap_args *a, struct swap_on_args *on)
 
 int main(int argc, char **argv)
 {
+	long lock_wait = SWAP_LOCK_WAIT_S;
 	struct swap_on_args on;
 	struct swap_args a;
-	int rc;
 
 	if (parse_args(argc, argv, &a) < 0)
 		return 2;
@@ -184,12 +203,17 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(a.command, "status") == 0)
 		return swap_status(a.json) < 0 ? 1 : 0;
+	if (a.lock_wait &&
+	    parse_number("--lock-wait", a.lock_wait, MAX_LOCK_WAIT_S, &lock_wait) < 0)
+		return 2;
 	if (strcmp(a.command, "on") == 0 && parse_on(&a, &on) < 0)
 		return 2;
 	if (geteuid() != 0) {
 		SWAP_ERR("%s needs root (loop devices and swapon(2) do)", a.command);
 		return 1;
 	}
-	rc = strcmp(a.command, "on") == 0 ? swap_on(&on) : swap_off(a.target);
-	return rc < 0 ? 1 : 0;
+	if (strcmp(a.command, "off") == 0)
+		return swap_off(a.target, (unsigned int)lock_wait) < 0 ? 1 : 0;
+	on.lock_wait_s = (unsigned int)lock_wait;
+	return swap_on(&on) < 0 ? 1 : 0;
 }

@@ -73,7 +73,8 @@ static int clear_leftovers(const char *mount_point, unsigned int *count)
 		device_path(rdev, device, sizeof(device));
 		rc = swap_loop_detach(device, rdev);
 		if (rc == 0)
-			printf("rmemfs-swap: %s: detached from %s (it was not swap)\n", device, file);
+			printf("rmemfs-swap: %s: detached from %s (it was not swap)\n", device,
+			       file);
 		(*count)++;
 	}
 	g_array_unref(loops);
@@ -122,7 +123,7 @@ static int select_devices(const char *target, GPtrArray *mounts, const struct sw
 	return 0;
 }
 
-int swap_off(const char *target)
+int swap_off(const char *target, unsigned int lock_wait_s)
 {
 	const struct swap_mount *mount;
 	GPtrArray *mounts = NULL, *devices = NULL;
@@ -133,7 +134,7 @@ int swap_off(const char *target)
 	rc = resolve_target(target, &mounts, &mount, &rdev);
 	if (rc < 0)
 		goto out;
-	rc = swap_lock_take(&lock_fd);
+	rc = swap_lock_take(lock_wait_s, &lock_fd);
 	if (rc < 0)
 		goto out;
 	rc = select_devices(target, mounts, mount, rdev, &devices);

@@ -110,7 +110,8 @@ static int check_swap_mode(const char *mnt)
 		return 0;
 	SWAP_ERR("%s: the rmemfs daemon was not started with -o swap; remount with -o swap (a "
 		 "daemon that does not lock its memory can deadlock serving swap: a swap-out may "
-		 "wait for memory that only a swap-out frees)", mnt);
+		 "wait for memory that only a swap-out frees)",
+		 mnt);
 	return -EPERM;
 }
 
@@ -150,8 +151,7 @@ static int check_room(const char *mnt, uint64_t size)
 		return 0;
 	units_format_size(avail, have, sizeof(have));
 	units_format_size(size, want, sizeof(want));
-	SWAP_ERR("not enough free space in the pool of %s: %s free, %s asked for", mnt, have,
-		 want);
+	SWAP_ERR("not enough free space in the pool of %s: %s free, %s asked for", mnt, have, want);
 	return -ENOSPC;
 }
 
@@ -233,7 +233,8 @@ static int do_swapon(const char *device, int priority)
 	int flags = 0, rc;
 
 	if (priority >= 0)
-		flags = SWAP_FLAG_PREFER | ((priority << SWAP_FLAG_PRIO_SHIFT) & SWAP_FLAG_PRIO_MASK);
+		flags =
+		    SWAP_FLAG_PREFER | ((priority << SWAP_FLAG_PRIO_SHIFT) & SWAP_FLAG_PRIO_MASK);
 	if (swapon(device, flags) == 0)
 		return 0;
 	rc = -errno;
@@ -242,8 +243,8 @@ static int do_swapon(const char *device, int priority)
 }
 
 /* the success line, with the priority the kernel gave when none was asked for */
-static void report(GPtrArray *mounts, const struct swap_mount *m, dev_t rdev,
-		   const char *device, uint64_t size)
+static void report(GPtrArray *mounts, const struct swap_mount *m, dev_t rdev, const char *device,
+		   uint64_t size)
 {
 	char size_text[32], prio[16] = "?";
 	GPtrArray *devices;
@@ -273,7 +274,7 @@ int swap_on(const struct swap_on_args *a)
 	rc = check_swap_mode(m->mount_point);
 	if (rc < 0)
 		goto out;
-	rc = swap_lock_take(&lock_fd);
+	rc = swap_lock_take(a->lock_wait_s, &lock_fd);
 	if (rc < 0)
 		goto out;
 	rc = check_not_on(mounts, m->mount_point);
@@ -289,7 +290,8 @@ int swap_on(const struct swap_on_args *a)
 		rc = -errno;
 		if (rc == -EEXIST)
 			SWAP_ERR("%s exists already (left by an earlier run? rmemfs-swap off %s "
-				 "removes it)", file, m->mount_point);
+				 "removes it)",
+				 file, m->mount_point);
 		else
 			SWAP_ERR("create %s: %s", file, g_strerror(-rc));
 		goto out_unlock;

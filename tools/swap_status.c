@@ -47,8 +47,9 @@ static void print_json(GPtrArray *devices)
 
 		printf("%s\n  {\"device\": ", i ? "," : "");
 		json_write_string(stdout, d->device);
-		printf(", \"size_bytes\": %llu, \"used_bytes\": %llu, \"priority\": %d, \"mount\": ",
-		       (unsigned long long)d->size, (unsigned long long)d->used, d->priority);
+		printf(
+		    ", \"size_bytes\": %llu, \"used_bytes\": %llu, \"priority\": %d, \"mount\": ",
+		    (unsigned long long)d->size, (unsigned long long)d->used, d->priority);
 		json_write_string(stdout, d->mount_point);
 		printf(", \"server\": ");
 		json_write_string(stdout, d->server);

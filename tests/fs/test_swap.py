@@ -2,10 +2,11 @@
 """rmemfs-swap (issue 10, far memory): swap on an rmemfs mount through a loop
 device with direct I/O.
 
-Swap is machine-wide, so every test here holds the lock of swap experiments
-(`rmemfs-swap --lock-path`) for its whole run, waiting for it while another
-experiment (scripts/farmem.sh) has it, and passes the locked descriptor on to
-rmemfs-swap, which then runs under it. Each test leaves no swap area, loop
+Swap is machine-wide, so the tests hold the lock of swap experiments
+(`rmemfs-swap --lock-path`) from the first to the last, waiting for it while
+another experiment (scripts/farmem.sh) has it, and pass the locked descriptor
+on to rmemfs-swap, which then runs under it. Run under a caller that holds the
+lock already and passes it on (`flock LOCK pytest ...`), they use the caller's. Each test leaves no swap area, loop
 device, swap file or cgroup behind, even when it fails: the `swapenv`
 fixture takes down whatever swap is left on the test's mounts (with swapoff
 and losetup, not with the tool under test) before the mounts go.
@@ -118,11 +119,12 @@ class SwapEnv:
         self.lock_fd = lock_fd
         self.bin = binary('tools/rmemfs-swap')
 
-    def run(self, *args, user=None):
+    def run(self, *args, user=None, locked=True):
+        """locked: passes the lock on, so rmemfs-swap never has to wait for it"""
         r = subprocess.run([self.bin, *args], capture_output=True, text=True,
-                           timeout=RUN_TIMEOUT, pass_fds=(self.lock_fd,), user=user)
-        # under the inherited lock it never has to wait
-        assert 'waiting' not in r.stderr, r.stderr
+                           timeout=RUN_TIMEOUT, pass_fds=(self.lock_fd,) if locked else (),
+                           user=user)
+        assert not locked or 'waiting' not in r.stderr, r.stderr
         return r
 
     def ok(self, *args):
@@ -137,8 +139,25 @@ class SwapEnv:
         return [fs.mountpoint for fs in self.env.mounts]
 
 
+def inherited(path):
+    """A descriptor of ours open on path (a caller's lock passed on), or None."""
+    want = os.stat(path)
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            st = os.fstat(int(name))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            return os.dup(int(name))  # the same open file description: the caller's lock
+    return None
+
+
 def take_lock(path):
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = None
+    if os.path.exists(path):
+        fd = inherited(path)
+    if fd is None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + LOCK_TIMEOUT
     while True:
         try:
@@ -152,8 +171,9 @@ def take_lock(path):
             time.sleep(0.5)
 
 
-@pytest.fixture
-def swapenv(env):
+@pytest.fixture(scope='module')
+def swap_lock():
+    """The lock, held from the first test of the module to the last."""
     why = swap_unavailable()
     if why:
         pytest.skip(why)
@@ -161,12 +181,19 @@ def swapenv(env):
     path = subprocess.run([tool, '--lock-path'], capture_output=True, text=True,
                           check=True, timeout=10).stdout.strip()
     fd = take_lock(path)
-    s = SwapEnv(env, fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)  # never LOCK_UN: that would drop a caller's lock too
+
+
+@pytest.fixture
+def swapenv(env, swap_lock):
+    s = SwapEnv(env, swap_lock)
     try:
         yield s
     finally:
         problems = take_down(s.mountpoints())
-        os.close(fd)
     assert not problems, '\n'.join(problems)
 
 
@@ -238,10 +265,10 @@ def test_on_status_off(swapenv):
 
 # ---- 2: refusals ----
 
-def refused(swapenv, args, message, status=1, user=None):
+def refused(swapenv, args, message, status=1, user=None, locked=True):
     """rmemfs-swap args fails with status and a line holding message, changing nothing."""
     before = state(swapenv.mountpoints())
-    r = swapenv.run(*args, user=user)
+    r = swapenv.run(*args, user=user, locked=locked)
     assert r.returncode == status, f'{args}: status {r.returncode}\n{r.stdout}{r.stderr}'
     assert message in r.stderr, f'{args}: {r.stderr!r}'
     assert r.stderr.startswith('rmemfs-swap: ')
@@ -278,11 +305,23 @@ def test_refusals(swapenv):
     if free_loop:
         refused(swapenv, ['off', free_loop], 'is not an rmemfs-backed swap device')
 
-    # a file left by an interrupted run: refused, and `off` clears it
-    open(os.path.join(mnt, SWAP_FILE), 'w').close()
+    # the lock held (by this test), not passed on: on and off wait, then give up
+    err = refused(swapenv, ['off', mnt, '--lock-wait', '1'], 'after 1 s of waiting',
+                  locked=False)
+    assert 'another swap experiment holds' in err and 'is held by pid' in err, err
+    refused(swapenv, ['on', mnt, '16M', '--lock-wait', '0'], 'after 0 s', locked=False)
+
+    # what an interrupted run leaves: the file is refused, `off` clears it and its loop device
+    file = os.path.join(mnt, SWAP_FILE)
+    with open(file, 'wb') as f:
+        f.write(bytes(MiB))
     refused(swapenv, ['on', mnt, '16M'], 'exists already')
-    assert 'removed' in swapenv.ok('off', mnt)
-    assert not os.path.lexists(os.path.join(mnt, SWAP_FILE))
+    loop = subprocess.run(['losetup', '-f', '--show', file], capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+    out = swapenv.ok('off', mnt)
+    assert f'{loop}: detached from {file}' in out and f'removed {file}' in out, out
+    assert loop_backing(os.path.basename(loop)) is None
+    assert not os.path.lexists(file)
 
     # swap already on
     out = swapenv.ok('on', mnt, '16M')
@@ -451,6 +490,7 @@ def test_memory_hog(swapenv):
         lines = [read_line(child, 60), read_line(child, 60)]
         assert lines == ['FILLED\n', 'READY\n'], f'hog: {lines}'
         peak = sampler.finish()
+        print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
         assert peak >= 64 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
 
         cg.limit(None)  # the pages fit back in memory
