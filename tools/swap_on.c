@@ -102,8 +102,16 @@ static int check_swap_mode(const char *mnt)
 		return rc;
 	}
 	lines = g_strsplit(stats ? stats : "", "\n", -1);
-	for (i = 0; lines[i]; i++)
+	for (i = 0; lines[i]; i++) {
 		on = on || strcmp(lines[i], "swap on") == 0;
+		/* what the daemon could not do (no CAP_SYS_RESOURCE): said, not refused */
+		if (strcmp(lines[i], "swap_io_flusher no") == 0)
+			fprintf(stderr, "rmemfs-swap: warning: the daemon of %s is not PR_SET_IO_FLUSHER: under memory pressure its allocations may wait for swap I/O\n",
+				mnt);
+		if (strcmp(lines[i], "swap_oom_protected no") == 0)
+			fprintf(stderr, "rmemfs-swap: warning: the daemon of %s is not protected from the OOM killer (oom_score_adj)\n",
+				mnt);
+	}
 	g_strfreev(lines);
 	g_free(stats);
 	if (on)
