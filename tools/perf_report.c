@@ -9,6 +9,7 @@
  */
 #include <inttypes.h>
 
+#include "json.h"
 #include "perf_report.h"
 #include "units.h"
 
@@ -86,40 +87,23 @@ void perf_report_table_row(FILE *f, const struct perf_row *row)
 	fflush(f);
 }
 
-/* a JSON string literal; the inputs are ours but are escaped all the same */
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 void perf_report_json(FILE *f, const struct perf_run_info *info, const struct perf_row *rows,
 		      unsigned int nrows)
 {
 	unsigned int i;
 
 	fprintf(f, "{\n  \"tool\": \"rmem-perf\",\n  \"timestamp\": ");
-	json_string(f, info->timestamp);
+	json_write_string(f, info->timestamp);
 	fprintf(f, ",\n  \"transport\": ");
-	json_string(f, info->transport);
+	json_write_string(f, info->transport);
 	fprintf(f, ",\n  \"server\": ");
-	json_string(f, info->server);
+	json_write_string(f, info->server);
 	fprintf(f,
 		",\n  \"pool_B\": %" PRIu64 ",\n  \"pool_regions\": %" PRIu32
 		",\n  \"region_B\": %" PRIu64 ",\n",
 		info->pool_bytes, info->pool_regions, info->region_bytes);
 	fprintf(f, "  \"threads\": %u,\n  \"qd\": %u,\n  \"poll\": ", info->threads, info->qd);
-	json_string(f, info->poll);
+	json_write_string(f, info->poll);
 	fprintf(f, ",\n  \"verify\": %s,\n  \"seed\": %" PRIu64 ",\n",
 		info->verify ? "true" : "false", info->seed);
 	fprintf(f, "  \"warmup_ops_per_thread\": %" PRIu64 ",\n", info->warmup_per_thread);

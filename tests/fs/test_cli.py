@@ -418,7 +418,8 @@ def test_swap_mode_locks_client_and_memserver(env):
     assert st['swap_io_flusher'] in ('yes', 'no')
     status = proc_status(fs.proc.pid)
     locked = kib(status['VmLck'])
-    assert locked >= 64 << 20 and locked == st['swap_locked_bytes']
+    # read a moment apart: a thread may have come or gone in between
+    assert locked >= 64 << 20 and abs(locked - st['swap_locked_bytes']) <= 8 << 20
     # everything resident is locked: the stacks of its threads are small
     assert kib(status['VmRSS']) <= locked + (1 << 20)
     with open(f'/proc/{fs.proc.pid}/oom_score_adj') as f:
