@@ -43,6 +43,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "perf_stats.h"
 #include "units.h"
 
@@ -516,6 +518,25 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 	return 0;
 }
 
+/* *out = the index of s in names[n]; -EINVAL (with a message listing them) when it is none */
+static int parse_name(const char *opt, const char *s, const char *const *names, size_t n,
+		      unsigned int *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!strcmp(s, names[i])) {
+			*out = (unsigned int)i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "rmem-touch: %s: '%s' is not one of", opt, s);
+	for (i = 0; i < n; i++)
+		fprintf(stderr, " %s", names[i]);
+	fprintf(stderr, "\n");
+	return -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, struct touch_opts *o)
 {
 	enum {
@@ -544,6 +565,7 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	unsigned int v;
 	int c;
 
 	*o = (struct touch_opts){
@@ -551,15 +573,10 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_PATTERN:
-			if (!strcmp(optarg, "seq")) {
-				o->pattern = TOUCH_SEQ;
-			} else if (!strcmp(optarg, "rand")) {
-				o->pattern = TOUCH_RAND;
-			} else {
-				fprintf(stderr, "rmem-touch: --pattern: seq or rand, not '%s'\n",
-					optarg);
+			if (parse_name("--pattern", optarg, pattern_names,
+				       G_N_ELEMENTS(pattern_names), &v))
 				return -EINVAL;
-			}
+			o->pattern = (enum touch_pattern)v;
 			break;
 		case OPT_PASSES:
 			if (parse_u64("--passes", optarg, &o->passes))
@@ -580,18 +597,9 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 			o->write = true;
 			break;
 		case OPT_FILL:
-			if (!strcmp(optarg, "half")) {
-				o->fill = FILL_HALF;
-			} else if (!strcmp(optarg, "random")) {
-				o->fill = FILL_RANDOM;
-			} else if (!strcmp(optarg, "zero")) {
-				o->fill = FILL_ZERO;
-			} else {
-				fprintf(stderr,
-					"rmem-touch: --fill: half, random or zero, not '%s'\n",
-					optarg);
+			if (parse_name("--fill", optarg, fill_names, G_N_ELEMENTS(fill_names), &v))
 				return -EINVAL;
-			}
+			o->fill = (enum touch_fill)v;
 			break;
 		case OPT_SEED:
 			if (parse_u64("--seed", optarg, &o->seed))

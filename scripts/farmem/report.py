@@ -369,12 +369,20 @@ def checks_text(checks):
 
 # ---- charts ----
 
-def chart(res, rows, w, config):
+def series(rows, w):
+    """a workload's runs on the backends, its local fractions (descending), its backends, and
+    a lookup of one run: (backend, pct) -> row or None"""
     rs = [r for r in rows if r['workload'] == w and r['backend'] in BACKENDS]
+    pcts = sorted({r['local_pct'] for r in rs}, reverse=True)
+    backends = [b for b in BACKENDS if any(r['backend'] == b for r in rs)]
+    by = {(r['backend'], r['local_pct']): r for r in rs}
+    return rs, pcts, backends, lambda b, p: by.get((b, p))
+
+
+def chart(res, rows, w, config):
+    rs, pcts, backends, run = series(rows, w)
     if not rs or not any(r.get('vs_100') for r in rs):
         return None
-    backends = [b for b in BACKENDS if any(r['backend'] == b for r in rs)]
-    pcts = sorted({r['local_pct'] for r in rs}, reverse=True)
     dat = os.path.join(res, '%s.dat' % w)
     with open(dat, 'w') as f:
         f.write('# local%% %s (performance / all memory local; 0: killed or timed out)\n'
@@ -382,7 +390,7 @@ def chart(res, rows, w, config):
         for p in pcts:
             cells = []
             for b in backends:
-                r = next((x for x in rs if x['backend'] == b and x['local_pct'] == p), None)
+                r = run(b, p)
                 if r is None:
                     cells.append('?')
                 elif r['status'] != 'ok':
@@ -473,16 +481,14 @@ def cmd_build(res):
 # ---- docs ----
 
 def md_pivot(rows, w):
-    rs = [r for r in rows if r['workload'] == w and r['backend'] in BACKENDS]
-    pcts = sorted({r['local_pct'] for r in rs}, reverse=True)
-    backends = [b for b in BACKENDS if any(r['backend'] == b for r in rs)]
+    rs, pcts, backends, run = series(rows, w)
     unit = 's' if w == 'sort' else UNIT[w]
     lines = ['| %s (%s; x of 100%% local) | %s |' % (w, unit, ' | '.join('%d%%' % p for p in pcts)),
              '|---|' + '---|' * len(pcts)]
     for b in backends:
         cells = []
         for p in pcts:
-            r = next((x for x in rs if x['backend'] == b and x['local_pct'] == p), None)
+            r = run(b, p)
             if r is None:
                 cells.append('-')
             elif r['status'] != 'ok':
