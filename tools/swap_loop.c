@@ -40,6 +40,7 @@ static int open_device(const char *dev_path, int flags, int *out)
 {
 	int waited = 0, fd;
 
+	*out = -1;
 	while ((fd = open(dev_path, flags | O_CLOEXEC)) < 0) {
 		if (errno != ENOENT || waited >= NODE_WAIT_MS)
 			return fail("open", dev_path, -errno);
