@@ -6,8 +6,8 @@
  * (or to mount(8) through mount.fuse3) with a non-zero exit status:
  *   parse options -> load the token -> fuse_session_new (checks libfuse's
  *   options) -> [fork; the parent waits for the child's verdict] -> [-o swap:
- *   lock memory, swapmode.h] -> connect (remote_open) -> meta_mount (superblock, lease, recovery) ->
- *   fuse_session_mount -> tell the parent "mounted", detach -> serve.
+ *   lock memory, swapmode.h] -> connect (remote_open) -> meta_mount
+ *   (superblock, lease, recovery) -> fuse_session_mount -> tell the parent "mounted", detach -> serve.
  * libfuse's fuse_daemonize() cannot be used: it forks after the mount, and
  * the threads meta_mount starts (lease heartbeat, journal flusher) would not
  * survive a fork. So we fork first, before any thread exists, and do the
