@@ -7,7 +7,8 @@
  *   parse options -> load the token -> fuse_session_new (checks libfuse's
  *   options) -> [fork; the parent waits for the child's verdict] -> [-o swap:
  *   lock memory, swapmode.h] -> connect (remote_open) -> meta_mount
- *   (superblock, lease, recovery) -> fuse_session_mount -> tell the parent "mounted", detach -> serve.
+ *   (superblock, lease, recovery) -> fuse_session_mount -> tell the parent
+ *   "mounted", detach -> serve.
  * libfuse's fuse_daemonize() cannot be used: it forks after the mount, and
  * the threads meta_mount starts (lease heartbeat, journal flusher) would not
  * survive a fork. So we fork first, before any thread exists, and do the
