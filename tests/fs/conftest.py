@@ -23,6 +23,7 @@ Every daemon runs with G_DEBUG=fatal-warnings, and a test fails when one of
 them printed a GLib WARNING/CRITICAL. Teardown always unmounts lazily and
 kills what it started, even when the test failed.
 """
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -226,6 +227,31 @@ def lazy_unmount(path):
                            timeout=30)
             if not is_mounted(path):
                 return
+
+
+def daemons_of(mountpoint):
+    """pids of the rmemfs processes serving mountpoint (by their command line)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                args = f.read().split(b'\0')
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == b'rmemfs' and mountpoint.encode() in args:
+            pids.append(int(pid))
+    return pids
+
+
+def reap_untracked(mountpoint, timeout=EXIT_TIMEOUT):
+    """After the unmount of a daemon the test did not start itself (daemon
+    mode, mount.fuse3): wait for it to finish its unmount before the memserver
+    goes (else it waits reconnect_timeout for the pool), then kill what is left."""
+    lazy_unmount(mountpoint)
+    if not wait_for(lambda: not daemons_of(mountpoint), timeout=timeout):
+        for pid in daemons_of(mountpoint):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def unmount(path):

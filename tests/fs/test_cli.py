@@ -20,7 +20,7 @@ import pytest
 
 import conftest
 from conftest import (HOST, TRANSPORT, MemServer, Rmemfs, binary, daemon_env, is_mounted,
-                      lazy_unmount, pattern, unmount)
+                      lazy_unmount, pattern, reap_untracked, unmount)
 
 
 def run_rmemfs(*args, timeout=60):
@@ -184,7 +184,7 @@ def test_daemon_mode_and_clean_unmount(env):
             assert f.read() == b'daemon'
         assert fs2.unmount() == 0
     finally:
-        lazy_unmount(mnt)
+        reap_untracked(mnt)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='mounting through mount.fuse3 here needs root')
@@ -214,7 +214,7 @@ def test_fstab_line_through_mount_fuse3(env):
         assert st.f_blocks > 0
         assert subprocess.run(['umount', mnt], timeout=60).returncode == 0
     finally:
-        lazy_unmount(mnt)
+        reap_untracked(mnt)
 
 
 def test_ipv6_literal(env):
