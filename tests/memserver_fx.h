@@ -3,7 +3,7 @@
  * memserver_fx.h - a real memserver for the C integration tests (test_cache,
  * test_meta): spawned from $RMEM_BUILD_DIR/memserver/memserver on an
  * ephemeral loopback port, killed with the test process if it aborts, and a
- * remote (fuse-client/remote.h) opened to it over TCP. Failures are test
+ * remote (fuse-client/pool/remote.h) opened to it over TCP. Failures are test
  * failures (g_error / g_assert), so none of these return an error.
  */
 #ifndef RMEM_TESTS_MEMSERVER_FX_H

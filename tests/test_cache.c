@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_cache.c - the block cache (fuse-client/cache*.c) over io, meta and a
+ * test_cache.c - the block cache (fuse-client/data/cache*.c) over io, meta and a
  * real memserver: reads and writes against a mirror under eviction
  * pressure, one fetch in flight per block with concurrent readers, dirty
  * range tracking (what write-back actually sends), readahead, write-back by

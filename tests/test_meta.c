@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_meta.c - the metadata core (fuse-client/rmemfs-core) against a real
+ * test_meta.c - the metadata core (fuse-client/meta, over fuse-client/pool) against a real
  * memserver: format, remount equality, journal replay after a simulated
  * crash, torn journal tails, checkpoint rollover, the lease, format rules,
  * ENOSPC, a 100,000-entry directory, fsck detection and repair, rename and
