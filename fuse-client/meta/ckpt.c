@@ -94,11 +94,11 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 	}
 	if (S_ISREG(in->a.mode)) {
 		s->n = 0;
-		meta_ext_foreach(in, count_ext, s);
+		inode_ext_foreach(in, count_ext, s);
 		put_le32(s->b, s->n);
 	}
 	if (S_ISDIR(in->a.mode))
-		put_le32(s->b, meta_dir_count(in));
+		put_le32(s->b, inode_dir_count(in));
 	for (i = 0; in->xattrs && i < in->xattrs->len; i++) {
 		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
 		size_t nlen = strlen(x->name);
@@ -109,7 +109,7 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 		layout_put_bytes(s->b, x->value, x->len);
 	}
 	if (S_ISREG(in->a.mode))
-		meta_ext_foreach(in, put_ext, s);
+		inode_ext_foreach(in, put_ext, s);
 	if (S_ISDIR(in->a.mode))
 		g_tree_foreach(in->dir->by_cookie, put_dirent, s);
 }
@@ -135,7 +135,7 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 		return rc;
 	s.b = g_byte_array_sized_new((guint)m->ckpt_bytes);
 	g_byte_array_set_size(s.b, LAYOUT_CKPT_HDR_SIZE);
-	arr = meta_inodes_sorted(m, &n);
+	arr = inode_table_sorted(m, &n);
 	for (i = 0; i < n; i++)
 		put_inode(&s, arr[i]);
 	g_free(arr);
@@ -213,14 +213,14 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 	if (layout_get_inode(rd, &a))
 		return rd->err;
 	if (!type_ok(a.mode)) {
-		meta_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
+		inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
 				  (guint64)a.ino, a.mode & S_IFMT);
 		a.mode = S_IFREG | (a.mode & 07777);
 	}
 	nx = get_le32(rd);
-	in = meta_inode_create(m, &a);
+	in = inode_create(m, &a);
 	if (!in) {
-		meta_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
+		inode_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
 		return -EUCLEAN;
 	}
 	if (S_ISLNK(a.mode)) {
@@ -231,7 +231,7 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 			return rd->err = -EBADMSG;
 		p = layout_get_bytes(rd, len);
 		if (p)
-			meta_symlink_set(m, in, (const char *)p, len);
+			inode_symlink_set(m, in, (const char *)p, len);
 	}
 	if (S_ISREG(a.mode) || S_ISDIR(a.mode))
 		nsub = get_le32(rd);
@@ -250,7 +250,7 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 		if (rd->err)
 			break;
 		name = g_strndup((const char *)np, nlen);
-		meta_xattr_set(m, in, name, vp, vlen);
+		inode_xattr_set(m, in, name, vp, vlen);
 		g_free(name);
 	}
 	if (S_ISREG(a.mode)) {
@@ -263,7 +263,7 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 				break;
 			if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
 			    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
-				meta_load_problem(m, "inode %" G_GUINT64_FORMAT
+				inode_load_problem(m, "inode %" G_GUINT64_FORMAT
 						  ": invalid extent %" G_GUINT64_FORMAT "+%"
 						  G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT
 						  " (dropped)",
@@ -271,14 +271,14 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 				continue;
 			}
 			if (fb < prev_end) {
-				meta_load_problem(m, "inode %" G_GUINT64_FORMAT
+				inode_load_problem(m, "inode %" G_GUINT64_FORMAT
 						  ": overlapping extent at file block %"
 						  G_GUINT64_FORMAT " (dropped)",
 						  (guint64)a.ino, (guint64)fb);
 				continue;
 			}
 			prev_end = fb + cnt;
-			meta_ext_set(m, in, fb, cnt, pb, st);
+			inode_ext_set(m, in, fb, cnt, pb, st);
 		}
 	}
 	if (S_ISDIR(a.mode)) {
@@ -292,15 +292,15 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 				break;
 			name = g_strndup((const char *)np, nlen);
 			if (!name_ok((const char *)np, nlen) || !ino) {
-				meta_load_problem(m, "directory %" G_GUINT64_FORMAT
+				inode_load_problem(m, "directory %" G_GUINT64_FORMAT
 						  ": invalid entry \"%s\" (dropped)",
 						  (guint64)a.ino, name);
-			} else if (meta_dir_lookup(in, name)) {
-				meta_load_problem(m, "directory %" G_GUINT64_FORMAT
+			} else if (inode_dir_lookup(in, name)) {
+				inode_load_problem(m, "directory %" G_GUINT64_FORMAT
 						  ": duplicate entry \"%s\" (dropped)",
 						  (guint64)a.ino, name);
 			} else {
-				meta_dir_add(m, in, name, nlen, ino, type, cookie);
+				inode_dir_add(m, in, name, nlen, ino, type, cookie);
 			}
 			g_free(name);
 		}
@@ -327,7 +327,7 @@ static void check_bitmap(struct meta *m, const uint8_t *stored)
 		return;
 	g_hash_table_iter_init(&it, m->inodes);
 	while (g_hash_table_iter_next(&it, &k, &v))
-		meta_ext_foreach(v, mark_ext, a);
+		inode_ext_foreach(v, mark_ext, a);
 	mine = g_malloc(nbytes);
 	alloc_export(a, mine, nbytes);
 	alloc_destroy(a);
