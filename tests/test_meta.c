@@ -1319,6 +1319,57 @@ static void test_orphan_recovery(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/*
+ * The mount-time repair, made to fail: the test links with
+ * -Wl,--wrap=fsck_check, so mount.c's call lands here.
+ */
+int __real_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep);
+int __wrap_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep);
+static int fsck_check_fail; /* -errno: what the next FSCK_MOUNT check returns */
+
+int __wrap_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep)
+{
+	int rc = __real_fsck_check(m, mode, rep);
+
+	if (mode == FSCK_MOUNT && fsck_check_fail && !rc)
+		rc = fsck_check_fail;
+	return rc;
+}
+
+static void test_repair_fails(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct meta_inode *in;
+	struct meta *m = do_mount(f);
+	char *msg = NULL;
+	uint64_t ino;
+
+	/* a wrong link count: a mount repairs it */
+	ino = mk(m, ROOT, "f", S_IFREG | 0644);
+	pthread_mutex_lock(&m->lock);
+	in = inode_get(m, ino);
+	in->a.nlink = 5;
+	inode_touch_acct(m, in);
+	pthread_mutex_unlock(&m->lock);
+	g_assert_cmpint(commit_write(m, true), ==, 0);
+	mount_abandon(m);
+
+	/* the repair fails: so does the mount, saying why */
+	fsck_check_fail = -EIO;
+	m = do_mount_opts(f, &o, -EIO, &msg);
+	fsck_check_fail = 0;
+	g_assert_null(m);
+	g_test_message("mount: %s", msg);
+	g_assert_nonnull(strstr(msg, "repairing the filesystem while mounting"));
+	g_free(msg);
+
+	/* the next mount repairs it */
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_cmpuint(m->load.repaired, ==, 1);
+	g_assert_cmpuint(attr_of(m, ino).nlink, ==, 1);
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -1337,6 +1388,7 @@ int main(int argc, char **argv)
 	ADD("/meta/fsck", setup_64m, test_fsck);
 	ADD("/meta/fsck-lost-found", setup_64m, test_fsck_lost_found);
 	ADD("/meta/fsck-older-slot", setup_64m, test_fsck_older_slot);
+	ADD("/meta/repair-fails", setup_64m, test_repair_fails);
 	ADD("/meta/rename", setup_64m, test_rename);
 	ADD("/meta/xattr", setup_64m, test_xattr);
 	ADD("/meta/names", setup_64m, test_names);

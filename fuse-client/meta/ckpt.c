@@ -376,9 +376,7 @@ int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why)
 				       (guint64)gen);
 		return -EUCLEAN;
 	}
-	payload = g_try_malloc(plen ? plen : 1);
-	if (!payload)
-		return -ENOMEM;
+	payload = g_malloc(plen ? plen : 1);
 	rc = remote_read(m->r, m->g.slot_off[gen & 1] + LAYOUT_CKPT_HDR_SIZE, payload, plen);
 	if (rc < 0) {
 		*why = g_strdup_printf("reading checkpoint %" G_GUINT64_FORMAT ": %s",

@@ -79,11 +79,6 @@ static int do_checkpoint(struct meta *m)
 	return 0;
 }
 
-static bool ckpt_due(struct meta *m)
-{
-	return journal_tail(m->j) + journal_pending_bytes(m->j) > journal_len(m->j) / 4 * 3;
-}
-
 static int commit_locked(struct meta *m, bool force_ckpt)
 {
 	GByteArray *buf;
@@ -94,7 +89,7 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 		return -EROFS;
 	if (lost(m))
 		return -EIO;
-	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j) || ckpt_due(m))
+	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j))
 		return do_checkpoint(m);
 	buf = journal_take(m->j, &off, &last);
 	if (!buf)
@@ -236,6 +231,6 @@ void commit_stop(struct meta *m)
 
 void commit_kick(struct meta *m)
 {
-	if (journal_pending_bytes(m->j) > journal_len(m->j) / 4)
+	if (journal_write_due(m->j))
 		kick(m);
 }

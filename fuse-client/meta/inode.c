@@ -468,6 +468,19 @@ static bool ext_adjacent(const struct meta_ext *a, const struct meta_ext *b)
 	       a->state == b->state;
 }
 
+/* merge b into a when b continues a: returns a then, else b */
+static struct meta_ext *ext_absorb(struct meta *m, struct meta_inode *in, struct meta_ext *a,
+				   struct meta_ext *b)
+{
+	if (!ext_adjacent(a, b))
+		return b;
+	ext_acct(m, in, a, -1);
+	a->count += b->count;
+	ext_remove(m, in, b);
+	ext_acct(m, in, a, 1);
+	return a;
+}
+
 /* merge the extent at fb with its neighbours where they continue each other */
 static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 {
@@ -480,28 +493,12 @@ static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 	e = g_tree_node_value(node);
 	prev = g_tree_node_previous(node);
 	if (prev) {
-		struct meta_ext *p = g_tree_node_value(prev);
-
-		if (ext_adjacent(p, e)) {
-			ext_acct(m, in, p, -1);
-			p->count += e->count;
-			ext_remove(m, in, e);
-			ext_acct(m, in, p, 1);
-			e = p;
-			node = g_tree_lookup_node(in->ext, &e->fblock);
-		}
+		e = ext_absorb(m, in, g_tree_node_value(prev), e);
+		node = g_tree_lookup_node(in->ext, &e->fblock);
 	}
 	next = g_tree_node_next(node);
-	if (next) {
-		struct meta_ext *n = g_tree_node_value(next);
-
-		if (ext_adjacent(e, n)) {
-			ext_acct(m, in, e, -1);
-			e->count += n->count;
-			ext_remove(m, in, n);
-			ext_acct(m, in, e, 1);
-		}
-	}
+	if (next)
+		ext_absorb(m, in, e, g_tree_node_value(next));
 }
 
 void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,

@@ -30,7 +30,7 @@ struct journal {
 	uint32_t nrec;
 };
 
-int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct journal **out)
+struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id)
 {
 	struct journal *j = g_new0(struct journal, 1);
 
@@ -40,8 +40,7 @@ int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct jou
 	j->next_seq = 1;
 	j->pending = g_byte_array_new();
 	j->txn = g_byte_array_new();
-	*out = j;
-	return 0;
+	return j;
 }
 
 void journal_destroy(struct journal *j)
@@ -60,24 +59,9 @@ void journal_reset(struct journal *j, uint64_t gen, uint64_t tail, uint64_t next
 	j->next_seq = next_seq;
 }
 
-uint64_t journal_gen(const struct journal *j)
-{
-	return j->gen;
-}
-
 uint64_t journal_tail(const struct journal *j)
 {
 	return j->tail;
-}
-
-uint64_t journal_len(const struct journal *j)
-{
-	return j->len;
-}
-
-uint64_t journal_next_seq(const struct journal *j)
-{
-	return j->next_seq;
 }
 
 uint64_t journal_pending_bytes(const struct journal *j)
@@ -86,6 +70,11 @@ uint64_t journal_pending_bytes(const struct journal *j)
 }
 
 /* ---- building ---- */
+
+uint64_t journal_next_seq(const struct journal *j)
+{
+	return j->next_seq;
+}
 
 void journal_begin(struct journal *j)
 {
@@ -235,7 +224,12 @@ void journal_unwrite(struct journal *j, GByteArray *buf)
 
 bool journal_needs_ckpt(const struct journal *j)
 {
-	return j->tail + j->pending->len > j->len;
+	return j->tail + j->pending->len > j->len / 4 * 3;
+}
+
+bool journal_write_due(const struct journal *j)
+{
+	return j->pending->len > j->len / 4;
 }
 
 void journal_drop_pending(struct journal *j)
@@ -289,10 +283,26 @@ static char *get_name(struct layout_rd *rd, size_t nlen)
 	return p ? g_strndup((const char *)p, nlen) : NULL;
 }
 
-static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
+/* a name or value of a record: its length (name: at most 255), then its bytes */
+static void get_name_or_value(struct layout_rd *rd, struct journal_rec *r, bool name)
 {
-	memset(r, 0, sizeof(*r));
-	r->type = layout_get_u8(rd);
+	size_t len = (size_t)layout_get_uv(rd);
+
+	if (name) {
+		if (len > 255)
+			rd->err = -EBADMSG;
+		r->nlen = len;
+		r->name = get_name(rd, len);
+		return;
+	}
+	if (len > layout_rd_left(rd))
+		rd->err = -EBADMSG;
+	r->vlen = len;
+	r->value = layout_get_bytes(rd, len);
+}
+
+static void decode_body(struct layout_rd *rd, struct journal_rec *r)
+{
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
 		layout_get_inode(rd, &r->inode);
@@ -302,58 +312,45 @@ static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
 		r->ino = layout_get_uv(rd);
 		break;
 	case LAYOUT_REC_DIRENT_ADD:
-		r->dir = layout_get_uv(rd);
-		r->ino = layout_get_uv(rd);
-		r->cookie = layout_get_uv(rd);
-		r->dtype = layout_get_u8(rd);
-		r->nlen = layout_get_u8(rd);
-		r->name = get_name(rd, r->nlen);
-		break;
 	case LAYOUT_REC_DIRENT_DEL:
 		r->dir = layout_get_uv(rd);
+		if (r->type == LAYOUT_REC_DIRENT_ADD) {
+			r->ino = layout_get_uv(rd);
+			r->cookie = layout_get_uv(rd);
+			r->dtype = layout_get_u8(rd);
+		}
 		r->nlen = layout_get_u8(rd);
 		r->name = get_name(rd, r->nlen);
 		break;
 	case LAYOUT_REC_EXT_SET:
-		r->ino = layout_get_uv(rd);
-		r->fblock = layout_get_uv(rd);
-		r->count = layout_get_uv(rd);
-		r->pblock = layout_get_uv(rd);
-		r->state = layout_get_u8(rd);
-		break;
 	case LAYOUT_REC_EXT_CLEAR:
 		r->ino = layout_get_uv(rd);
 		r->fblock = layout_get_uv(rd);
 		r->count = layout_get_uv(rd);
+		if (r->type == LAYOUT_REC_EXT_SET) {
+			r->pblock = layout_get_uv(rd);
+			r->state = layout_get_u8(rd);
+		}
 		break;
 	case LAYOUT_REC_XATTR_SET:
-		r->ino = layout_get_uv(rd);
-		r->nlen = (size_t)layout_get_uv(rd);
-		if (r->nlen > 255)
-			rd->err = -EBADMSG;
-		r->name = get_name(rd, r->nlen);
-		r->vlen = (size_t)layout_get_uv(rd);
-		if (r->vlen > layout_rd_left(rd))
-			rd->err = -EBADMSG;
-		r->value = layout_get_bytes(rd, r->vlen);
-		break;
 	case LAYOUT_REC_XATTR_DEL:
-		r->ino = layout_get_uv(rd);
-		r->nlen = (size_t)layout_get_uv(rd);
-		if (r->nlen > 255)
-			rd->err = -EBADMSG;
-		r->name = get_name(rd, r->nlen);
-		break;
 	case LAYOUT_REC_SYMLINK:
 		r->ino = layout_get_uv(rd);
-		r->vlen = (size_t)layout_get_uv(rd);
-		if (r->vlen > layout_rd_left(rd))
-			rd->err = -EBADMSG;
-		r->value = layout_get_bytes(rd, r->vlen);
+		if (r->type != LAYOUT_REC_SYMLINK)
+			get_name_or_value(rd, r, true);
+		if (r->type != LAYOUT_REC_XATTR_DEL)
+			get_name_or_value(rd, r, false);
 		break;
 	default:
 		rd->err = -EBADMSG;
 	}
+}
+
+static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = layout_get_u8(rd);
+	decode_body(rd, r);
 	if (r->type == LAYOUT_REC_DIRENT_ADD || r->type == LAYOUT_REC_DIRENT_DEL) {
 		if (!r->dir || !r->nlen || (r->type == LAYOUT_REC_DIRENT_ADD && !r->ino))
 			rd->err = -EBADMSG;

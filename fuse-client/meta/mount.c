@@ -210,7 +210,7 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 		return rc;
 	}
 	m = new_meta(r, sb, super_geom(sb));
-	journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id, &m->j);
+	m->j = journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id);
 	memset(&root, 0, sizeof(root));
 	root.ino = META_ROOT_INO;
 	root.mode = S_IFDIR | 0755;
@@ -450,7 +450,7 @@ static int load(struct meta *m, unsigned int flags, char **err_msg)
 	uint64_t dups = 0, orphans;
 	int rc;
 
-	journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id, &m->j);
+	m->j = journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id);
 	rc = load_existing(m, flags, err_msg);
 	if (rc < 0)
 		return rc;
@@ -503,7 +503,7 @@ static int load_fs(struct remote *r, const struct mount_opts *opts, unsigned int
 	*out = NULL;
 	if (err_msg)
 		*err_msg = NULL;
-	super_new(r, &sb);
+	sb = super_new(r);
 	rc = probe(sb, opts, &kind, err_msg);
 	if (rc < 0)
 		goto err_super;
@@ -604,7 +604,7 @@ static int fsck_refuse_live(struct remote *r, char **err_msg)
 	bool alive = false;
 	int rc;
 
-	super_new(r, &sb);
+	sb = super_new(r);
 	rc = super_lease_probe(sb, 3000, &alive, &who);
 	super_destroy(sb);
 	if (rc < 0) {
