@@ -861,7 +861,7 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 		for (i = 0; i < f[k].n && f[k].rc == 0; i++)
 			if (f[k].p[i].len)
 				f[k].rc = extent_write_commit(io->meta, f[k].ino, f[k].p[i].off,
-							    f[k].p[i].len);
+							      f[k].p[i].len);
 	}
 	if (rc == 0 && b.cnt) {
 		io_count(&io->stats.writes, 1);

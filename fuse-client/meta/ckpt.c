@@ -203,18 +203,115 @@ static bool type_ok(uint32_t mode)
 	return false;
 }
 
+static void load_symlink(struct meta *m, struct layout_rd *rd, struct meta_inode *in)
+{
+	size_t len = (size_t)layout_get_uv(rd);
+	const uint8_t *p;
+
+	if (len > layout_rd_left(rd)) {
+		rd->err = -EBADMSG;
+		return;
+	}
+	p = layout_get_bytes(rd, len);
+	if (p)
+		inode_symlink_set(m, in, (const char *)p, len);
+}
+
+static void load_xattrs(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n && !rd->err; i++) {
+		size_t nlen = (size_t)layout_get_uv(rd), vlen;
+		const uint8_t *np, *vp;
+		char *name;
+
+		if (nlen > 255 || nlen > layout_rd_left(rd)) {
+			rd->err = -EBADMSG;
+			return;
+		}
+		np = layout_get_bytes(rd, nlen);
+		vlen = (size_t)layout_get_uv(rd);
+		if (vlen > layout_rd_left(rd)) {
+			rd->err = -EBADMSG;
+			return;
+		}
+		vp = layout_get_bytes(rd, vlen);
+		if (rd->err)
+			return;
+		name = g_strndup((const char *)np, nlen);
+		inode_xattr_set(m, in, name, vp, vlen);
+		g_free(name);
+	}
+}
+
+static void load_extents(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint64_t prev_end = 0, ino = in->a.ino;
+	uint32_t i;
+
+	for (i = 0; i < n && !rd->err; i++) {
+		uint64_t fb = layout_get_uv(rd), cnt = layout_get_uv(rd);
+		uint64_t pb = layout_get_uv(rd);
+		uint8_t st = layout_get_u8(rd);
+
+		if (rd->err)
+			return;
+		if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
+		    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
+			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid extent %"
+					   G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT " -> block %"
+					   G_GUINT64_FORMAT " (dropped)",
+					   (guint64)ino, (guint64)fb, (guint64)cnt, (guint64)pb);
+			continue;
+		}
+		if (fb < prev_end) {
+			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": overlapping extent at "
+					   "file block %" G_GUINT64_FORMAT " (dropped)",
+					   (guint64)ino, (guint64)fb);
+			continue;
+		}
+		prev_end = fb + cnt;
+		inode_ext_set(m, in, fb, cnt, pb, st);
+	}
+}
+
+static void load_entries(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n && !rd->err; i++) {
+		uint64_t ino = layout_get_uv(rd), cookie = layout_get_uv(rd);
+		uint8_t type = layout_get_u8(rd), nlen = layout_get_u8(rd);
+		const uint8_t *np = layout_get_bytes(rd, nlen);
+		char *name;
+
+		if (rd->err)
+			return;
+		name = g_strndup((const char *)np, nlen);
+		if (!name_ok((const char *)np, nlen) || !ino)
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": invalid entry \"%s\""
+					   " (dropped)", (guint64)in->a.ino, name);
+		else if (inode_dir_lookup(in, name))
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": duplicate entry "
+					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
+		else
+			inode_dir_add(m, in, name, nlen, ino, type, cookie);
+		g_free(name);
+	}
+}
+
 static int load_inode(struct meta *m, struct layout_rd *rd)
 {
 	struct layout_inode a;
 	struct meta_inode *in;
-	uint32_t nx, nsub = 0, i;
-	uint64_t prev_end = 0;
+	uint32_t nx, nsub = 0;
 
 	if (layout_get_inode(rd, &a))
 		return rd->err;
 	if (!type_ok(a.mode)) {
 		inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
-				  (guint64)a.ino, a.mode & S_IFMT);
+				   (guint64)a.ino, a.mode & S_IFMT);
 		a.mode = S_IFREG | (a.mode & 07777);
 	}
 	nx = get_le32(rd);
@@ -223,88 +320,17 @@ static int load_inode(struct meta *m, struct layout_rd *rd)
 		inode_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
 		return -EUCLEAN;
 	}
-	if (S_ISLNK(a.mode)) {
-		size_t len = (size_t)layout_get_uv(rd);
-		const uint8_t *p;
-
-		if (len > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		p = layout_get_bytes(rd, len);
-		if (p)
-			inode_symlink_set(m, in, (const char *)p, len);
-	}
+	if (S_ISLNK(a.mode))
+		load_symlink(m, rd, in);
+	if (rd->err)
+		return rd->err;
 	if (S_ISREG(a.mode) || S_ISDIR(a.mode))
 		nsub = get_le32(rd);
-	for (i = 0; i < nx && !rd->err; i++) {
-		size_t nlen = (size_t)layout_get_uv(rd), vlen;
-		const uint8_t *np, *vp;
-		char *name;
-
-		if (nlen > 255 || nlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		np = layout_get_bytes(rd, nlen);
-		vlen = (size_t)layout_get_uv(rd);
-		if (vlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		vp = layout_get_bytes(rd, vlen);
-		if (rd->err)
-			break;
-		name = g_strndup((const char *)np, nlen);
-		inode_xattr_set(m, in, name, vp, vlen);
-		g_free(name);
-	}
-	if (S_ISREG(a.mode)) {
-		for (i = 0; i < nsub && !rd->err; i++) {
-			uint64_t fb = layout_get_uv(rd), cnt = layout_get_uv(rd);
-			uint64_t pb = layout_get_uv(rd);
-			uint8_t st = layout_get_u8(rd);
-
-			if (rd->err)
-				break;
-			if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
-			    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
-				inode_load_problem(m, "inode %" G_GUINT64_FORMAT
-						  ": invalid extent %" G_GUINT64_FORMAT "+%"
-						  G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT
-						  " (dropped)",
-						  (guint64)a.ino, (guint64)fb, (guint64)cnt, (guint64)pb);
-				continue;
-			}
-			if (fb < prev_end) {
-				inode_load_problem(m, "inode %" G_GUINT64_FORMAT
-						  ": overlapping extent at file block %"
-						  G_GUINT64_FORMAT " (dropped)",
-						  (guint64)a.ino, (guint64)fb);
-				continue;
-			}
-			prev_end = fb + cnt;
-			inode_ext_set(m, in, fb, cnt, pb, st);
-		}
-	}
-	if (S_ISDIR(a.mode)) {
-		for (i = 0; i < nsub && !rd->err; i++) {
-			uint64_t ino = layout_get_uv(rd), cookie = layout_get_uv(rd);
-			uint8_t type = layout_get_u8(rd), nlen = layout_get_u8(rd);
-			const uint8_t *np = layout_get_bytes(rd, nlen);
-			char *name;
-
-			if (rd->err)
-				break;
-			name = g_strndup((const char *)np, nlen);
-			if (!name_ok((const char *)np, nlen) || !ino) {
-				inode_load_problem(m, "directory %" G_GUINT64_FORMAT
-						  ": invalid entry \"%s\" (dropped)",
-						  (guint64)a.ino, name);
-			} else if (inode_dir_lookup(in, name)) {
-				inode_load_problem(m, "directory %" G_GUINT64_FORMAT
-						  ": duplicate entry \"%s\" (dropped)",
-						  (guint64)a.ino, name);
-			} else {
-				inode_dir_add(m, in, name, nlen, ino, type, cookie);
-			}
-			g_free(name);
-		}
-	}
+	load_xattrs(m, rd, in, nx);
+	if (S_ISREG(a.mode))
+		load_extents(m, rd, in, nsub);
+	if (S_ISDIR(a.mode))
+		load_entries(m, rd, in, nsub);
 	return rd->err;
 }
 

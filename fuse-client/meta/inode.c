@@ -241,7 +241,7 @@ guint inode_dir_count(const struct meta_inode *dir)
 }
 
 struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
-				 size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie)
+				  size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie)
 {
 	struct meta_dir *md = dir->dir;
 	struct meta_dirent *d, *old;
@@ -253,9 +253,9 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 	if (cookie < 3 || g_tree_lookup(md->by_cookie, &cookie)) {
 		if (cookie)
 			inode_load_problem(m, "directory %" G_GUINT64_FORMAT
-					  ": entry \"%s\" has a duplicate or invalid cookie %"
-					  G_GUINT64_FORMAT,
-					  (guint64)dir->a.ino, name, (guint64)cookie);
+					   ": entry \"%s\" has a duplicate or invalid cookie %"
+					   G_GUINT64_FORMAT,
+					   (guint64)dir->a.ino, name, (guint64)cookie);
 		cookie = md->next_cookie;
 	}
 	if (cookie >= md->next_cookie)
@@ -306,7 +306,7 @@ struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, gui
 }
 
 void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
-		    size_t len)
+		     size_t len)
 {
 	struct meta_xattr *x = inode_xattr_find(in, name, NULL);
 
@@ -410,7 +410,7 @@ struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_
 }
 
 void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		    bool free_blocks)
+		     bool free_blocks)
 {
 	uint64_t end = count > UINT64_MAX - fb ? UINT64_MAX : fb + count;
 	struct meta_ext *e;
@@ -502,7 +502,7 @@ static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 }
 
 void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		  uint64_t pb, uint8_t state)
+		   uint64_t pb, uint8_t state)
 {
 	if (!count)
 		return;
@@ -512,7 +512,7 @@ void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t 
 }
 
 void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
-		      void *ctx)
+		       void *ctx)
 {
 	GTreeNode *node;
 

@@ -86,26 +86,26 @@ int inode_symlink_set(struct meta *m, struct meta_inode *in, const char *target,
 struct meta_dirent *inode_dir_lookup(struct meta_inode *dir, const char *name);
 /* add (replacing an entry of the same name); cookie 0 = allocate one */
 struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
-				 size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie);
+				  size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie);
 void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d);
 guint inode_dir_count(const struct meta_inode *dir);
 
 struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx);
 void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
-		    size_t len);
+		     size_t len);
 void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name);
 
 /* extent containing fb (or NULL); *next (may be NULL) gets the first extent starting after fb */
 struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next);
 /* remove the mapping of [fb, fb+count); free_blocks: give the blocks back */
 void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		    bool free_blocks);
+		     bool free_blocks);
 /* map [fb, fb+count) to [pb, pb+count) in state (clearing what was there, freeing it) */
 void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		  uint64_t pb, uint8_t state);
+		   uint64_t pb, uint8_t state);
 /* visit every extent in order (stop when fn returns false) */
 void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
-		      void *ctx);
+		       void *ctx);
 
 /* serialised sizes, as counted in ckpt_bytes */
 size_t inode_ext_bytes(const struct meta_ext *e);

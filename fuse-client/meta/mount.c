@@ -92,7 +92,7 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 	case LAYOUT_REC_INODE:
 		if (in && (in->a.mode & S_IFMT) != (r->inode.mode & S_IFMT)) {
 			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT " changes type",
-					  (guint64)r->ino);
+					   (guint64)r->ino);
 			inode_destroy(m, in);
 			in = NULL;
 		}
@@ -112,7 +112,7 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		dir = inode_get(m, r->dir);
 		if (!dir || !dir->dir) {
 			inode_load_problem(m, "journal: entry \"%s\" in missing directory %"
-					  G_GUINT64_FORMAT, r->name, (guint64)r->dir);
+					   G_GUINT64_FORMAT, r->name, (guint64)r->dir);
 			return 0;
 		}
 		if (r->type == LAYOUT_REC_DIRENT_ADD) {
@@ -128,7 +128,7 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 	}
 	if (!in) {
 		inode_load_problem(m, "journal: record %u for missing inode %" G_GUINT64_FORMAT,
-				  r->type, (guint64)r->ino);
+				   r->type, (guint64)r->ino);
 		return 0;
 	}
 	switch (r->type) {
@@ -137,7 +137,7 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		    r->pblock >= m->g.data_blocks || r->count > m->g.data_blocks - r->pblock ||
 		    r->state > LAYOUT_EXT_UNWRITTEN) {
 			inode_load_problem(m, "journal: invalid extent for inode %" G_GUINT64_FORMAT,
-					  (guint64)r->ino);
+					   (guint64)r->ino);
 			return 0;
 		}
 		inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
@@ -154,7 +154,7 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 	case LAYOUT_REC_SYMLINK:
 		if (inode_symlink_set(m, in, (const char *)r->value, r->vlen) < 0)
 			inode_load_problem(m, "journal: symlink target for non-symlink %"
-					  G_GUINT64_FORMAT, (guint64)r->ino);
+					   G_GUINT64_FORMAT, (guint64)r->ino);
 		break;
 	}
 	return 0;
@@ -315,8 +315,8 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 		free_meta(fresh);
 		if (ckpt_load(m, gen - 1, &first_seq, &why2) == 0) {
 			inode_load_problem(m, "%s; using the previous checkpoint %" G_GUINT64_FORMAT
-					  " (changes made after it are lost)",
-					  why, (guint64)(gen - 1));
+					   " (changes made after it are lost)",
+					   why, (guint64)(gen - 1));
 			gen--;
 			rc = 0;
 		}
@@ -559,7 +559,7 @@ int mount_close(struct meta *m)
 	if (!m)
 		return 0;
 	sb = m->sb;
-	commit_stop(m);
+	commit_stop(m); /* (stopping twice is fine: mount_abandon below) */
 	if (!m->read_only) {
 		bool need;
 
@@ -578,9 +578,7 @@ int mount_close(struct meta *m)
 		if (!rc)
 			rc = rc2;
 	}
-	super_destroy(sb);
-	m->sb = NULL;
-	free_meta(m);
+	mount_abandon(m);
 	return rc;
 }
 
