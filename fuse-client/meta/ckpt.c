@@ -290,8 +290,8 @@ static void load_entries(struct meta *m, struct layout_rd *rd, struct meta_inode
 			return;
 		name = g_strndup((const char *)np, nlen);
 		if (!name_ok((const char *)np, nlen) || !ino)
-			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": invalid entry \"%s\""
-					   " (dropped)", (guint64)in->a.ino, name);
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": invalid entry "
+					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
 		else if (inode_dir_lookup(in, name))
 			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": duplicate entry "
 					   "\"%s\" (dropped)", (guint64)in->a.ino, name);

@@ -79,7 +79,8 @@ static bool finding(struct fsck_ctx *c, bool safe, const char *fmt, ...)
 	g_ptr_array_add(c->rep->lines,
 			g_strdup_printf("%s%s", msg,
 					fix ? " [repaired]" :
-					(c->mode == FSCK_CHECK ? "" : " [needs rmemfs-fsck --repair]")));
+					c->mode == FSCK_CHECK ? "" :
+								" [needs rmemfs-fsck --repair]"));
 	if (c->mode == FSCK_MOUNT)
 		g_message("check: %s%s", msg, fix ? " (repaired)" : "");
 	g_free(msg);
@@ -186,8 +187,8 @@ static int unshare_blocks(struct fsck_ctx *c, struct meta_inode *in, const struc
 				-ENOSPC;
 		if (rc == -ENOSPC) {
 			inode_ext_clear(m, in, cf->fblock + done, cf->count - done, false);
-			note(c, "inode %" G_GUINT64_FORMAT ": no free space to copy %" G_GUINT64_FORMAT
-			     " shared blocks: they are a hole now",
+			note(c, "inode %" G_GUINT64_FORMAT ": no free space to copy %"
+			     G_GUINT64_FORMAT " shared blocks: they are a hole now",
 			     (guint64)in->a.ino, (guint64)(cf->count - done));
 			return 0;
 		}
@@ -258,8 +259,9 @@ static void walk_free(struct walk *w)
 static void bump(GHashTable *h, uint64_t ino)
 {
 	gpointer key = GSIZE_TO_POINTER(ino);
+	gsize n = GPOINTER_TO_SIZE(g_hash_table_lookup(h, key));
 
-	g_hash_table_insert(h, key, GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(h, key)) + 1));
+	g_hash_table_insert(h, key, GSIZE_TO_POINTER(n + 1));
 }
 
 static uint64_t count_of(GHashTable *h, uint64_t ino)
@@ -300,12 +302,12 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 			bool fix;
 
 			if (!t) {
-				fix = report ? finding(c, false,
-						       "directory %" G_GUINT64_FORMAT
-						       ": entry \"%s\" names missing inode %"
-						       G_GUINT64_FORMAT,
-						       (guint64)dir->a.ino, d->name, (guint64)d->ino) :
-					       c->mode == FSCK_REPAIR;
+				fix = c->mode == FSCK_REPAIR;
+				if (report)
+					fix = finding(c, false, "directory %" G_GUINT64_FORMAT
+						      ": entry \"%s\" names missing inode %"
+						      G_GUINT64_FORMAT, (guint64)dir->a.ino,
+						      d->name, (guint64)d->ino);
 				if (fix)
 					g_ptr_array_add(drop, d);
 				continue;
@@ -469,12 +471,14 @@ static void check_namespace(struct fsck_ctx *c)
 
 		if (!count_of(w.reached, in->a.ino))
 			continue;
-		want = in->dir ? 2 + count_of(w.subdirs, in->a.ino) : count_of(w.reached, in->a.ino);
+		want = in->dir ? 2 + count_of(w.subdirs, in->a.ino) :
+				 count_of(w.reached, in->a.ino);
 		if (in->a.nlink == want)
 			continue;
-		if (finding(c, true, "inode %" G_GUINT64_FORMAT " (%s): link count %u, should be %"
-			    G_GUINT64_FORMAT,
-			    (guint64)in->a.ino, type_name(in->a.mode), in->a.nlink, (guint64)want)) {
+		if (finding(c, true,
+			    "inode %" G_GUINT64_FORMAT " (%s): link count %u, should be %"
+			    G_GUINT64_FORMAT, (guint64)in->a.ino, type_name(in->a.mode),
+			    in->a.nlink, (guint64)want)) {
 			in->a.nlink = (uint32_t)want;
 			inode_touch_acct(m, in);
 		}

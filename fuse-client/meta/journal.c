@@ -404,7 +404,8 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 		}
 		if (le64toh(h.gen) != gen) {
 			info->stop_reason = g_strdup_printf(
-				"transaction of generation %" G_GUINT64_FORMAT, (guint64)le64toh(h.gen));
+				"transaction of generation %" G_GUINT64_FORMAT,
+				(guint64)le64toh(h.gen));
 			break;
 		}
 		if (le64toh(h.seq) != expect) {
@@ -436,7 +437,8 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 			g_free(copy);
 			info->torn = true;
 			info->stop_reason = g_strdup_printf(
-				"checksum mismatch in transaction %" G_GUINT64_FORMAT, (guint64)expect);
+				"checksum mismatch in transaction %" G_GUINT64_FORMAT,
+				(guint64)expect);
 			break;
 		}
 		recs = g_new0(struct journal_rec, MAX(nrec, 1));
@@ -448,7 +450,8 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 			g_free(copy);
 			info->torn = true;
 			info->stop_reason = g_strdup_printf(
-				"malformed record in transaction %" G_GUINT64_FORMAT, (guint64)expect);
+				"malformed record in transaction %" G_GUINT64_FORMAT,
+				(guint64)expect);
 			rc = -EUCLEAN;
 			goto out;
 		}

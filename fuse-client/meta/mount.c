@@ -136,8 +136,8 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		if (!S_ISREG(in->a.mode) || !r->count || r->fblock + r->count < r->fblock ||
 		    r->pblock >= m->g.data_blocks || r->count > m->g.data_blocks - r->pblock ||
 		    r->state > LAYOUT_EXT_UNWRITTEN) {
-			inode_load_problem(m, "journal: invalid extent for inode %" G_GUINT64_FORMAT,
-					   (guint64)r->ino);
+			inode_load_problem(m, "journal: invalid extent for inode %"
+					   G_GUINT64_FORMAT, (guint64)r->ino);
 			return 0;
 		}
 		inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
@@ -201,8 +201,8 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 
 	rc = super_format(sb);
 	if (rc == -ENOSPC) {
-		set_err(err_msg, g_strdup_printf("pool is too small for a filesystem (at least %llu "
-						 "MiB)", LAYOUT_MIN_POOL >> 20));
+		set_err(err_msg, g_strdup_printf("pool is too small for a filesystem (at least "
+						 "%llu MiB)", LAYOUT_MIN_POOL >> 20));
 		return rc;
 	}
 	if (rc < 0) {
