@@ -24,9 +24,7 @@
 #define G_LOG_DOMAIN "rmemfs-commit"
 
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "commit.h"
@@ -37,6 +35,7 @@
 #include "meta_int.h"
 #include "remote.h"
 #include "super.h"
+#include "worker.h"
 
 static bool lost(struct meta *m)
 {
@@ -153,25 +152,15 @@ int commit_sync(struct meta *m)
 static void *committer_main(void *arg)
 {
 	struct meta *m = arg;
-	struct pollfd pfd = { .fd = m->committer_efd, .events = POLLIN };
 	bool failing = false;
 
-	for (;;) {
-		uint64_t v;
-		bool stop, work;
-		int rc, n;
+	while (worker_wait(&m->committer, META_COMMIT_INTERVAL_MS) == 0) {
+		bool work;
+		int rc;
 
-		n = poll(&pfd, 1, META_COMMIT_INTERVAL_MS);
-		if (n < 0 && errno != EINTR)
-			break;
-		if (n > 0 && read(m->committer_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			break;
 		pthread_mutex_lock(&m->lock);
-		stop = m->stopping;
 		work = journal_pending_bytes(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);
-		if (stop)
-			break;
 		if (!work)
 			continue;
 		rc = commit_write(m, false);
@@ -187,50 +176,16 @@ static void *committer_main(void *arg)
 
 int commit_start(struct meta *m)
 {
-	int rc;
-
-	m->committer_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (m->committer_efd < 0) {
-		rc = -errno;
-		g_message("eventfd: %s", g_strerror(-rc));
-		return rc;
-	}
-	rc = -pthread_create(&m->committer, NULL, committer_main, m);
-	if (rc < 0) {
-		g_message("pthread_create(committer): %s", g_strerror(-rc));
-		close(m->committer_efd);
-		m->committer_efd = -1;
-		return rc;
-	}
-	m->committer_running = true;
-	return 0;
-}
-
-static void kick(struct meta *m)
-{
-	uint64_t one = 1;
-
-	if (m->committer_efd >= 0 && write(m->committer_efd, &one, sizeof(one)) < 0 &&
-	    errno != EAGAIN)
-		g_debug("committer eventfd: %s", g_strerror(errno));
+	return worker_start(&m->committer, "committer", committer_main, m);
 }
 
 void commit_stop(struct meta *m)
 {
-	if (!m->committer_running)
-		return;
-	pthread_mutex_lock(&m->lock);
-	m->stopping = true;
-	pthread_mutex_unlock(&m->lock);
-	kick(m);
-	pthread_join(m->committer, NULL);
-	close(m->committer_efd);
-	m->committer_efd = -1;
-	m->committer_running = false;
+	worker_stop(&m->committer);
 }
 
 void commit_kick(struct meta *m)
 {
 	if (journal_write_due(m->j))
-		kick(m);
+		worker_kick(&m->committer);
 }

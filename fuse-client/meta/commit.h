@@ -16,7 +16,7 @@ int commit_sync(struct meta *m);
 
 /* write every committed txn (or a checkpoint when due or forced); no lock held */
 int commit_write(struct meta *m, bool force_ckpt);
-/* start / stop the committer thread (stop: NULL-safe when never started) */
+/* start / stop the committer thread (stop: safe when never started, and twice) */
 int commit_start(struct meta *m);
 void commit_stop(struct meta *m);
 /* after journal_commit (m->lock held): wake the committer early if much is pending */

@@ -369,6 +369,59 @@ static void recs_free(struct journal_rec *recs, uint32_t n)
 	g_free(recs);
 }
 
+/* is h the header of transaction expect of generation gen at pos? if not, info says why */
+static bool txn_hdr_ok(const struct journal *j, const struct layout_txn_hdr *h, uint64_t gen,
+		       uint64_t expect, uint64_t pos, struct journal_replay_info *info)
+{
+	uint32_t len = le32toh(h->len), nrec = le32toh(h->nrec);
+
+	if (le32toh(h->magic) != LAYOUT_TXN_MAGIC || le64toh(h->fs_id) != j->fs_id) {
+		info->stop_reason = g_strdup("no transaction");
+		return false;
+	}
+	if (le64toh(h->gen) != gen) {
+		info->stop_reason = g_strdup_printf("transaction of generation %" G_GUINT64_FORMAT,
+						    (guint64)le64toh(h->gen));
+		return false;
+	}
+	if (le64toh(h->seq) != expect)
+		info->stop_reason = g_strdup_printf("sequence %" G_GUINT64_FORMAT ", expected %"
+						    G_GUINT64_FORMAT,
+						    (guint64)le64toh(h->seq), (guint64)expect);
+	else if (len < sizeof(*h) || len > j->len - pos || nrec > len)
+		info->stop_reason = g_strdup_printf("bad transaction length %u", len);
+	else
+		return true;
+	info->torn = true;
+	return false;
+}
+
+/* decode and apply the records of transaction seq (len bytes, checksum right) */
+static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t seq,
+		     int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		     struct journal_replay_info *info)
+{
+	struct journal_rec *recs = g_new0(struct journal_rec, MAX(nrec, 1));
+	struct layout_rd rd;
+	uint32_t i;
+	int rc = 0;
+
+	layout_rd_init(&rd, txn + sizeof(struct layout_txn_hdr),
+		       len - sizeof(struct layout_txn_hdr));
+	for (i = 0; i < nrec && !rd.err; i++)
+		decode_rec(&rd, &recs[i]);
+	if (rd.err || layout_rd_left(&rd)) {
+		info->torn = true;
+		info->stop_reason = g_strdup_printf("malformed record in transaction %"
+						    G_GUINT64_FORMAT, (guint64)seq);
+		rc = -EUCLEAN;
+	}
+	for (i = 0; i < nrec && !rc; i++)
+		rc = apply(ctx, &recs[i]);
+	recs_free(recs, nrec);
+	return rc;
+}
+
 int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
 		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
 		   struct journal_replay_info *info)
@@ -385,89 +438,46 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 	for (;;) {
 		struct layout_txn_hdr h;
 		const uint8_t *p;
-		struct journal_rec *recs;
-		struct layout_rd rd;
-		uint32_t len, nrec, crc, i;
 		uint8_t *copy;
+		uint32_t len;
 
 		p = window_get(&w, pos, sizeof(h), &rc);
 		if (!p) {
-			if (rc < 0)
-				goto out;
-			info->stop_reason = g_strdup("end of the journal area");
+			if (!rc)
+				info->stop_reason = g_strdup("end of the journal area");
 			break;
 		}
 		memcpy(&h, p, sizeof(h));
-		if (le32toh(h.magic) != LAYOUT_TXN_MAGIC || le64toh(h.fs_id) != j->fs_id) {
-			info->stop_reason = g_strdup("no transaction");
+		if (!txn_hdr_ok(j, &h, gen, expect, pos, info))
 			break;
-		}
-		if (le64toh(h.gen) != gen) {
-			info->stop_reason = g_strdup_printf(
-				"transaction of generation %" G_GUINT64_FORMAT,
-				(guint64)le64toh(h.gen));
-			break;
-		}
-		if (le64toh(h.seq) != expect) {
-			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"sequence %" G_GUINT64_FORMAT ", expected %" G_GUINT64_FORMAT,
-				(guint64)le64toh(h.seq), (guint64)expect);
-			break;
-		}
 		len = le32toh(h.len);
-		nrec = le32toh(h.nrec);
-		if (len < sizeof(h) || len > j->len - pos || nrec > len) {
-			info->torn = true;
-			info->stop_reason = g_strdup_printf("bad transaction length %u", len);
-			break;
-		}
 		p = window_get(&w, pos, len, &rc);
 		if (!p) {
-			if (rc < 0)
-				goto out;
-			info->torn = true;
-			info->stop_reason = g_strdup("transaction runs past the area");
+			if (!rc) {
+				info->torn = true;
+				info->stop_reason = g_strdup("transaction runs past the area");
+			}
 			break;
 		}
 		copy = g_memdup2(p, len);
-		crc = le32toh(h.crc);
 		memset(copy + offsetof(struct layout_txn_hdr, crc), 0, 4);
-		if (layout_crc(copy, len) != crc) {
+		if (layout_crc(copy, len) != le32toh(h.crc)) {
 			g_free(copy);
 			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"checksum mismatch in transaction %" G_GUINT64_FORMAT,
-				(guint64)expect);
+			info->stop_reason = g_strdup_printf("checksum mismatch in transaction %"
+							    G_GUINT64_FORMAT, (guint64)expect);
 			break;
 		}
-		recs = g_new0(struct journal_rec, MAX(nrec, 1));
-		layout_rd_init(&rd, copy + sizeof(h), len - sizeof(h));
-		for (i = 0; i < nrec && !rd.err; i++)
-			decode_rec(&rd, &recs[i]);
-		if (rd.err || layout_rd_left(&rd)) {
-			recs_free(recs, nrec);
-			g_free(copy);
-			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"malformed record in transaction %" G_GUINT64_FORMAT,
-				(guint64)expect);
-			rc = -EUCLEAN;
-			goto out;
-		}
-		for (i = 0; i < nrec && !rc; i++)
-			rc = apply(ctx, &recs[i]);
-		recs_free(recs, nrec);
+		rc = apply_txn(copy, len, le32toh(h.nrec), expect, apply, ctx, info);
 		g_free(copy);
 		if (rc)
-			goto out;
+			break;
 		pos += len;
 		info->txns++;
 		info->bytes = pos;
 		info->last_seq = expect;
 		expect++;
 	}
-out:
 	g_free(w.buf);
 	return rc;
 }

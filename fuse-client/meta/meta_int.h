@@ -23,6 +23,7 @@
 #include "inode.h"
 #include "layout.h"
 #include "meta.h"
+#include "worker.h"
 
 struct alloc;
 struct journal;
@@ -49,7 +50,6 @@ struct meta {
 	struct super *sb;
 	struct layout_geom g;
 	bool read_only;
-	bool stopping;
 
 	GHashTable *inodes; /* &inode->a.ino -> meta_inode (owned) */
 	uint64_t next_ino;
@@ -64,9 +64,7 @@ struct meta {
 	bool need_ckpt; /* journal writes wait for a checkpoint (after a failed one) */
 	uint64_t durable_seq; /* every txn <= this is durable [lock] */
 	uint64_t ckpts; /* checkpoints written by this mount */
-	int committer_efd; /* wakes the committer thread */
-	pthread_t committer;
-	bool committer_running;
+	struct worker committer;
 
 	struct meta_load_info load;
 };

@@ -60,7 +60,6 @@ static struct meta *new_meta(struct remote *r, struct super *sb, const struct la
 	m->inodes = inode_table_new();
 	m->next_ino = META_ROOT_INO + 1;
 	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8;
-	m->committer_efd = -1;
 	m->load.problems = g_ptr_array_new_with_free_func(g_free);
 	return m;
 }

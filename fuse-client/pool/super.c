@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * super.c - superblock probe/format and the lease (protocol in super.h).
+ * super.c - superblock probe/format and the lease (super.h; the protocol:
+ * docs/ARCHITECTURE.md, "Lease protocol and timing").
  *
  * The lease words are touched only with atomics (never plain reads/writes:
- * a NIC may keep atomic words in its own byte order); the heartbeat thread
- * stops through an eventfd in its poll set.
+ * a NIC may keep atomic words in its own byte order); the heartbeat runs on
+ * a worker thread (worker.h).
  *
  * The owner value is the remote's client id, which every connection presents
  * to the memserver: after taking the word from a previous holder X we send
@@ -24,10 +25,8 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 #include <glib.h>
 
 #include "remote.h"
+#include "worker.h"
 
 struct super {
 	struct remote *r;
@@ -42,9 +42,7 @@ struct super {
 	uint64_t my_id; /* lease owner value while we hold it, else 0 */
 	int takeover_ms;
 	int hb_interval_ms;
-	int hb_efd;
-	pthread_t hb_thread;
-	bool hb_running;
+	struct worker hb; /* the heartbeat thread */
 	bool self_fence; /* write deadline and owner check (off: RMEM_TEST_NO_SELF_FENCE) */
 };
 
@@ -80,7 +78,6 @@ struct super *super_new(struct remote *r)
 	struct super *s = g_new0(struct super, 1);
 
 	s->r = r;
-	s->hb_efd = -1;
 	s->takeover_ms = SUPER_DEFAULT_TAKEOVER_MS;
 	s->self_fence = g_strcmp0(g_getenv("RMEM_TEST_NO_SELF_FENCE"), "1") != 0;
 	if (!s->self_fence)
@@ -384,56 +381,23 @@ static void heartbeat_once(struct super *s)
 static void *heartbeat_main(void *arg)
 {
 	struct super *s = arg;
-	struct pollfd pfd = { .fd = s->hb_efd, .events = POLLIN };
 
-	for (;;) {
-		int n = poll(&pfd, 1, s->hb_interval_ms);
-
-		if (n > 0)
-			break;
-		if (n < 0 && errno != EINTR)
-			break;
+	while (worker_wait(&s->hb, s->hb_interval_ms) == 0)
 		if (!remote_failed(s->r))
 			heartbeat_once(s);
-	}
 	return NULL;
 }
 
 int super_heartbeat_start(struct super *s)
 {
-	int rc;
-
-	if (s->hb_running || !s->my_id)
+	if (s->hb.running || !s->my_id)
 		return -EINVAL;
-	s->hb_efd = eventfd(0, EFD_CLOEXEC);
-	if (s->hb_efd < 0) {
-		rc = -errno;
-		g_message("eventfd: %s", g_strerror(-rc));
-		return rc;
-	}
-	rc = -pthread_create(&s->hb_thread, NULL, heartbeat_main, s);
-	if (rc < 0) {
-		g_message("pthread_create(heartbeat): %s", g_strerror(-rc));
-		close(s->hb_efd);
-		s->hb_efd = -1;
-		return rc;
-	}
-	s->hb_running = true;
-	return 0;
+	return worker_start(&s->hb, "heartbeat", heartbeat_main, s);
 }
 
 void super_heartbeat_stop(struct super *s)
 {
-	uint64_t one = 1;
-
-	if (!s->hb_running)
-		return;
-	if (write(s->hb_efd, &one, sizeof(one)) != sizeof(one))
-		g_message("eventfd write: %s", g_strerror(errno));
-	pthread_join(s->hb_thread, NULL);
-	close(s->hb_efd);
-	s->hb_efd = -1;
-	s->hb_running = false;
+	worker_stop(&s->hb);
 }
 
 int super_lease_release(struct super *s)
