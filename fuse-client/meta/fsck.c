@@ -395,20 +395,18 @@ static void ensure_root(struct fsck_ctx *c)
 	inode_create(m, &a);
 }
 
-static void check_namespace(struct fsck_ctx *c)
+/* the inodes the walk did not reach, each reported */
+static GHashTable *find_unreachable(struct fsck_ctx *c, struct walk *w)
 {
-	struct meta *m = c->m;
-	struct walk w = { 0 };
-	struct meta_inode **arr;
 	GHashTable *unreachable = g_hash_table_new(g_direct_hash, g_direct_equal);
-	guint n, i, rounds;
+	struct meta_inode **arr;
+	guint n, i;
 
-	walk_tree(c, &w, true);
-	arr = inode_table_sorted(m, &n);
+	arr = inode_table_sorted(c->m, &n);
 	for (i = 0; i < n; i++) {
 		struct meta_inode *in = arr[i];
 
-		if (count_of(w.reached, in->a.ino))
+		if (count_of(w->reached, in->a.ino))
 			continue;
 		g_hash_table_add(unreachable, GSIZE_TO_POINTER(in->a.ino));
 		finding(c, false, "inode %" G_GUINT64_FORMAT " (%s, %u links) is not reachable "
@@ -416,63 +414,64 @@ static void check_namespace(struct fsck_ctx *c)
 			(guint64)in->a.ino, type_name(in->a.mode), in->a.nlink);
 	}
 	g_free(arr);
+	return unreachable;
+}
 
-	/* link the tops of detached subtrees into /lost+found until all is reached */
-	for (rounds = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && rounds < 64;
-	     rounds++) {
-		GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
-		GHashTableIter it;
-		gpointer k, v;
-		struct meta_inode *lf = lost_found(m);
-		guint attached = 0;
+/* link the tops of detached subtrees into lf (round: how many rounds went before) */
+static void attach_round(struct meta *m, GHashTable *unreachable, struct meta_inode *lf,
+			 guint round)
+{
+	GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
+	GHashTableIter it;
+	gpointer k, v;
+	guint attached = 0;
 
-		g_hash_table_iter_init(&it, unreachable);
-		while (g_hash_table_iter_next(&it, &k, &v)) {
-			struct meta_inode *in = inode_get(m, GPOINTER_TO_SIZE(k));
-			GHashTableIter dit;
-			gpointer dk, dv;
+	g_hash_table_iter_init(&it, unreachable);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct meta_inode *in = inode_get(m, GPOINTER_TO_SIZE(k));
+		GHashTableIter dit;
+		gpointer dk, dv;
 
-			if (!in || !in->dir)
-				continue;
-			g_hash_table_iter_init(&dit, in->dir->by_name);
-			while (g_hash_table_iter_next(&dit, &dk, &dv))
-				g_hash_table_add(named, GSIZE_TO_POINTER(
-							 ((struct meta_dirent *)dv)->ino));
-		}
-		g_hash_table_iter_init(&it, unreachable);
-		while (g_hash_table_iter_next(&it, &k, &v)) {
-			uint64_t ino = GPOINTER_TO_SIZE(k);
-			struct meta_inode *in = inode_get(m, ino);
-			char name[32];
-
-			if (!in || (g_hash_table_contains(named, k) && rounds == 0))
-				continue;
-			if (g_hash_table_contains(named, k) && attached)
-				continue; /* a loop: one member per round */
-			g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
-			inode_dir_add(m, lf, name, strlen(name), ino, inode_dtype(in->a.mode), 0);
-			if (!in->a.nlink)
-				in->a.nlink = 1;
-			attached++;
-		}
-		g_hash_table_destroy(named);
-		walk_tree(c, &w, false);
-		g_hash_table_iter_init(&it, unreachable);
-		while (g_hash_table_iter_next(&it, &k, &v))
-			if (count_of(w.reached, GPOINTER_TO_SIZE(k)))
-				g_hash_table_iter_remove(&it);
+		if (!in || !in->dir)
+			continue;
+		g_hash_table_iter_init(&dit, in->dir->by_name);
+		while (g_hash_table_iter_next(&dit, &dk, &dv))
+			g_hash_table_add(named, GSIZE_TO_POINTER(((struct meta_dirent *)dv)->ino));
 	}
+	g_hash_table_iter_init(&it, unreachable);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		uint64_t ino = GPOINTER_TO_SIZE(k);
+		struct meta_inode *in = inode_get(m, ino);
+		char name[32];
 
-	/* link counts of everything reached */
-	arr = inode_table_sorted(m, &n);
+		if (!in || (g_hash_table_contains(named, k) && round == 0))
+			continue;
+		if (g_hash_table_contains(named, k) && attached)
+			continue; /* a loop: one member per round */
+		g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
+		inode_dir_add(m, lf, name, strlen(name), ino, inode_dtype(in->a.mode), 0);
+		if (!in->a.nlink)
+			in->a.nlink = 1;
+		attached++;
+	}
+	g_hash_table_destroy(named);
+}
+
+/* link counts of everything reached */
+static void check_links(struct fsck_ctx *c, struct walk *w)
+{
+	struct meta_inode **arr;
+	guint n, i;
+
+	arr = inode_table_sorted(c->m, &n);
 	for (i = 0; i < n; i++) {
 		struct meta_inode *in = arr[i];
 		uint64_t want;
 
-		if (!count_of(w.reached, in->a.ino))
+		if (!count_of(w->reached, in->a.ino))
 			continue;
-		want = in->dir ? 2 + count_of(w.subdirs, in->a.ino) :
-				 count_of(w.reached, in->a.ino);
+		want = in->dir ? 2 + count_of(w->subdirs, in->a.ino) :
+				 count_of(w->reached, in->a.ino);
 		if (in->a.nlink == want)
 			continue;
 		if (finding(c, true,
@@ -480,10 +479,33 @@ static void check_namespace(struct fsck_ctx *c)
 			    G_GUINT64_FORMAT, (guint64)in->a.ino, type_name(in->a.mode),
 			    in->a.nlink, (guint64)want)) {
 			in->a.nlink = (uint32_t)want;
-			inode_touch_acct(m, in);
+			inode_touch_acct(c->m, in);
 		}
 	}
 	g_free(arr);
+}
+
+static void check_namespace(struct fsck_ctx *c)
+{
+	struct walk w = { 0 };
+	GHashTable *unreachable;
+	GHashTableIter it;
+	gpointer k, v;
+	guint round;
+
+	walk_tree(c, &w, true);
+	unreachable = find_unreachable(c, &w);
+	/* link the tops of detached subtrees into /lost+found until all is reached */
+	for (round = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && round < 64;
+	     round++) {
+		attach_round(c->m, unreachable, lost_found(c->m), round);
+		walk_tree(c, &w, false);
+		g_hash_table_iter_init(&it, unreachable);
+		while (g_hash_table_iter_next(&it, &k, &v))
+			if (count_of(w.reached, GPOINTER_TO_SIZE(k)))
+				g_hash_table_iter_remove(&it);
+	}
+	check_links(c, &w);
 	g_hash_table_destroy(unreachable);
 	walk_free(&w);
 }

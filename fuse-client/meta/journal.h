@@ -5,7 +5,7 @@
  * One metadata operation is one transaction: journal_begin(), records,
  * journal_commit(), all under struct meta's lock. Committed transactions wait
  * in an in-RAM buffer until commit.c writes them, in one batch, after the
- * current tail of the journal area (journal_take / journal_written). Records
+ * current tail of the journal area (journal_take / journal_unwrite). Records
  * are states, not operations ("inode 5 now has these attributes", "entry
  * "a" of 1 is inode 5"), so applying one twice gives the same result.
  *
