@@ -1207,6 +1207,15 @@ static void test_sparse(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/* setattr of one field (valid: META_SET_MODE, _UID or _GID) to value, as cred */
+static int set1(struct meta *m, uint64_t ino, uint32_t valid, uint32_t value,
+		const struct meta_cred *cred, struct meta_attr *a)
+{
+	struct meta_setattr sa = { .valid = valid, .mode = value, .uid = value, .gid = value };
+
+	return meta_setattr(m, ino, &sa, cred, a);
+}
+
 static void test_setattr(struct fx *f, gconstpointer d)
 {
 	struct meta *m = do_mount(f);
@@ -1223,31 +1232,20 @@ static void test_setattr(struct fx *f, gconstpointer d)
 	sa.uid = 1000;
 	sa.gid = 100;
 	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
-	sa.valid = META_SET_MODE;
-	sa.mode = 06755;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &owner, &a), ==, 0);
 	g_assert_cmpuint(a.mode & 07777, ==, 06755);
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &other, &a), ==, -EPERM);
 	/* chown only by root */
-	sa.valid = META_SET_UID;
-	sa.uid = 1001;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_UID, 1001, &owner, &a), ==, -EPERM);
 	/* chgrp by the owner to a group it is in; setuid/setgid cleared */
-	sa.valid = META_SET_GID;
-	sa.gid = 555;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
-	sa.gid = 301;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 555, &owner, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 301, &owner, &a), ==, 0);
 	g_assert_cmpuint(a.gid, ==, 301);
 	g_assert_cmpuint(a.mode & 07777, ==, 0755);
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 301, &other, &a), ==, -EPERM);
 	/* chown by root clears them too, as Linux does */
-	sa.valid = META_SET_MODE;
-	sa.mode = 06755;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
-	sa.valid = META_SET_UID;
-	sa.uid = 1000;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &root_cred, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_UID, 1000, &root_cred, &a), ==, 0);
 	g_assert_cmpuint(a.mode & 07777, ==, 0755);
 	/* what the kernel checked (default_permissions) is applied as asked */
 	other.kernel_checked = true;

@@ -117,7 +117,7 @@ static uint64_t push_mapped(struct meta *m, struct meta_extent *ext, int *n,
 	return run;
 }
 
-/* one pass of extent_map under m->lock; undo collects the FRESH runs it allocated */
+/* one pass of extent_map under m->lock; undo (alloc only) collects the FRESH runs it allocated */
 static int map_locked(struct meta *m, struct meta_inode *in, uint64_t off, uint64_t len,
 		      bool alloc, struct meta_extent *ext, int max, GArray *undo)
 {
@@ -165,12 +165,13 @@ static int map_try(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, boo
 		rc = map_locked(m, in, off, len, alloc, ext, max, undo);
 	if (rc != -ENOSPC)
 		return meta_unlock(m, rc);
-	for (i = 0; i < undo->len; i++) {
+	for (i = 0; undo && i < undo->len; i++) {
 		uint64_t *u = &g_array_index(undo, uint64_t, i * 2);
 
 		inode_ext_clear(m, in, u[0], u[1], true);
 	}
-	g_array_set_size(undo, 0);
+	if (undo)
+		g_array_set_size(undo, 0);
 	if (sync_and_retry(m, retried))
 		return -EAGAIN;
 	return meta_unlock(m, rc);
@@ -187,11 +188,12 @@ int extent_map(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, bool al
 		return 0;
 	if (off + len < off || off + len > (uint64_t)INT64_MAX)
 		return -EFBIG;
-	undo = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2);
+	undo = alloc ? g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2) : NULL;
 	do
 		rc = map_try(m, ino, off, len, alloc, ext, max, undo, &retried);
 	while (rc == -EAGAIN);
-	g_array_free(undo, TRUE);
+	if (undo)
+		g_array_free(undo, TRUE);
 	return rc;
 }
 

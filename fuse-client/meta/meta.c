@@ -146,6 +146,15 @@ static int name_check(const char *name, size_t *nlen)
 	return 0;
 }
 
+/* check name (*nlen: its length), then take m->lock and find ino, of kind */
+static int name_lock_get(struct meta *m, const char *name, size_t *nlen, uint64_t ino,
+			 enum meta_kind kind, struct meta_inode **out)
+{
+	int rc = name_check(name, nlen);
+
+	return rc < 0 ? rc : meta_lock_get(m, ino, kind, out);
+}
+
 /*
  * Take m->lock and find the entry name of directory parent: *p, *d and its
  * inode *in (NULL when the entry names a missing inode). On error m->lock is
@@ -367,40 +376,35 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 	return meta_unlock(m, 0);
 }
 
-void meta_forget(struct meta *m, uint64_t ino, uint64_t nlookup)
+/* the kernel's references to ino: open +1 / -1 (release), forget lookups dropped */
+static int change_refs(struct meta *m, uint64_t ino, int open, uint64_t forget)
 {
 	struct meta_inode *in;
+	int rc = meta_lock_get(m, ino, META_ANY, &in);
 
-	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
-		return;
-	in->nlookup = nlookup > in->nlookup ? 0 : in->nlookup - nlookup;
+	if (rc < 0)
+		return rc;
+	if (open < 0 && !in->nopen)
+		return meta_unlock(m, 0);
+	in->nopen += open;
+	in->nlookup = forget > in->nlookup ? 0 : in->nlookup - forget;
 	free_if_unused(m, in);
-	meta_unlock(m, 0);
+	return meta_unlock(m, 0);
+}
+
+void meta_forget(struct meta *m, uint64_t ino, uint64_t nlookup)
+{
+	change_refs(m, ino, 0, nlookup);
 }
 
 int meta_open(struct meta *m, uint64_t ino)
 {
-	struct meta_inode *in;
-	int rc;
-
-	rc = meta_lock_get(m, ino, META_ANY, &in);
-	if (rc < 0)
-		return rc;
-	in->nopen++;
-	return meta_unlock(m, 0);
+	return change_refs(m, ino, 1, 0);
 }
 
 void meta_release(struct meta *m, uint64_t ino)
 {
-	struct meta_inode *in;
-
-	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
-		return;
-	if (in->nopen) {
-		in->nopen--;
-		free_if_unused(m, in);
-	}
-	meta_unlock(m, 0);
+	change_refs(m, ino, -1, 0);
 }
 
 /* ---- namespace ---- */
@@ -467,10 +471,7 @@ static int create_node(struct meta *m, uint64_t parent, const char *name, uint32
 	size_t nlen, tlen = target ? strlen(target) : 0;
 	int rc;
 
-	rc = name_check(name, &nlen);
-	if (rc < 0)
-		return rc;
-	rc = meta_lock_get(m, parent, META_DIR, &p);
+	rc = name_lock_get(m, name, &nlen, parent, META_DIR, &p);
 	if (rc < 0)
 		return rc;
 	rc = add_check(m, p, name, mode, NULL, 128 + nlen + tlen);
@@ -552,10 +553,7 @@ int meta_link(struct meta *m, uint64_t ino, uint64_t newparent, const char *newn
 	size_t nlen;
 	int rc;
 
-	rc = name_check(newname, &nlen);
-	if (rc < 0)
-		return rc;
-	rc = meta_lock_get(m, ino, META_ANY, &in);
+	rc = name_lock_get(m, newname, &nlen, ino, META_ANY, &in);
 	if (rc < 0)
 		return rc;
 	rc = in->dir ? -EPERM : meta_get(m, newparent, META_DIR, &p);
@@ -940,6 +938,16 @@ int meta_setxattr(struct meta *m, uint64_t ino, const char *name, const void *va
 	return meta_unlock(m, rc);
 }
 
+/* the xattr reply rule: size 0 asks for the length; too small: -ERANGE; else copy */
+static ssize_t xattr_reply(void *buf, size_t size, const void *data, size_t len)
+{
+	if (size && size < len)
+		return -ERANGE;
+	if (size && len)
+		memcpy(buf, data, len);
+	return (ssize_t)len;
+}
+
 ssize_t meta_getxattr(struct meta *m, uint64_t ino, const char *name, void *buf, size_t size)
 {
 	struct meta_inode *in;
@@ -947,46 +955,31 @@ ssize_t meta_getxattr(struct meta *m, uint64_t ino, const char *name, void *buf,
 	ssize_t rc;
 
 	rc = xattr_lock(m, ino, name, &in, &x);
-	if (rc < 0)
-		return rc;
-	if (!x) {
-		rc = -ENODATA;
-	} else if (size == 0) {
-		rc = (ssize_t)x->len;
-	} else if (size < x->len) {
-		rc = -ERANGE;
-	} else {
-		if (x->len)
-			memcpy(buf, x->value, x->len);
-		rc = (ssize_t)x->len;
+	if (!rc) {
+		rc = x ? xattr_reply(buf, size, x->value, x->len) : -ENODATA;
+		pthread_mutex_unlock(&m->lock);
 	}
-	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
 
 ssize_t meta_listxattr(struct meta *m, uint64_t ino, char *buf, size_t size)
 {
+	GString *names = g_string_new(NULL);
 	struct meta_inode *in;
-	size_t need = 0, at = 0;
 	ssize_t rc;
 	guint i;
 
 	rc = meta_lock_get(m, ino, META_ANY, &in);
-	if (rc < 0)
-		return rc;
-	for (i = 0; in->xattrs && i < in->xattrs->len; i++)
-		need += strlen(((struct meta_xattr *)g_ptr_array_index(in->xattrs, i))->name) + 1;
-	rc = (ssize_t)need;
-	if (size && size < need)
-		rc = -ERANGE;
-	for (i = 0; size >= need && in->xattrs && i < in->xattrs->len; i++) {
+	for (i = 0; !rc && in->xattrs && i < in->xattrs->len; i++) {
 		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
-		size_t l = strlen(x->name) + 1;
 
-		memcpy(buf + at, x->name, l);
-		at += l;
+		g_string_append_len(names, x->name, (gssize)strlen(x->name) + 1);
 	}
-	pthread_mutex_unlock(&m->lock);
+	if (!rc) {
+		rc = xattr_reply(buf, size, names->str, names->len);
+		pthread_mutex_unlock(&m->lock);
+	}
+	g_string_free(names, TRUE);
 	return rc;
 }
 
