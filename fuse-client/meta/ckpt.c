@@ -59,10 +59,7 @@ static bool put_ext(struct meta_ext *e, void *ctx)
 
 	if (e->state == META_EXT_FRESH)
 		return true;
-	layout_put_uv(s->b, e->fblock);
-	layout_put_uv(s->b, e->count);
-	layout_put_uv(s->b, e->pblock);
-	layout_put_u8(s->b, e->state);
+	layout_put_ext(s->b, e->fblock, e->count, e->pblock, e->state);
 	alloc_mark(s->bits, e->pblock, e->count);
 	return true;
 }
@@ -72,11 +69,7 @@ static gboolean put_dirent(gpointer key, gpointer value, gpointer ctx)
 	struct ser_ctx *s = ctx;
 	struct meta_dirent *d = value;
 
-	layout_put_uv(s->b, d->ino);
-	layout_put_uv(s->b, d->cookie);
-	layout_put_u8(s->b, d->type);
-	layout_put_u8(s->b, d->nlen);
-	layout_put_bytes(s->b, d->name, d->nlen);
+	layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
 	return FALSE;
 }
 

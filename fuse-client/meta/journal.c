@@ -129,11 +129,7 @@ void journal_rec_dirent_add(struct journal *j, uint64_t dir, const char *name, s
 	GByteArray *b = rec(j, LAYOUT_REC_DIRENT_ADD);
 
 	layout_put_uv(b, dir);
-	layout_put_uv(b, ino);
-	layout_put_uv(b, cookie);
-	layout_put_u8(b, type);
-	layout_put_u8(b, (uint8_t)nlen);
-	layout_put_bytes(b, name, nlen);
+	layout_put_dirent(b, ino, cookie, type, name, (uint8_t)nlen);
 }
 
 void journal_rec_dirent_del(struct journal *j, uint64_t dir, const char *name, size_t nlen)
@@ -151,10 +147,7 @@ void journal_rec_ext_set(struct journal *j, uint64_t ino, uint64_t fb, uint64_t 
 	GByteArray *b = rec(j, LAYOUT_REC_EXT_SET);
 
 	layout_put_uv(b, ino);
-	layout_put_uv(b, fb);
-	layout_put_uv(b, count);
-	layout_put_uv(b, pb);
-	layout_put_u8(b, state);
+	layout_put_ext(b, fb, count, pb, state);
 }
 
 void journal_rec_ext_clear(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count)

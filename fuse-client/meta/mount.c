@@ -64,10 +64,12 @@ static struct meta *new_meta(struct remote *r, struct super *sb, const struct la
 	return m;
 }
 
+/* free m and the superblock it owns (m->sb NULL: the caller's) */
 static void free_meta(struct meta *m)
 {
 	if (!m)
 		return;
+	super_destroy(m->sb);
 	g_hash_table_destroy(m->inodes);
 	alloc_destroy(m->alloc);
 	journal_destroy(m->j);
@@ -303,7 +305,7 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 	}
 	rc = ckpt_load(m, gen, &first_seq, &why);
 	if (rc == -EUCLEAN && (flags & LOAD_FALLBACK) && gen > 1) {
-		struct meta *fresh = new_meta(m->r, m->sb, &m->g);
+		struct meta *fresh = new_meta(m->r, NULL, &m->g);
 		char *why2 = NULL;
 
 		/* start over on an empty meta: the damaged load left partial state */
@@ -583,11 +585,8 @@ int mount_close(struct meta *m)
 
 void mount_abandon(struct meta *m)
 {
-	if (!m)
-		return;
-	commit_stop(m);
-	super_destroy(m->sb);
-	m->sb = NULL;
+	if (m)
+		commit_stop(m);
 	free_meta(m);
 }
 

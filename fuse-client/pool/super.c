@@ -88,9 +88,8 @@ struct super *super_new(struct remote *r)
 
 void super_destroy(struct super *s)
 {
-	if (!s)
-		return;
-	super_heartbeat_stop(s);
+	if (s)
+		super_heartbeat_stop(s);
 	g_free(s);
 }
 
