@@ -69,13 +69,13 @@ static void free_meta(struct meta *m)
 {
 	if (!m)
 		return;
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->commit_lock);
+	g_ptr_array_free(m->load.problems, TRUE);
 	super_destroy(m->sb);
 	g_hash_table_destroy(m->inodes);
 	alloc_destroy(m->alloc);
 	journal_destroy(m->j);
-	g_ptr_array_free(m->load.problems, TRUE);
-	pthread_mutex_destroy(&m->lock);
-	pthread_mutex_destroy(&m->commit_lock);
 	g_free(m);
 }
 
