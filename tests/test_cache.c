@@ -28,12 +28,14 @@
 
 #include <glib.h>
 
+#include "commit.h"
 #include "memserver_fx.h"
 #include "cache.h"
 #include "cache_int.h"
 #include "fsck.h"
 #include "io.h"
 #include "meta.h"
+#include "mount.h"
 #include "remote.h"
 
 #define ROOT META_ROOT_INO
@@ -58,14 +60,14 @@ static void fx_server(struct fx *f, const char *size)
 
 static void fx_mount(struct fx *f, int takeover_ms)
 {
-	struct meta_mount_opts o = { .holder_name = "test-cache",
+	struct mount_opts o = { .holder_name = "test-cache",
 				     .lease_takeover_ms = takeover_ms };
 	char *msg = NULL;
 	int rc;
 
-	rc = meta_mount(f->r, &o, &f->m, &msg);
+	rc = mount_open(f->r, &o, &f->m, &msg);
 	if (rc < 0)
-		g_error("meta_mount: %s (%s)", g_strerror(-rc), msg ? msg : "-");
+		g_error("mount_open: %s (%s)", g_strerror(-rc), msg ? msg : "-");
 	g_assert_cmpint(io_create(f->m, f->r, true, &f->io), ==, 0);
 }
 
@@ -84,7 +86,7 @@ static void fx_unmount(struct fx *f)
 	io_destroy(f->io);
 	f->io = NULL;
 	if (f->m)
-		g_assert_cmpint(meta_unmount(f->m), ==, 0);
+		g_assert_cmpint(mount_close(f->m), ==, 0);
 	f->m = NULL;
 }
 
@@ -95,7 +97,7 @@ static void fx_crash(struct fx *f)
 	f->c = NULL;
 	io_destroy(f->io);
 	f->io = NULL;
-	meta_abandon(f->m);
+	mount_abandon(f->m);
 	f->m = NULL;
 }
 
@@ -730,17 +732,17 @@ static void test_crash_ordered(struct fx *f, gconstpointer d)
 	ia = mkfile(f, "a");
 	cwrite(f, ia, 0, a, len);
 	g_assert_cmpint(cache_flush(f->c, ia), ==, 0);
-	g_assert_cmpint(meta_sync(f->m), ==, 0);
+	g_assert_cmpint(commit_sync(f->m), ==, 0);
 	g_assert_cmpint(meta_unlink(f->m, ROOT, "a"), ==, 0);
 	cache_forget(f->c, ia);
-	g_assert_cmpint(meta_sync(f->m), ==, 0); /* A's blocks are free for good */
+	g_assert_cmpint(commit_sync(f->m), ==, 0); /* A's blocks are free for good */
 
 	ib = mkfile(f, "b");
 	cwrite(f, ib, 0, b, len); /* only in the cache */
 	ic = mkfile(f, "c");
 	cwrite(f, ic, 0, c, len);
 	g_assert_cmpint(cache_flush(f->c, ic), ==, 0);
-	g_assert_cmpint(meta_sync(f->m), ==, 0);
+	g_assert_cmpint(commit_sync(f->m), ==, 0);
 	g_assert_cmpuint(ndirty(f->c), ==, len / cfg.block_size); /* B's blocks, still dirty */
 	g_assert_cmpuint(counter(&f->c->st.wb_blocks), ==, 2 * len / cfg.block_size); /* A, C */
 	fx_crash(f);
@@ -761,7 +763,7 @@ static void test_crash_ordered(struct fx *f, gconstpointer d)
 	fx_unmount(f);
 
 	fsck_report_init(&rep);
-	g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_cmpint(mount_fsck(f->r, &fo, &rep, &msg), ==, 0);
 	g_assert_null(msg);
 	g_assert_cmpuint(rep.problems, ==, 0);
 	fsck_report_clear(&rep);

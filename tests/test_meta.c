@@ -7,7 +7,7 @@
  * xattr rules, sparse files, ownership rules.
  *
  * Each test spawns its own memserver on an ephemeral port (found through
- * RMEM_BUILD_DIR) and kills it in teardown. A "crash" is meta_abandon():
+ * RMEM_BUILD_DIR) and kills it in teardown. A "crash" is mount_abandon():
  * it frees everything and writes nothing, leaving the lease held.
  */
 #define G_LOG_DOMAIN "rmemfs-test-meta"
@@ -26,21 +26,18 @@
 
 #include <glib.h>
 
+#include "commit.h"
+#include "extent.h"
 #include "fsck.h"
+#include "inode.h"
 #include "journal.h"
 #include "layout.h"
 #include "meta.h"
 #include "meta_int.h"
 #include "memserver_fx.h"
+#include "mount.h"
 #include "remote.h"
 #include "super.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
 
 #define BS META_BLOCK_SIZE
 #define ROOT META_ROOT_INO
@@ -87,15 +84,15 @@ static void teardown(struct fx *f, gconstpointer d)
 
 /* ---- helpers ---- */
 
-static struct meta *do_mount_opts(struct fx *f, const struct meta_mount_opts *o, int expect,
+static struct meta *do_mount_opts(struct fx *f, const struct mount_opts *o, int expect,
 				  char **msg_out)
 {
 	struct meta *m = NULL;
 	char *msg = NULL;
-	int rc = meta_mount(f->r, o, &m, &msg);
+	int rc = mount_open(f->r, o, &m, &msg);
 
 	if (rc != expect)
-		g_error("meta_mount: %d (%s), expected %d", rc, msg ? msg : "-", expect);
+		g_error("mount_open: %d (%s), expected %d", rc, msg ? msg : "-", expect);
 	if (msg_out)
 		*msg_out = msg;
 	else
@@ -105,7 +102,7 @@ static struct meta *do_mount_opts(struct fx *f, const struct meta_mount_opts *o,
 
 static struct meta *do_mount(struct fx *f)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta" };
+	struct mount_opts o = { .holder_name = "test-meta" };
 
 	return do_mount_opts(f, &o, 0, NULL);
 }
@@ -142,7 +139,7 @@ static struct meta_attr attr_of(struct meta *m, uint64_t ino)
 	return a;
 }
 
-/* write through meta_map/remote like io.c does: zero fresh padding, data, write_done */
+/* write through extent_map/remote like io.c does: zero fresh padding, data, write_done */
 static int write_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t off,
 		      const void *buf, size_t len)
 {
@@ -150,7 +147,7 @@ static int write_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t o
 	static const uint8_t zero[BS];
 	int n, i, rc;
 
-	n = meta_map(m, ino, off, len, true, ext, G_N_ELEMENTS(ext));
+	n = extent_map(m, ino, off, len, true, ext, G_N_ELEMENTS(ext));
 	if (n < 0)
 		return n;
 	for (i = 0; i < n; i++) {
@@ -167,7 +164,7 @@ static int write_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t o
 			g_assert_cmpint(remote_write(r, ext[i].pool_off + (e - es), zero, ee - e), ==,
 					0);
 	}
-	return meta_write_done(m, ino, off, len);
+	return extent_write_done(m, ino, off, len);
 }
 
 static void read_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t off, void *buf,
@@ -176,7 +173,7 @@ static void read_data(struct meta *m, struct remote *r, uint64_t ino, uint64_t o
 	struct meta_extent ext[300];
 	int n, i;
 
-	n = meta_map(m, ino, off, len, false, ext, G_N_ELEMENTS(ext));
+	n = extent_map(m, ino, off, len, false, ext, G_N_ELEMENTS(ext));
 	g_assert_cmpint(n, >, 0);
 	for (i = 0; i < n; i++) {
 		uint64_t es = ext[i].file_block * BS, ee = es + ext[i].count * BS;
@@ -307,7 +304,7 @@ static void build_tree(struct meta *m, struct remote *r)
 	meta_forget(m, a.ino, 1);
 	g_assert_cmpint(meta_setxattr(m, f1, "user.color", "blue", 4, 0), ==, 0);
 	g_assert_cmpint(meta_setxattr(m, d1, "trusted.t", "x", 1, 0), ==, 0);
-	g_assert_cmpint(meta_fallocate(m, big, 1 << 20, 1 << 20, FALLOC_FL_KEEP_SIZE), ==, 0);
+	g_assert_cmpint(extent_fallocate(m, big, 1 << 20, 1 << 20, FALLOC_FL_KEEP_SIZE), ==, 0);
 	g_free(buf);
 }
 
@@ -327,7 +324,7 @@ static void test_remount(struct fx *f, gconstpointer d)
 	a = attr_of(m, lookup_ino(m, ROOT, "hardlink"));
 	g_assert_cmpuint(a.nlink, ==, 2);
 	before = dump(m, f->r);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 
 	m = do_mount(f);
 	g_assert_true(m->load.was_clean);
@@ -335,13 +332,13 @@ static void test_remount(struct fx *f, gconstpointer d)
 	after = dump(m, f->r);
 	g_assert_cmpstr(before, ==, after);
 	g_free(after);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 
 	/* a third time, after a mount that changed nothing */
 	m = do_mount(f);
 	after = dump(m, f->r);
 	g_assert_cmpstr(before, ==, after);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	g_free(before);
 	g_free(after);
 }
@@ -353,13 +350,13 @@ static void test_replay(struct fx *f, gconstpointer d)
 	uint64_t ckpts_before;
 
 	build_tree(m, f->r);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	before = dump(m, f->r);
 	ckpts_before = m->ckpts;
-	meta_abandon(m); /* crash: nothing written, lease still held */
+	mount_abandon(m); /* crash: nothing written, lease still held */
 
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+		struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
@@ -369,16 +366,16 @@ static void test_replay(struct fx *f, gconstpointer d)
 	g_assert_cmpstr(before, ==, after);
 	g_free(after);
 	/* recovery wrote a checkpoint: a second crash right now loses nothing either */
-	meta_abandon(m);
+	mount_abandon(m);
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+		struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
 	g_assert_cmpuint(m->load.replayed, ==, 0);
 	after = dump(m, f->r);
 	g_assert_cmpstr(before, ==, after);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	g_free(before);
 	g_free(after);
 }
@@ -396,7 +393,7 @@ static uint64_t tail_of(struct meta *m)
 
 static void test_torn_tail(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint64_t t0, t1, joff = m->g.journal_off;
 	uint8_t junk[16];
@@ -405,15 +402,15 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 	char *msg = NULL;
 
 	mk(m, ROOT, "a", S_IFREG | 0644);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	mk(m, ROOT, "b", S_IFREG | 0644);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	t0 = tail_of(m);
 	mk(m, ROOT, "c", S_IFREG | 0644);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	t1 = tail_of(m);
 	g_assert_cmpuint(t1, >, t0);
-	meta_abandon(m);
+	mount_abandon(m);
 
 	/* tear the last transaction: garbage in its middle */
 	memset(junk, 0xa5, sizeof(junk));
@@ -421,7 +418,8 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 
 	/* fsck (read-only) sees a consistent filesystem with a torn tail */
 	fsck_report_init(&rep);
-	g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_cmpint(mount_fsck(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_cmpuint(rep.problems, ==, 0);
 	g_assert_null(msg);
 	fsck_report_clear(&rep);
 
@@ -433,15 +431,15 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), ==, 0);
 	/* and the filesystem goes on normally */
 	mk(m, ROOT, "c", S_IFREG | 0644);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
 	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), !=, 0);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_rollover(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint64_t dir = mk(m, ROOT, "many", S_IFDIR | 0755);
 	struct dir_list l;
@@ -454,7 +452,7 @@ static void test_rollover(struct fx *f, gconstpointer d)
 		g_snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
 		mk(m, dir, name, S_IFREG | 0644);
 		if (i % 3000 == 0)
-			g_assert_cmpint(meta_sync(m), ==, 0);
+			g_assert_cmpint(commit_sync(m), ==, 0);
 	}
 	for (i = 0; i < n; i += 2) {
 		char name[64];
@@ -462,10 +460,10 @@ static void test_rollover(struct fx *f, gconstpointer d)
 		g_snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
 		g_assert_cmpint(meta_unlink(m, dir, name), ==, 0);
 	}
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	g_assert_cmpuint(m->ckpts, >=, 3);
 	g_test_message("%" G_GUINT64_FORMAT " checkpoints", (guint64)m->ckpts);
-	meta_abandon(m);
+	mount_abandon(m);
 
 	m = do_mount_opts(f, &o, 0, NULL);
 	l.names = g_ptr_array_new_with_free_func(g_free);
@@ -477,21 +475,21 @@ static void test_rollover(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(lookup_ino(m, dir, "file-with-a-longish-name-000002"), ==, 0);
 	g_ptr_array_free(l.names, TRUE);
 	g_array_free(l.cookies, TRUE);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_lease(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts oa = { .holder_name = "holder-A on testhost",
+	struct mount_opts oa = { .holder_name = "holder-A on testhost",
 				      .lease_takeover_ms = 1000 };
-	struct meta_mount_opts ob = { .holder_name = "holder-B", .lease_takeover_ms = 1500 };
+	struct mount_opts ob = { .holder_name = "holder-B", .lease_takeover_ms = 1500 };
 	struct meta *a, *b;
 	char *msg = NULL;
 	gint64 t;
 
 	a = do_mount_opts(f, &oa, 0, NULL);
 	mk(a, ROOT, "from-a", S_IFREG | 0644);
-	g_assert_cmpint(meta_sync(a), ==, 0);
+	g_assert_cmpint(commit_sync(a), ==, 0);
 
 	/* the holder is alive: refused, naming the holder */
 	t = g_get_monotonic_time();
@@ -509,27 +507,28 @@ static void test_lease(struct fx *f, gconstpointer d)
 		struct fsck_report rep;
 
 		fsck_report_init(&rep);
-		g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, -EBUSY);
+		g_assert_cmpint(mount_fsck(f->r, &fo, &rep, &msg), ==, -EBUSY);
 		g_assert_nonnull(strstr(msg, "holder-A on testhost"));
 		g_free(msg);
 		msg = NULL;
 		fsck_report_clear(&rep);
 		fo.force = true;
 		fsck_report_init(&rep);
-		g_assert_cmpint(fsck_pool(f->r, &fo, &rep, &msg), ==, 0);
+		g_assert_cmpint(mount_fsck(f->r, &fo, &rep, &msg), ==, 0);
+		g_assert_cmpuint(rep.problems, ==, 0);
 		g_assert_null(msg);
 		fsck_report_clear(&rep);
 		/* a read-only mount takes no lease */
-		b = do_mount_opts(f, &(struct meta_mount_opts){ .read_only = true }, 0, NULL);
+		b = do_mount_opts(f, &(struct mount_opts){ .read_only = true }, 0, NULL);
 		g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
 		g_assert_cmpint(meta_mknod(b, ROOT, "x", S_IFREG | 0644, 0, &root_cred,
 					   &(struct meta_attr){ 0 }),
 				==, -EROFS);
-		g_assert_cmpint(meta_unmount(b), ==, 0);
+		g_assert_cmpint(mount_close(b), ==, 0);
 	}
 
 	/* the holder dies (heartbeat stops, lease word stays): taken over */
-	meta_abandon(a);
+	mount_abandon(a);
 	t = g_get_monotonic_time();
 	b = do_mount_opts(f, &ob, 0, NULL);
 	t = (g_get_monotonic_time() - t) / 1000;
@@ -537,36 +536,36 @@ static void test_lease(struct fx *f, gconstpointer d)
 	g_assert_cmpint(t, >=, 1400);
 	g_assert_cmpint(t, <, 15000);
 	g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
-	g_assert_cmpint(meta_unmount(b), ==, 0);
+	g_assert_cmpint(mount_close(b), ==, 0);
 
 	/* released cleanly: the next mount is immediate */
 	t = g_get_monotonic_time();
 	a = do_mount_opts(f, &oa, 0, NULL);
 	g_assert_cmpint((g_get_monotonic_time() - t) / 1000, <, 1000);
-	g_assert_cmpint(meta_unmount(a), ==, 0);
+	g_assert_cmpint(mount_close(a), ==, 0);
 }
 
 static void test_lease_default_timing(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "crashed-holder" };
+	struct mount_opts o = { .holder_name = "crashed-holder" };
 	struct meta *a, *b;
 	gint64 t;
 
 	/* default timing: a crashed holder is taken over within 15 s */
 	a = do_mount_opts(f, &o, 0, NULL);
-	meta_abandon(a);
+	mount_abandon(a);
 	t = g_get_monotonic_time();
 	b = do_mount_opts(f, &o, 0, NULL);
 	t = (g_get_monotonic_time() - t) / 1000;
 	g_test_message("default takeover after %" G_GINT64_FORMAT " ms", t);
 	g_assert_cmpint(t, <, 15000);
-	g_assert_cmpint(meta_unmount(b), ==, 0);
+	g_assert_cmpint(mount_close(b), ==, 0);
 }
 
 static void test_format_rules(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta" };
-	struct meta_mount_opts of = { .holder_name = "test-meta", .format = true };
+	struct mount_opts o = { .holder_name = "test-meta" };
+	struct mount_opts of = { .holder_name = "test-meta", .format = true };
 	struct meta *m;
 	uint8_t junk[512];
 	char *msg = NULL;
@@ -581,12 +580,12 @@ static void test_format_rules(struct fx *f, gconstpointer d)
 	g_free(msg);
 	m = do_mount_opts(f, &of, 0, NULL);
 	mk(m, ROOT, "kept", S_IFREG | 0644);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 
 	/* -o format never formats an rmemfs pool */
 	m = do_mount_opts(f, &of, 0, NULL);
 	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), !=, 0);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 
 	/* a newer format version: refused even with -o format */
 	g_assert_cmpint(remote_write(f->r, 8, &v2, sizeof(v2)), ==, 0);
@@ -612,7 +611,7 @@ static void test_fresh_format(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(st.blocks, ==, m->g.data_blocks);
 	g_assert_cmpuint(st.bfree, ==, st.blocks);
 	g_assert_cmpuint(st.files, >, 10000);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_enospc(struct fx *f, gconstpointer d)
@@ -665,17 +664,17 @@ static void test_enospc(struct fx *f, gconstpointer d)
 			if (write_data(m, f->r, ino, off, buf, 1 << 20) < 0)
 				break;
 	}
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
 	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
 	g_assert_cmpuint(st.bfree, <, 256);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	g_free(buf);
 }
 
 static void test_bigdir(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	const int n = 100000;
 	uint64_t dir = mk(m, ROOT, "big", S_IFDIR | 0755);
@@ -693,7 +692,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 		g_snprintf(name, sizeof(name), "entry%06d", i);
 		mk(m, dir, name, S_IFREG | 0644);
 	}
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	t = g_get_monotonic_time() - t0;
 	g_test_message("100000 creates + sync: %" G_GINT64_FORMAT " ms", t / 1000);
 	g_assert_cmpint(t, <, 30 * G_USEC_PER_SEC);
@@ -752,14 +751,14 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 	g_hash_table_destroy(seen);
 
 	t0 = g_get_monotonic_time();
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount_opts(f, &o, 0, NULL);
 	t = g_get_monotonic_time() - t0;
 	g_test_message("unmount + mount with 100000 entries: %" G_GINT64_FORMAT " ms", t / 1000);
 	g_assert_cmpint(t, <, 10 * G_USEC_PER_SEC);
 	g_assert_cmpuint(lookup_ino(m, dir, "entry000003"), !=, 0);
 	g_assert_cmpuint(lookup_ino(m, dir, "new0001"), !=, 0);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 /* corrupt the metadata in RAM and commit it as a checkpoint, behind meta's back */
@@ -777,37 +776,38 @@ static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t
 	g_assert_cmpint(write_data(m, f->r, *fa, 0, buf, sizeof(buf)), ==, 0);
 	fill_pattern(buf, sizeof(buf), 22);
 	g_assert_cmpint(write_data(m, f->r, *fb, 0, buf, sizeof(buf)), ==, 0);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 
 	pthread_mutex_lock(&m->lock);
-	a = meta_inode_get(m, *fa);
-	b = meta_inode_get(m, *fb);
-	c = meta_inode_get(m, *fc);
-	root = meta_inode_get(m, ROOT);
+	a = inode_get(m, *fa);
+	b = inode_get(m, *fb);
+	c = inode_get(m, *fc);
+	root = inode_get(m, ROOT);
 	/* 1: an entry naming an inode that does not exist */
-	meta_dir_add(m, root, "dangling", 8, 999999, DT_REG, 0);
+	inode_dir_add(m, root, "dangling", 8, 999999, DT_REG, 0);
 	/* 2: a wrong link count */
 	c->a.nlink = 5;
-	meta_inode_touch_acct(m, c);
+	inode_touch_acct(m, c);
 	/* 3: b's second block is a's first block */
-	ea = meta_ext_find(a, 0, NULL);
-	eb = meta_ext_find(b, 1, NULL);
+	ea = inode_ext_find(a, 0, NULL);
+	eb = inode_ext_find(b, 1, NULL);
 	g_assert_nonnull(ea);
 	g_assert_nonnull(eb);
-	meta_ext_clear(m, b, 1, 1, false);
-	meta_ext_set(m, b, 1, 1, ea->pblock, META_EXT_WRITTEN);
+	inode_ext_clear(m, b, 1, 1, false);
+	inode_ext_set(m, b, 1, 1, ea->pblock, META_EXT_WRITTEN);
 	pthread_mutex_unlock(&m->lock);
-	g_assert_cmpint(meta_commit(m, true), ==, 0);
-	meta_abandon(m);
+	g_assert_cmpint(commit_write(m, true), ==, 0);
+	mount_abandon(m);
 }
 
-/* run fsck_pool with o: its exit code must be expect; returns the report's lines as one string */
-static char *fsck_text(struct fx *f, const struct fsck_opts *o, int expect, struct fsck_report *rep)
+/* run mount_fsck with o, which must find problems or not; returns the report as one string */
+static char *fsck_text(struct fx *f, const struct fsck_opts *o, bool found, struct fsck_report *rep)
 {
 	char *msg = NULL, *all;
 
 	fsck_report_init(rep);
-	g_assert_cmpint(fsck_pool(f->r, o, rep, &msg), ==, expect);
+	g_assert_cmpint(mount_fsck(f->r, o, rep, &msg), ==, 0);
+	g_assert_cmpint(rep->problems > 0, ==, found);
 	g_assert_null(msg);
 	g_ptr_array_add(rep->lines, NULL);
 	all = g_strjoinv("\n", (char **)rep->lines->pdata);
@@ -818,7 +818,7 @@ static char *fsck_text(struct fx *f, const struct fsck_opts *o, int expect, stru
 
 static void test_fsck(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct fsck_opts ro = { .lease_takeover_ms = 2000 };
 	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
 	struct fsck_report rep;
@@ -840,7 +840,7 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	msg = NULL;
 
 	/* fsck finds all three */
-	all = fsck_text(f, &ro, 1, &rep);
+	all = fsck_text(f, &ro, true, &rep);
 	g_assert_nonnull(strstr(all, "missing inode 999999"));
 	g_assert_nonnull(strstr(all, "link count 5, should be 1"));
 	g_assert_nonnull(strstr(all, "also used by another file"));
@@ -850,18 +850,19 @@ static void test_fsck(struct fx *f, gconstpointer d)
 
 	/* --repair fixes them */
 	fsck_report_init(&rep);
-	rc = fsck_pool(f->r, &rw, &rep, &msg);
+	rc = mount_fsck(f->r, &rw, &rep, &msg);
 	g_assert_null(msg);
-	g_assert_cmpint(rc, ==, 1);
+	g_assert_cmpint(rc, ==, 0);
 	g_assert_cmpuint(rep.repaired, ==, rep.problems);
 	g_assert_cmpuint(rep.problems, >=, 3);
 	fsck_report_clear(&rep);
 
 	/* clean now */
 	fsck_report_init(&rep);
-	rc = fsck_pool(f->r, &ro, &rep, &msg);
+	rc = mount_fsck(f->r, &ro, &rep, &msg);
 	g_assert_null(msg);
 	g_assert_cmpint(rc, ==, 0);
+	g_assert_cmpuint(rep.problems, ==, 0);
 	fsck_report_clear(&rep);
 
 	m = do_mount_opts(f, &o, 0, NULL);
@@ -878,19 +879,19 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	g_assert_cmpmem(got + BS, BS, want, BS);
 	/* and no block is shared any more */
 	for (i = 0; i < 2; i++) {
-		g_assert_cmpint(meta_map(m, fa, i * BS, BS, false, ea, 4), ==, 1);
-		g_assert_cmpint(meta_map(m, fb, 0, BS, false, eb, 4), ==, 1);
+		g_assert_cmpint(extent_map(m, fa, i * BS, BS, false, ea, 4), ==, 1);
+		g_assert_cmpint(extent_map(m, fb, 0, BS, false, eb, 4), ==, 1);
 		g_assert_cmpuint(ea[0].pool_off, !=, eb[0].pool_off);
-		g_assert_cmpint(meta_map(m, fb, BS, BS, false, eb, 4), ==, 1);
+		g_assert_cmpint(extent_map(m, fb, BS, BS, false, eb, 4), ==, 1);
 		g_assert_cmpuint(ea[0].pool_off, !=, eb[0].pool_off);
 	}
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 /* a subtree cut off from the root: fsck --repair links it into /lost+found, data intact */
 static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct fsck_opts ro = { .lease_takeover_ms = 2000 };
 	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
@@ -905,15 +906,15 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 	file = mk(m, sub, "file", S_IFREG | 0644);
 	fill_pattern(want, sizeof(want), 33);
 	g_assert_cmpint(write_data(m, f->r, file, 0, want, sizeof(want)), ==, 0);
-	g_assert_cmpint(meta_sync(m), ==, 0);
+	g_assert_cmpint(commit_sync(m), ==, 0);
 	pthread_mutex_lock(&m->lock);
-	root = meta_inode_get(m, ROOT);
-	meta_dir_del(m, root, meta_dir_lookup(root, "d"));
+	root = inode_get(m, ROOT);
+	inode_dir_del(m, root, inode_dir_lookup(root, "d"));
 	pthread_mutex_unlock(&m->lock);
-	g_assert_cmpint(meta_commit(m, true), ==, 0);
-	meta_abandon(m);
+	g_assert_cmpint(commit_write(m, true), ==, 0);
+	mount_abandon(m);
 
-	all = fsck_text(f, &ro, 1, &rep);
+	all = fsck_text(f, &ro, true, &rep);
 	g_snprintf(name, sizeof(name), "inode %" G_GUINT64_FORMAT " (directory", (guint64)dd);
 	g_assert_nonnull(strstr(all, name));
 	g_assert_nonnull(strstr(all, "is not reachable from the root"));
@@ -921,12 +922,14 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 	fsck_report_clear(&rep);
 
 	fsck_report_init(&rep);
-	g_assert_cmpint(fsck_pool(f->r, &rw, &rep, &msg), ==, 1);
+	g_assert_cmpint(mount_fsck(f->r, &rw, &rep, &msg), ==, 0);
+	g_assert_cmpuint(rep.problems, >, 0);
 	g_assert_null(msg);
 	g_assert_cmpuint(rep.repaired, ==, rep.problems);
 	fsck_report_clear(&rep);
 	fsck_report_init(&rep);
-	g_assert_cmpint(fsck_pool(f->r, &ro, &rep, &msg), ==, 0);
+	g_assert_cmpint(mount_fsck(f->r, &ro, &rep, &msg), ==, 0);
+	g_assert_cmpuint(rep.problems, ==, 0);
 	fsck_report_clear(&rep);
 
 	/* the top of the detached subtree is /lost+found/#<ino>; below it nothing moved */
@@ -941,7 +944,7 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(attr_of(m, dd).nlink, ==, 3);
 	read_data(m, f->r, file, 0, got, sizeof(got));
 	g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 /*
@@ -951,7 +954,7 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
  */
 static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct fsck_opts rw = { .repair = true, .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	struct fsck_report rep;
@@ -960,13 +963,13 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 	char *msg = NULL, *all;
 
 	a = mk(m, ROOT, "kept", S_IFREG | 0644);
-	g_assert_cmpint(meta_commit(m, true), ==, 0); /* checkpoint G holds "kept" */
+	g_assert_cmpint(commit_write(m, true), ==, 0); /* checkpoint G holds "kept" */
 	mk(m, ROOT, "after", S_IFREG | 0644);
-	g_assert_cmpint(meta_commit(m, true), ==, 0); /* checkpoint G + 1, the other slot */
+	g_assert_cmpint(commit_write(m, true), ==, 0); /* checkpoint G + 1, the other slot */
 	g_assert_cmpint(super_read_ckpt_gen(m->sb, &gen), ==, 0);
 	g_assert_cmpuint(gen, >, 1);
 	slot = m->g.slot_off[gen & 1];
-	meta_abandon(m);
+	mount_abandon(m);
 
 	memset(junk, 0x5a, sizeof(junk));
 	g_assert_cmpint(remote_write(f->r, slot + 64, junk, sizeof(junk)), ==, 0);
@@ -976,14 +979,14 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 	g_free(msg);
 	msg = NULL;
 
-	all = fsck_text(f, &rw, 1, &rep);
+	all = fsck_text(f, &rw, true, &rep);
 	g_assert_nonnull(strstr(all, "using the previous checkpoint"));
 	g_free(all);
 	fsck_report_clear(&rep);
 
 	m = do_mount_opts(f, &o, 0, NULL);
 	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), ==, a);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_rename(struct fx *f, gconstpointer d)
@@ -1009,11 +1012,11 @@ static void test_rename(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_rename(m, d1, "sub", d2, "y", 0), ==, -ENOTDIR);
 	g_assert_cmpint(meta_rename(m, d2, "empty", ROOT, "d1", 0), ==, -ENOTEMPTY);
 	g_assert_cmpint(meta_rename(m, d1, "missing", d2, "q", 0), ==, -ENOENT);
-	/* RENAME_NOREPLACE */
-	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", RENAME_NOREPLACE), ==, -EEXIST);
-	g_assert_cmpint(meta_rename(m, d1, "x", d2, "x2", RENAME_NOREPLACE), ==, 0);
-	g_assert_cmpint(meta_rename(m, d2, "x2", d1, "x", RENAME_NOREPLACE), ==, 0);
-	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", RENAME_NOREPLACE | RENAME_EXCHANGE), ==,
+	/* META_RENAME_NOREPLACE */
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", META_RENAME_NOREPLACE), ==, -EEXIST);
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "x2", META_RENAME_NOREPLACE), ==, 0);
+	g_assert_cmpint(meta_rename(m, d2, "x2", d1, "x", META_RENAME_NOREPLACE), ==, 0);
+	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", META_RENAME_NOREPLACE | META_RENAME_EXCHANGE), ==,
 			-EINVAL);
 
 	/* over an existing file: the old one is gone (its last name) */
@@ -1038,19 +1041,19 @@ static void test_rename(struct fx *f, gconstpointer d)
 	/* ".." of the moved directory is its new parent */
 	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d2);
 
-	/* RENAME_EXCHANGE of a file and a directory across parents */
+	/* META_RENAME_EXCHANGE of a file and a directory across parents */
 	z = mk(m, d1, "z", S_IFREG | 0644);
-	g_assert_cmpint(meta_rename(m, d1, "z", d2, "empty", RENAME_EXCHANGE), ==, 0);
+	g_assert_cmpint(meta_rename(m, d1, "z", d2, "empty", META_RENAME_EXCHANGE), ==, 0);
 	g_assert_cmpuint(lookup_ino(m, d1, "z"), ==, sub);
 	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, z);
 	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 3);
 	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 2);
 	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d1);
-	g_assert_cmpint(meta_rename(m, d1, "z", d2, "nothere", RENAME_EXCHANGE), ==, -ENOENT);
+	g_assert_cmpint(meta_rename(m, d1, "z", d2, "nothere", META_RENAME_EXCHANGE), ==, -ENOENT);
 	/* exchanging a directory with something inside itself */
 	mk(m, d3, "inner", S_IFREG | 0644);
-	g_assert_cmpint(meta_rename(m, ROOT, "d1", d3, "inner", RENAME_EXCHANGE), ==, -EINVAL);
-	g_assert_cmpint(meta_rename(m, d3, "inner", ROOT, "d1", RENAME_EXCHANGE), ==, -EINVAL);
+	g_assert_cmpint(meta_rename(m, ROOT, "d1", d3, "inner", META_RENAME_EXCHANGE), ==, -EINVAL);
+	g_assert_cmpint(meta_rename(m, d3, "inner", ROOT, "d1", META_RENAME_EXCHANGE), ==, -EINVAL);
 
 	/* hard links of one file: rename is a no-op */
 	g_assert_cmpint(meta_link(m, z, d2, "z2", &a), ==, 0);
@@ -1066,9 +1069,10 @@ static void test_rename(struct fx *f, gconstpointer d)
 		struct fsck_opts ro = { 0 };
 		char *msg = NULL;
 
-		g_assert_cmpint(meta_unmount(m), ==, 0);
+		g_assert_cmpint(mount_close(m), ==, 0);
 		fsck_report_init(&rep);
-		g_assert_cmpint(fsck_pool(f->r, &ro, &rep, &msg), ==, 0);
+		g_assert_cmpint(mount_fsck(f->r, &ro, &rep, &msg), ==, 0);
+		g_assert_cmpuint(rep.problems, ==, 0);
 		fsck_report_clear(&rep);
 		m = do_mount(f);
 		after = dump(m, f->r);
@@ -1076,7 +1080,7 @@ static void test_rename(struct fx *f, gconstpointer d)
 		g_free(before);
 		g_free(after);
 	}
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_xattr(struct fx *f, gconstpointer d)
@@ -1114,10 +1118,10 @@ static void test_xattr(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_setxattr(m, x, "user.big", big, 65536, 0), ==, 0);
 	g_assert_cmpint(meta_removexattr(m, x, "user.none"), ==, -ENODATA);
 	g_assert_cmpint(meta_removexattr(m, x, "security.c"), ==, 0);
-	g_assert_cmpint(meta_sync(m), ==, 0);
-	meta_abandon(m);
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m);
 	{
-		struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+		struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 
 		m = do_mount_opts(f, &o, 0, NULL);
 	}
@@ -1126,7 +1130,7 @@ static void test_xattr(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_getxattr(m, x, "user.big", NULL, 0), ==, 65536);
 	g_assert_cmpint(meta_getxattr(m, x, "security.c", buf, sizeof(buf)), ==, -ENODATA);
 	g_assert_cmpint(meta_listxattr(m, x, buf, sizeof(buf)), ==, 7 + 10 + 9);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_names(struct fx *f, gconstpointer d)
@@ -1147,10 +1151,10 @@ static void test_names(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_mkdir(m, ROOT, name, 0755, &root_cred, &a), ==, -ENAMETOOLONG);
 	g_assert_cmpint(meta_lookup(m, ROOT, name, &a), ==, -ENAMETOOLONG);
 	name[255] = 0;
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
 	g_assert_cmpuint(lookup_ino(m, ROOT, name), !=, 0);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_sparse(struct fx *f, gconstpointer d)
@@ -1173,26 +1177,26 @@ static void test_sparse(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(st0.bfree - st.bfree, ==, 2);
 	read_data(m, f->r, ino, 1ULL << 31, buf, BS);
 	g_assert_cmpmem(buf, BS, zero, BS);
-	g_assert_cmpint(meta_seek(m, ino, 200, SEEK_DATA, &res), ==, 0);
+	g_assert_cmpint(extent_seek(m, ino, 200, SEEK_DATA, &res), ==, 0);
 	g_assert_cmpuint(res, ==, 200); /* inside the block written at 0 */
-	g_assert_cmpint(meta_seek(m, ino, BS + 200, SEEK_DATA, &res), ==, 0);
+	g_assert_cmpint(extent_seek(m, ino, BS + 200, SEEK_DATA, &res), ==, 0);
 	g_assert_cmpuint(res, ==, four_g - BS);
-	g_assert_cmpint(meta_seek(m, ino, four_g - 10, SEEK_HOLE, &res), ==, 0);
+	g_assert_cmpint(extent_seek(m, ino, four_g - 10, SEEK_HOLE, &res), ==, 0);
 	g_assert_cmpuint(res, ==, four_g);
-	g_assert_cmpint(meta_seek(m, ino, 0, SEEK_HOLE, &res), ==, 0);
+	g_assert_cmpint(extent_seek(m, ino, 0, SEEK_HOLE, &res), ==, 0);
 	g_assert_cmpuint(res, ==, BS);
-	g_assert_cmpint(meta_seek(m, ino, four_g, SEEK_DATA, &res), ==, -ENXIO);
+	g_assert_cmpint(extent_seek(m, ino, four_g, SEEK_DATA, &res), ==, -ENXIO);
 	/* fallocate KEEP_SIZE: allocated, reads zero, size unchanged */
-	g_assert_cmpint(meta_fallocate(m, ino, 1 << 20, 8 * BS, FALLOC_FL_KEEP_SIZE), ==, 0);
+	g_assert_cmpint(extent_fallocate(m, ino, 1 << 20, 8 * BS, FALLOC_FL_KEEP_SIZE), ==, 0);
 	a = attr_of(m, ino);
 	g_assert_cmpuint(a.size, ==, four_g);
 	g_assert_cmpuint(a.blocks, ==, 10);
 	read_data(m, f->r, ino, 1 << 20, buf, BS);
 	g_assert_cmpmem(buf, BS, zero, BS);
 	/* punch the last block */
-	g_assert_cmpint(meta_punch_hole(m, ino, four_g - BS, BS), ==, 0);
+	g_assert_cmpint(extent_punch_hole(m, ino, four_g - BS, BS), ==, 0);
 	g_assert_cmpuint(attr_of(m, ino).blocks, ==, 9);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
 	a = attr_of(m, ino);
 	g_assert_cmpuint(a.size, ==, four_g);
@@ -1200,7 +1204,16 @@ static void test_sparse(struct fx *f, gconstpointer d)
 	read_data(m, f->r, ino, 0, buf, BS);
 	g_assert_cmpuint(buf[99], ==, 0xee);
 	g_assert_cmpuint(buf[100], ==, 0);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
+/* setattr of one field (valid: META_SET_MODE, _UID or _GID) to value, as cred */
+static int set1(struct meta *m, uint64_t ino, uint32_t valid, uint32_t value,
+		const struct meta_cred *cred, struct meta_attr *a)
+{
+	struct meta_setattr sa = { .valid = valid, .mode = value, .uid = value, .gid = value };
+
+	return meta_setattr(m, ino, &sa, cred, a);
 }
 
 static void test_setattr(struct fx *f, gconstpointer d)
@@ -1219,31 +1232,20 @@ static void test_setattr(struct fx *f, gconstpointer d)
 	sa.uid = 1000;
 	sa.gid = 100;
 	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
-	sa.valid = META_SET_MODE;
-	sa.mode = 06755;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &owner, &a), ==, 0);
 	g_assert_cmpuint(a.mode & 07777, ==, 06755);
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &other, &a), ==, -EPERM);
 	/* chown only by root */
-	sa.valid = META_SET_UID;
-	sa.uid = 1001;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_UID, 1001, &owner, &a), ==, -EPERM);
 	/* chgrp by the owner to a group it is in; setuid/setgid cleared */
-	sa.valid = META_SET_GID;
-	sa.gid = 555;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, -EPERM);
-	sa.gid = 301;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &owner, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 555, &owner, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 301, &owner, &a), ==, 0);
 	g_assert_cmpuint(a.gid, ==, 301);
 	g_assert_cmpuint(a.mode & 07777, ==, 0755);
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &other, &a), ==, -EPERM);
+	g_assert_cmpint(set1(m, ino, META_SET_GID, 301, &other, &a), ==, -EPERM);
 	/* chown by root clears them too, as Linux does */
-	sa.valid = META_SET_MODE;
-	sa.mode = 06755;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
-	sa.valid = META_SET_UID;
-	sa.uid = 1000;
-	g_assert_cmpint(meta_setattr(m, ino, &sa, &root_cred, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_MODE, 06755, &root_cred, &a), ==, 0);
+	g_assert_cmpint(set1(m, ino, META_SET_UID, 1000, &root_cred, &a), ==, 0);
 	g_assert_cmpuint(a.mode & 07777, ==, 0755);
 	/* what the kernel checked (default_permissions) is applied as asked */
 	other.kernel_checked = true;
@@ -1285,12 +1287,12 @@ static void test_setattr(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_getattr(m, ino, &a), ==, 0);
 	meta_forget(m, ino, 1);
 	g_assert_cmpint(meta_getattr(m, ino, &a), ==, -ENOENT);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 static void test_orphan_recovery(struct fx *f, gconstpointer d)
 {
-	struct meta_mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	uint8_t buf[8 * BS];
 	struct meta_statfs st0, st;
@@ -1305,14 +1307,65 @@ static void test_orphan_recovery(struct fx *f, gconstpointer d)
 	memset(buf, 3, sizeof(buf));
 	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
 	g_assert_cmpint(meta_unlink(m, ROOT, "open-unlinked"), ==, 0);
-	g_assert_cmpint(meta_sync(m), ==, 0);
-	meta_abandon(m); /* crash while the file is open */
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m); /* crash while the file is open */
 	m = do_mount_opts(f, &o, 0, NULL);
 	g_assert_cmpuint(m->load.orphans, ==, 1);
 	g_assert_cmpint(meta_getattr(m, ino, &a), ==, -ENOENT);
 	g_assert_cmpint(meta_statfs(m, &st), ==, 0);
 	g_assert_cmpuint(st.bfree, ==, st0.bfree);
-	g_assert_cmpint(meta_unmount(m), ==, 0);
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
+/*
+ * The mount-time repair, made to fail: the test links with
+ * -Wl,--wrap=fsck_check, so mount.c's call lands here.
+ */
+int __real_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep);
+int __wrap_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep);
+static int fsck_check_fail; /* -errno: what the next FSCK_MOUNT check returns */
+
+int __wrap_fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep)
+{
+	int rc = __real_fsck_check(m, mode, rep);
+
+	if (mode == FSCK_MOUNT && fsck_check_fail && !rc)
+		rc = fsck_check_fail;
+	return rc;
+}
+
+static void test_repair_fails(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct meta_inode *in;
+	struct meta *m = do_mount(f);
+	char *msg = NULL;
+	uint64_t ino;
+
+	/* a wrong link count: a mount repairs it */
+	ino = mk(m, ROOT, "f", S_IFREG | 0644);
+	pthread_mutex_lock(&m->lock);
+	in = inode_get(m, ino);
+	in->a.nlink = 5;
+	inode_touch_acct(m, in);
+	pthread_mutex_unlock(&m->lock);
+	g_assert_cmpint(commit_write(m, true), ==, 0);
+	mount_abandon(m);
+
+	/* the repair fails: so does the mount, saying why */
+	fsck_check_fail = -EIO;
+	m = do_mount_opts(f, &o, -EIO, &msg);
+	fsck_check_fail = 0;
+	g_assert_null(m);
+	g_test_message("mount: %s", msg);
+	g_assert_nonnull(strstr(msg, "repairing the filesystem while mounting"));
+	g_free(msg);
+
+	/* the next mount repairs it */
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_cmpuint(m->load.repaired, ==, 1);
+	g_assert_cmpuint(attr_of(m, ino).nlink, ==, 1);
+	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
 int main(int argc, char **argv)
@@ -1333,6 +1386,7 @@ int main(int argc, char **argv)
 	ADD("/meta/fsck", setup_64m, test_fsck);
 	ADD("/meta/fsck-lost-found", setup_64m, test_fsck_lost_found);
 	ADD("/meta/fsck-older-slot", setup_64m, test_fsck_older_slot);
+	ADD("/meta/repair-fails", setup_64m, test_repair_fails);
 	ADD("/meta/rename", setup_64m, test_rename);
 	ADD("/meta/xattr", setup_64m, test_xattr);
 	ADD("/meta/names", setup_64m, test_names);

@@ -14,7 +14,7 @@
  * pool. docs/ARCHITECTURE.md ("The block cache") describes the design.
  *
  * Contract for ops.c:
- *  - fsync / fdatasync: cache_flush(ino), then meta_sync;
+ *  - fsync / fdatasync: cache_flush(ino), then commit_sync;
  *  - FUSE flush (close): cache_close(ino) - reports (once) a write-back
  *    error remembered for the inode and starts writing it back;
  *  - anything that reads or changes the inode's data in the pool without
@@ -78,12 +78,12 @@ ssize_t cache_read_pin(struct cache *c, uint64_t ino, uint64_t off, size_t len,
 void cache_read_done(struct cache *c, struct cache_read_ref *ref);
 
 /* write len bytes at off; returns len (-ENOSPC when the pool is full, nothing written) */
-/* set_times: false for page-cache write-back (fi->writepage): see meta_write_accept */
+/* set_times: false for page-cache write-back (fi->writepage): see extent_write_accept */
 ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len,
 		    bool set_times);
 
 /*
- * fsync: write back the inode's dirty data now (its metadata: meta_sync
+ * fsync: write back the inode's dirty data now (its metadata: commit_sync
  * after this). Returns the error of this write-back, else a write-back
  * error remembered since the last report (then forgotten), else 0.
  */

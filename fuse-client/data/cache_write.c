@@ -5,7 +5,7 @@
  *
  * writeback=on: allocate the blocks the write needs (io_reserve: ENOSPC is
  * the write's error, not a surprise at write-back), move the size and times
- * (meta_write_accept), then copy into the blocks - creating them without
+ * (extent_write_accept), then copy into the blocks - creating them without
  * reading the pool when the write covers them or they lie past EOF, or as
  * partly valid blocks otherwise (a later read or a write that would leave a
  * gap fills them) - and mark the written sub-blocks dirty. Writers wait
@@ -27,6 +27,7 @@
 #include <glib.h>
 
 #include "cache_int.h"
+#include "extent.h"
 #include "io.h"
 
 /* are the pool blocks of [off, end) known to exist (so no reservation is needed)? */
@@ -281,7 +282,7 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 	if (rc == 0 && !range_allocated(c, ci, off, end))
 		rc = io_reserve(c->io, ino, off, len); /* -ENOSPC: nothing was written */
 	if (rc == 0)
-		rc = meta_write_accept(c->meta, ino, end, set_times);
+		rc = extent_write_accept(c->meta, ino, end, set_times);
 	if (rc < 0) {
 		n = rc;
 		goto out;

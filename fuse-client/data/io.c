@@ -4,9 +4,9 @@
  * invariants and the locking).
  *
  * Each request is cut into steps of at most IO_CHUNK bytes (a FUSE read or
- * write of up to 1 MiB is one step): one meta_map() for the step, one
+ * write of up to 1 MiB is one step): one extent_map() for the step, one
  * remote_readv()/remote_writev() carrying every piece of it (data, and the
- * zero padding of fresh blocks), then for writes one meta_write_done().
+ * zero padding of fresh blocks), then for writes one extent_write_done().
  */
 #define G_LOG_DOMAIN "rmemfs-io"
 
@@ -24,6 +24,7 @@
 
 #include <glib.h>
 
+#include "extent.h"
 #include "remote.h"
 
 #define IO_BS ((uint64_t)META_BLOCK_SIZE)
@@ -137,7 +138,7 @@ static void io_unlock(struct io *io, struct io_lock *l)
 /* ---- helpers on a locked inode ---- */
 
 /*
- * meta_map() promises extents that cover the range's blocks in order; check
+ * extent_map() promises extents that cover the range's blocks in order; check
  * it, so a bug there shows up as -EIO instead of uninitialised bytes.
  */
 static int check_extents(uint64_t ino, uint64_t off, uint64_t len, const struct meta_extent *ext,
@@ -153,7 +154,7 @@ static int check_extents(uint64_t ino, uint64_t off, uint64_t len, const struct 
 	}
 	if (i == n && want > last)
 		return 0;
-	g_warning("meta_map(ino %" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
+	g_warning("extent_map(ino %" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT
 		  ") returned extents that do not cover the range",
 		  ino, off, len);
 	return -EIO;
@@ -167,7 +168,7 @@ static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, c
 	struct iovec iov[IO_MAX_EXT];
 	int n, i, cnt = 0, rc;
 
-	n = meta_map(io->meta, ino, off, len, false, ext, IO_MAX_EXT);
+	n = extent_map(io->meta, ino, off, len, false, ext, IO_MAX_EXT);
 	if (n < 0)
 		return n;
 	rc = check_extents(ino, off, len, ext, n);
@@ -206,7 +207,7 @@ static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, c
 
 /*
  * Zero the allocated bytes of [from, to) (holes are left alone). Ranges past
- * EOF are fine: meta_map() reports them as holes unless blocks are allocated
+ * EOF are fine: extent_map() reports them as holes unless blocks are allocated
  * there (fallocate KEEP_SIZE).
  */
 static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_t to)
@@ -217,7 +218,7 @@ static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_
 	while (from < to) {
 		uint64_t covered = from;
 
-		n = meta_map(io->meta, ino, from, to - from, false, ext, IO_MAX_EXT);
+		n = extent_map(io->meta, ino, from, to - from, false, ext, IO_MAX_EXT);
 		if (n < 0)
 			return n;
 		if (n == 0)
@@ -238,7 +239,7 @@ static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_
 			covered = MAX(covered, ee);
 		}
 		if (covered <= from)
-			return -EIO; /* no progress: meta_map broke its promise */
+			return -EIO; /* no progress: extent_map broke its promise */
 		from = covered;
 	}
 	return 0;
@@ -252,7 +253,7 @@ static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, 
 	struct iovec iov[IO_MAX_PIECES];
 	int n, i, cnt = 0, rc;
 
-	n = meta_map(io->meta, ino, off, len, true, ext, IO_MAX_EXT);
+	n = extent_map(io->meta, ino, off, len, true, ext, IO_MAX_EXT);
 	if (n < 0)
 		return n;
 	rc = check_extents(ino, off, len, ext, n);
@@ -264,7 +265,7 @@ static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, 
 		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
 
 		if (!ext[i].pool_off) {
-			g_warning("meta_map(alloc) left a hole in ino %" G_GUINT64_FORMAT, ino);
+			g_warning("extent_map(alloc) left a hole in ino %" G_GUINT64_FORMAT, ino);
 			return -EIO;
 		}
 		/* a fresh extent lies inside the step's blocks: padding < one block */
@@ -294,7 +295,7 @@ static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, 
 		return rc;
 	}
 	/* the data is in the pool: now the extents and the size may become durable */
-	return meta_write_done(io->meta, ino, off, len);
+	return extent_write_done(io->meta, ino, off, len);
 }
 
 static ssize_t io_read_locked(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf,
@@ -514,7 +515,7 @@ int io_fallocate(struct io *io, uint64_t ino, int mode, uint64_t off, uint64_t l
 			if (rc < 0)
 				goto out_unlock;
 		}
-		rc = meta_punch_hole(io->meta, ino, off, len);
+		rc = extent_punch_hole(io->meta, ino, off, len);
 		goto out_unlock;
 	}
 
@@ -523,7 +524,7 @@ int io_fallocate(struct io *io, uint64_t ino, int mode, uint64_t off, uint64_t l
 		if (rc < 0)
 			goto out_unlock;
 	}
-	rc = meta_fallocate(io->meta, ino, off, len, mode);
+	rc = extent_fallocate(io->meta, ino, off, len, mode);
 out_unlock:
 	io_unlock(io, l);
 	return rc;
@@ -653,7 +654,7 @@ static void batch_free(struct io_batch *b)
 	g_free(b->iov);
 }
 
-/* map [off, off+len) completely (several meta_map calls if needed) into *ext */
+/* map [off, off+len) completely (several extent_map calls if needed) into *ext */
 static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool alloc,
 		   GArray *ext)
 {
@@ -665,7 +666,7 @@ static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool
 	while (off < end) {
 		uint64_t covered = off;
 
-		n = meta_map(io->meta, ino, off, end - off, alloc, e, G_N_ELEMENTS(e));
+		n = extent_map(io->meta, ino, off, end - off, alloc, e, G_N_ELEMENTS(e));
 		if (n < 0)
 			return n;
 		if (n == 0 || e[0].file_block != off / IO_BS)
@@ -763,7 +764,7 @@ int io_block_written(struct io *io, uint64_t ino, uint64_t off)
 	struct meta_extent e;
 	int n;
 
-	n = meta_map(io->meta, ino, round_down(off), IO_BS, false, &e, 1);
+	n = extent_map(io->meta, ino, round_down(off), IO_BS, false, &e, 1);
 	if (n < 0)
 		return n;
 	return n == 1 && e.pool_off != 0;
@@ -797,7 +798,7 @@ static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
 			uint64_t s = MAX(es, off), t = MIN(ee, end);
 
 			if (!e->pool_off) {
-				g_warning("meta_map(alloc) left a hole in ino %" G_GUINT64_FORMAT,
+				g_warning("extent_map(alloc) left a hole in ino %" G_GUINT64_FORMAT,
 					  f->ino);
 				return -EIO;
 			}
@@ -859,8 +860,8 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 
 		for (i = 0; i < f[k].n && f[k].rc == 0; i++)
 			if (f[k].p[i].len)
-				f[k].rc = meta_write_commit(io->meta, f[k].ino, f[k].p[i].off,
-							    f[k].p[i].len);
+				f[k].rc = extent_write_commit(io->meta, f[k].ino, f[k].p[i].off,
+							      f[k].p[i].len);
 	}
 	if (rc == 0 && b.cnt) {
 		io_count(&io->stats.writes, 1);

@@ -2,9 +2,9 @@
 /*
  * io.h - file data: moves bytes between FUSE buffers and the pool.
  *
- * io.c asks meta (meta.h) where a range of a file lives (meta_map), moves the
+ * io.c asks meta (meta.h) where a range of a file lives (extent_map), moves the
  * bytes with remote_readv / remote_writev (remote.h), and tells meta when the
- * data of a write has landed (meta_write_done: ordered mode, so no durable
+ * data of a write has landed (extent_write_done: ordered mode, so no durable
  * extent ever points at unwritten blocks). Holes read as zeros; the parts of
  * freshly allocated blocks that a write does not cover are zeroed in the same
  * batch.
@@ -14,7 +14,7 @@
  * before meta frees the blocks past it; anything that grows the size (write
  * past EOF, truncate up, fallocate) first zeroes the allocated bytes between
  * the old size and the new data, so stale bytes (e.g. of a write whose
- * meta_write_done was lost in a crash) never become visible.
+ * extent_write_done was lost in a crash) never become visible.
  *
  * Concurrency: one rwlock per inode (a refcounted table ino -> lock). Reads
  * take it shared; writes, truncates, fallocate and the destination of a copy
@@ -24,7 +24,7 @@
  *
  * The block cache (cache.h) sits above this module: it fetches with
  * io_readv, reserves blocks with io_reserve when it accepts a write, and
- * writes back with io_writeback (data first, then meta_write_commit: the
+ * writes back with io_writeback (data first, then extent_write_commit: the
  * ordered-mode rule holds for cached writes too). All functions are
  * thread-safe and return 0 / a byte count or -errno.
  */
@@ -129,7 +129,7 @@ int io_block_written(struct io *io, uint64_t ino, uint64_t off);
  * Write back n pieces of one file (sorted by offset; no two share a
  * META_BLOCK_SIZE block) as one batch: the parts of fresh blocks outside
  * the pieces are zeroed in the same batch. Once all of it is in the pool,
- * each piece is committed (meta_write_commit: the times stay those of the
+ * each piece is committed (extent_write_commit: the times stay those of the
  * write). An open reference on the inode is held meanwhile, so the inode's
  * blocks cannot be freed (and reused) under a write in flight; *gone is set
  * when dropping that reference freed the inode (it was unlinked meanwhile).

@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "fsck.h"
+#include "mount.h"
 #include "proto.h"
 #include "remote.h"
 #include "xport.h"
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 	fo.force = force;
 	fo.lease_takeover_ms = cli.takeover_ms;
 	fsck_report_init(&rep);
-	rc = fsck_pool(r, &fo, &rep, &err_msg);
+	rc = mount_fsck(r, &fo, &rep, &err_msg);
 	for (i = 0; i < (int)rep.lines->len; i++)
 		printf("%s\n", (char *)g_ptr_array_index(rep.lines, i));
 	if (rc < 0) {
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
 			       repair ? "" : " (run with --repair to fix them)");
 		else
 			printf("no problems found\n");
-		status = rc == 0 ? EXIT_SUCCESS : EXIT_PROBLEMS;
+		status = rep.problems ? EXIT_PROBLEMS : EXIT_SUCCESS;
 	}
 	g_free(err_msg);
 	fsck_report_clear(&rep);

@@ -6,17 +6,17 @@
  * (or to mount(8) through mount.fuse3) with a non-zero exit status:
  *   parse options -> load the token -> fuse_session_new (checks libfuse's
  *   options) -> [fork; the parent waits for the child's verdict] -> [-o swap:
- *   lock memory, swapmode.h] -> connect (remote_open) -> meta_mount
+ *   lock memory, swapmode.h] -> connect (remote_open) -> mount_open
  *   (superblock, lease, recovery) -> fuse_session_mount -> tell the parent
  *   "mounted", detach -> serve.
  * libfuse's fuse_daemonize() cannot be used: it forks after the mount, and
- * the threads meta_mount starts (lease heartbeat, journal flusher) would not
+ * the threads mount_open starts (lease heartbeat, journal flusher) would not
  * survive a fork. So we fork first, before any thread exists, and do the
  * daemon's detaching ourselves once the mount stands.
  *
  * Unmount (fusermount3 -u / umount, or SIGTERM/SIGINT/SIGHUP through libfuse's
  * handlers) ends the loop; then the data is flushed (ops destroy), and
- * meta_unmount writes a checkpoint, marks the pool clean and frees the lease.
+ * mount_close writes a checkpoint, marks the pool clean and frees the lease.
  */
 #define G_LOG_DOMAIN "rmemfs"
 
@@ -38,6 +38,7 @@
 #include "config.h"
 #include "io.h"
 #include "meta.h"
+#include "mount.h"
 #include "ops.h"
 #include "options.h"
 #include "remote.h"
@@ -177,7 +178,7 @@ static void print_stats(struct cache *cache)
 
 int main(int argc, char **argv)
 {
-	struct meta_mount_opts mount_opts;
+	struct mount_opts mount_opts;
 	struct cache_config cache_cfg;
 	struct remote_config rcfg;
 	struct swapmode swap;
@@ -265,7 +266,7 @@ int main(int argc, char **argv)
 	mount_opts.read_only = o.read_only;
 	mount_opts.lease_takeover_ms = MAIN_LEASE_TAKEOVER_MS;
 	mount_opts.holder_name = holder;
-	rc = meta_mount(remote, &mount_opts, &meta, &err_msg);
+	rc = mount_open(remote, &mount_opts, &meta, &err_msg);
 	if (rc < 0) {
 		fprintf(stderr, "rmemfs: cannot mount the pool at %s: %s\n", o.server,
 			err_msg ? err_msg : g_strerror(-rc));
@@ -343,7 +344,7 @@ out_meta:
 		print_stats(cache);
 	cache_destroy(cache);
 	io_destroy(io);
-	rc = meta_unmount(meta);
+	rc = mount_close(meta);
 	if (rc < 0) {
 		fprintf(stderr, "rmemfs: unmount did not complete cleanly: %s (the next mount recovers)\n",
 			g_strerror(-rc));

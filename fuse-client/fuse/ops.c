@@ -40,6 +40,8 @@
 #include <glib.h>
 
 #include "cache.h"
+#include "commit.h"
+#include "extent.h"
 #include "io.h"
 #include "meta.h"
 #include "remote.h"
@@ -179,7 +181,7 @@ static void ops_destroy(void *userdata)
 	struct ops_ctx *ctx = userdata;
 	int rc;
 
-	/* meta_unmount (main.c) flushes metadata; the data has to be there first */
+	/* mount_close (main.c) flushes metadata; the data has to be there first */
 	rc = cache_flush_all(ctx->cache);
 	if (rc < 0)
 		g_message("cache_flush_all at unmount: %s", g_strerror(-rc));
@@ -604,7 +606,7 @@ static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	/* data first (ordered mode), then every journal transaction so far */
 	rc = cache_flush(ctx->cache, ino);
 	if (rc == 0)
-		rc = meta_sync(ctx->meta);
+		rc = commit_sync(ctx->meta);
 	fuse_reply_err(req, -rc);
 	cache_note_latency(ctx->cache, CACHE_OP_FSYNC, now_ns() - t0);
 }
@@ -698,7 +700,7 @@ static void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 
 static void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, -meta_sync(req_ctx(req)->meta));
+	fuse_reply_err(req, -commit_sync(req_ctx(req)->meta));
 }
 
 static void ops_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -944,7 +946,7 @@ static void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	}
 	rc = cache_begin_exclusive(ctx->cache, ino, UINT64_MAX);
 	if (rc == 0) {
-		rc = meta_seek(ctx->meta, ino, off, whence, &result);
+		rc = extent_seek(ctx->meta, ino, off, whence, &result);
 		cache_end_exclusive(ctx->cache, ino, 0, 0);
 	}
 	if (rc < 0)

@@ -39,16 +39,10 @@ int alloc_new(uint64_t nblocks, struct alloc **out)
 
 	if (!nblocks)
 		return -EINVAL;
-	a = g_try_new0(struct alloc, 1);
-	if (!a)
-		return -ENOMEM;
+	a = g_new0(struct alloc, 1);
 	a->nblocks = nblocks;
 	a->nwords = (nblocks + 63) / 64;
-	a->bits = g_try_new0(uint64_t, a->nwords);
-	if (!a->bits) {
-		g_free(a);
-		return -ENOMEM;
-	}
+	a->bits = g_new0(uint64_t, a->nwords);
 	for (b = nblocks; b < a->nwords * 64; b++)
 		a->bits[b / 64] |= 1ULL << (b % 64);
 	a->nfree = nblocks;
@@ -64,11 +58,6 @@ void alloc_destroy(struct alloc *a)
 	g_array_free(a->pending, TRUE);
 	g_free(a->bits);
 	g_free(a);
-}
-
-uint64_t alloc_nblocks(const struct alloc *a)
-{
-	return a->nblocks;
 }
 
 uint64_t alloc_nfree(const struct alloc *a)

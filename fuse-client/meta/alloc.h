@@ -21,10 +21,10 @@
 
 struct alloc;
 
+/* -EINVAL for no blocks */
 int alloc_new(uint64_t nblocks, struct alloc **out);
 void alloc_destroy(struct alloc *a); /* NULL-tolerant */
 
-uint64_t alloc_nblocks(const struct alloc *a);
 uint64_t alloc_nfree(const struct alloc *a); /* allocatable now */
 uint64_t alloc_npending(const struct alloc *a); /* freed, waiting for durability */
 bool alloc_is_used(const struct alloc *a, uint64_t block);

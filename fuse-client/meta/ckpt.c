@@ -59,10 +59,7 @@ static bool put_ext(struct meta_ext *e, void *ctx)
 
 	if (e->state == META_EXT_FRESH)
 		return true;
-	layout_put_uv(s->b, e->fblock);
-	layout_put_uv(s->b, e->count);
-	layout_put_uv(s->b, e->pblock);
-	layout_put_u8(s->b, e->state);
+	layout_put_ext(s->b, e->fblock, e->count, e->pblock, e->state);
 	alloc_mark(s->bits, e->pblock, e->count);
 	return true;
 }
@@ -72,11 +69,7 @@ static gboolean put_dirent(gpointer key, gpointer value, gpointer ctx)
 	struct ser_ctx *s = ctx;
 	struct meta_dirent *d = value;
 
-	layout_put_uv(s->b, d->ino);
-	layout_put_uv(s->b, d->cookie);
-	layout_put_u8(s->b, d->type);
-	layout_put_u8(s->b, d->nlen);
-	layout_put_bytes(s->b, d->name, d->nlen);
+	layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
 	return FALSE;
 }
 
@@ -94,11 +87,11 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 	}
 	if (S_ISREG(in->a.mode)) {
 		s->n = 0;
-		meta_ext_foreach(in, count_ext, s);
+		inode_ext_foreach(in, count_ext, s);
 		put_le32(s->b, s->n);
 	}
 	if (S_ISDIR(in->a.mode))
-		put_le32(s->b, meta_dir_count(in));
+		put_le32(s->b, inode_dir_count(in));
 	for (i = 0; in->xattrs && i < in->xattrs->len; i++) {
 		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
 		size_t nlen = strlen(x->name);
@@ -109,7 +102,7 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 		layout_put_bytes(s->b, x->value, x->len);
 	}
 	if (S_ISREG(in->a.mode))
-		meta_ext_foreach(in, put_ext, s);
+		inode_ext_foreach(in, put_ext, s);
 	if (S_ISDIR(in->a.mode))
 		g_tree_foreach(in->dir->by_cookie, put_dirent, s);
 }
@@ -135,7 +128,7 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 		return rc;
 	s.b = g_byte_array_sized_new((guint)m->ckpt_bytes);
 	g_byte_array_set_size(s.b, LAYOUT_CKPT_HDR_SIZE);
-	arr = meta_inodes_sorted(m, &n);
+	arr = inode_table_sorted(m, &n);
 	for (i = 0; i < n; i++)
 		put_inode(&s, arr[i]);
 	g_free(arr);
@@ -203,108 +196,134 @@ static bool type_ok(uint32_t mode)
 	return false;
 }
 
-static int load_inode(struct meta *m, struct layout_rd *rd)
+static void load_symlink(struct meta *m, struct layout_rd *rd, struct meta_inode *in)
 {
-	struct layout_inode a;
-	struct meta_inode *in;
-	uint32_t nx, nsub = 0, i;
-	uint64_t prev_end = 0;
+	size_t len = (size_t)layout_get_uv(rd);
+	const uint8_t *p;
 
-	if (layout_get_inode(rd, &a))
-		return rd->err;
-	if (!type_ok(a.mode)) {
-		meta_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
-				  (guint64)a.ino, a.mode & S_IFMT);
-		a.mode = S_IFREG | (a.mode & 07777);
+	if (len > layout_rd_left(rd)) {
+		rd->err = -EBADMSG;
+		return;
 	}
-	nx = get_le32(rd);
-	in = meta_inode_create(m, &a);
-	if (!in) {
-		meta_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
-		return -EUCLEAN;
-	}
-	if (S_ISLNK(a.mode)) {
-		size_t len = (size_t)layout_get_uv(rd);
-		const uint8_t *p;
+	p = layout_get_bytes(rd, len);
+	if (p)
+		inode_symlink_set(m, in, (const char *)p, len);
+}
 
-		if (len > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		p = layout_get_bytes(rd, len);
-		if (p)
-			meta_symlink_set(m, in, (const char *)p, len);
-	}
-	if (S_ISREG(a.mode) || S_ISDIR(a.mode))
-		nsub = get_le32(rd);
-	for (i = 0; i < nx && !rd->err; i++) {
+static void load_xattrs(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n && !rd->err; i++) {
 		size_t nlen = (size_t)layout_get_uv(rd), vlen;
 		const uint8_t *np, *vp;
 		char *name;
 
-		if (nlen > 255 || nlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
+		if (nlen > 255 || nlen > layout_rd_left(rd)) {
+			rd->err = -EBADMSG;
+			return;
+		}
 		np = layout_get_bytes(rd, nlen);
 		vlen = (size_t)layout_get_uv(rd);
-		if (vlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
+		if (vlen > layout_rd_left(rd)) {
+			rd->err = -EBADMSG;
+			return;
+		}
 		vp = layout_get_bytes(rd, vlen);
 		if (rd->err)
-			break;
+			return;
 		name = g_strndup((const char *)np, nlen);
-		meta_xattr_set(m, in, name, vp, vlen);
+		inode_xattr_set(m, in, name, vp, vlen);
 		g_free(name);
 	}
-	if (S_ISREG(a.mode)) {
-		for (i = 0; i < nsub && !rd->err; i++) {
-			uint64_t fb = layout_get_uv(rd), cnt = layout_get_uv(rd);
-			uint64_t pb = layout_get_uv(rd);
-			uint8_t st = layout_get_u8(rd);
+}
 
-			if (rd->err)
-				break;
-			if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
-			    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
-				meta_load_problem(m, "inode %" G_GUINT64_FORMAT
-						  ": invalid extent %" G_GUINT64_FORMAT "+%"
-						  G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT
-						  " (dropped)",
-						  (guint64)a.ino, (guint64)fb, (guint64)cnt, (guint64)pb);
-				continue;
-			}
-			if (fb < prev_end) {
-				meta_load_problem(m, "inode %" G_GUINT64_FORMAT
-						  ": overlapping extent at file block %"
-						  G_GUINT64_FORMAT " (dropped)",
-						  (guint64)a.ino, (guint64)fb);
-				continue;
-			}
-			prev_end = fb + cnt;
-			meta_ext_set(m, in, fb, cnt, pb, st);
-		}
-	}
-	if (S_ISDIR(a.mode)) {
-		for (i = 0; i < nsub && !rd->err; i++) {
-			uint64_t ino = layout_get_uv(rd), cookie = layout_get_uv(rd);
-			uint8_t type = layout_get_u8(rd), nlen = layout_get_u8(rd);
-			const uint8_t *np = layout_get_bytes(rd, nlen);
-			char *name;
+static void load_extents(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint64_t prev_end = 0, ino = in->a.ino;
+	uint32_t i;
 
-			if (rd->err)
-				break;
-			name = g_strndup((const char *)np, nlen);
-			if (!name_ok((const char *)np, nlen) || !ino) {
-				meta_load_problem(m, "directory %" G_GUINT64_FORMAT
-						  ": invalid entry \"%s\" (dropped)",
-						  (guint64)a.ino, name);
-			} else if (meta_dir_lookup(in, name)) {
-				meta_load_problem(m, "directory %" G_GUINT64_FORMAT
-						  ": duplicate entry \"%s\" (dropped)",
-						  (guint64)a.ino, name);
-			} else {
-				meta_dir_add(m, in, name, nlen, ino, type, cookie);
-			}
-			g_free(name);
+	for (i = 0; i < n && !rd->err; i++) {
+		uint64_t fb = layout_get_uv(rd), cnt = layout_get_uv(rd);
+		uint64_t pb = layout_get_uv(rd);
+		uint8_t st = layout_get_u8(rd);
+
+		if (rd->err)
+			return;
+		if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
+		    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
+			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid extent %"
+					   G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT " -> block %"
+					   G_GUINT64_FORMAT " (dropped)",
+					   (guint64)ino, (guint64)fb, (guint64)cnt, (guint64)pb);
+			continue;
 		}
+		if (fb < prev_end) {
+			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": overlapping extent at "
+					   "file block %" G_GUINT64_FORMAT " (dropped)",
+					   (guint64)ino, (guint64)fb);
+			continue;
+		}
+		prev_end = fb + cnt;
+		inode_ext_set(m, in, fb, cnt, pb, st);
 	}
+}
+
+static void load_entries(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n && !rd->err; i++) {
+		uint64_t ino = layout_get_uv(rd), cookie = layout_get_uv(rd);
+		uint8_t type = layout_get_u8(rd), nlen = layout_get_u8(rd);
+		const uint8_t *np = layout_get_bytes(rd, nlen);
+		char *name;
+
+		if (rd->err)
+			return;
+		name = g_strndup((const char *)np, nlen);
+		if (!name_ok((const char *)np, nlen) || !ino)
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": invalid entry "
+					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
+		else if (inode_dir_lookup(in, name))
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": duplicate entry "
+					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
+		else
+			inode_dir_add(m, in, name, nlen, ino, type, cookie);
+		g_free(name);
+	}
+}
+
+static int load_inode(struct meta *m, struct layout_rd *rd)
+{
+	struct layout_inode a;
+	struct meta_inode *in;
+	uint32_t nx, nsub = 0;
+
+	if (layout_get_inode(rd, &a))
+		return rd->err;
+	if (!type_ok(a.mode)) {
+		inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
+				   (guint64)a.ino, a.mode & S_IFMT);
+		a.mode = S_IFREG | (a.mode & 07777);
+	}
+	nx = get_le32(rd);
+	in = inode_create(m, &a);
+	if (!in) {
+		inode_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
+		return -EUCLEAN;
+	}
+	if (S_ISLNK(a.mode))
+		load_symlink(m, rd, in);
+	if (rd->err)
+		return rd->err;
+	if (S_ISREG(a.mode) || S_ISDIR(a.mode))
+		nsub = get_le32(rd);
+	load_xattrs(m, rd, in, nx);
+	if (S_ISREG(a.mode))
+		load_extents(m, rd, in, nsub);
+	if (S_ISDIR(a.mode))
+		load_entries(m, rd, in, nsub);
 	return rd->err;
 }
 
@@ -327,7 +346,7 @@ static void check_bitmap(struct meta *m, const uint8_t *stored)
 		return;
 	g_hash_table_iter_init(&it, m->inodes);
 	while (g_hash_table_iter_next(&it, &k, &v))
-		meta_ext_foreach(v, mark_ext, a);
+		inode_ext_foreach(v, mark_ext, a);
 	mine = g_malloc(nbytes);
 	alloc_export(a, mine, nbytes);
 	alloc_destroy(a);
@@ -376,9 +395,7 @@ int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why)
 				       (guint64)gen);
 		return -EUCLEAN;
 	}
-	payload = g_try_malloc(plen ? plen : 1);
-	if (!payload)
-		return -ENOMEM;
+	payload = g_malloc(plen ? plen : 1);
 	rc = remote_read(m->r, m->g.slot_off[gen & 1] + LAYOUT_CKPT_HDR_SIZE, payload, plen);
 	if (rc < 0) {
 		*why = g_strdup_printf("reading checkpoint %" G_GUINT64_FORMAT ": %s",

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * commit.c - making metadata durable: journal flushes, checkpoints, the
- * flusher thread, meta_sync().
+ * commit.c - making metadata durable (commit.h): journal writes,
+ * checkpoints, the committer thread, commit_sync().
  *
- * One writer at a time holds m->flush_lock (before m->lock). A flush takes
- * the pending transactions under m->lock, writes them after the journal's
- * tail WITHOUT m->lock (metadata operations go on meanwhile and queue new
+ * One writer at a time holds m->commit_lock (before m->lock). A journal
+ * write takes the pending transactions under m->lock, writes them after the
+ * journal's tail WITHOUT m->lock (metadata operations go on meanwhile and queue new
  * transactions), then marks them durable and releases the block frees they
  * carried. A failed write puts the bytes back in front of the queue; the
  * next attempt writes the same bytes at the same place.
  *
- * A checkpoint replaces the flush when the journal would pass 3/4 of its
- * area (or when forced): serialise everything under m->lock - that includes
+ * A checkpoint replaces the journal write when the journal would pass 3/4
+ * of its area (or when forced): serialise everything under m->lock - that includes
  * every committed transaction, so the queue is dropped - and tag new
  * transactions with the next generation from now on; write the slot of
  * that generation (the other slot holds the committed checkpoint, intact),
@@ -19,15 +19,15 @@
  * That 8-byte atomic is the commit point. Until it succeeds no transaction
  * of the new generation is written (they would overwrite the old
  * generation's journal, still needed if we crash now): need_ckpt stays set
- * and the next flush retries the whole checkpoint.
+ * and the next commit retries the whole checkpoint.
  */
 #define G_LOG_DOMAIN "rmemfs-commit"
 
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
+
+#include "commit.h"
 
 #include "alloc.h"
 #include "ckpt.h"
@@ -35,13 +35,14 @@
 #include "meta_int.h"
 #include "remote.h"
 #include "super.h"
+#include "worker.h"
 
 static bool lost(struct meta *m)
 {
 	return remote_failed(m->r); /* (a lost lease fails the remote too) */
 }
 
-/* flush_lock and m->lock held; m->lock is dropped around pool I/O */
+/* commit_lock and m->lock held; m->lock is dropped around pool I/O */
 static int do_checkpoint(struct meta *m)
 {
 	uint64_t gen = m->durable_gen + 1;
@@ -77,11 +78,6 @@ static int do_checkpoint(struct meta *m)
 	return 0;
 }
 
-static bool ckpt_due(struct meta *m)
-{
-	return journal_tail(m->j) + journal_pending_bytes(m->j) > journal_len(m->j) / 4 * 3;
-}
-
 static int commit_locked(struct meta *m, bool force_ckpt)
 {
 	GByteArray *buf;
@@ -92,7 +88,7 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 		return -EROFS;
 	if (lost(m))
 		return -EIO;
-	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j) || ckpt_due(m))
+	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j))
 		return do_checkpoint(m);
 	buf = journal_take(m->j, &off, &last);
 	if (!buf)
@@ -112,19 +108,19 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 	return 0;
 }
 
-int meta_commit(struct meta *m, bool force_ckpt)
+int commit_write(struct meta *m, bool force_ckpt)
 {
 	int rc;
 
-	pthread_mutex_lock(&m->flush_lock);
+	pthread_mutex_lock(&m->commit_lock);
 	pthread_mutex_lock(&m->lock);
 	rc = commit_locked(m, force_ckpt);
 	pthread_mutex_unlock(&m->lock);
-	pthread_mutex_unlock(&m->flush_lock);
+	pthread_mutex_unlock(&m->commit_lock);
 	return rc;
 }
 
-int meta_sync(struct meta *m)
+int commit_sync(struct meta *m)
 {
 	uint64_t target;
 	int rc = 0;
@@ -142,42 +138,32 @@ int meta_sync(struct meta *m)
 	}
 	pthread_mutex_unlock(&m->lock);
 
-	pthread_mutex_lock(&m->flush_lock);
+	pthread_mutex_lock(&m->commit_lock);
 	pthread_mutex_lock(&m->lock);
 	if (m->durable_seq < target || m->need_ckpt)
 		rc = commit_locked(m, false);
 	pthread_mutex_unlock(&m->lock);
-	pthread_mutex_unlock(&m->flush_lock);
+	pthread_mutex_unlock(&m->commit_lock);
 	return rc;
 }
 
-/* ---- flusher thread ---- */
+/* ---- the committer thread ---- */
 
-static void *flusher_main(void *arg)
+static void *committer_main(void *arg)
 {
 	struct meta *m = arg;
-	struct pollfd pfd = { .fd = m->flusher_efd, .events = POLLIN };
 	bool failing = false;
 
-	for (;;) {
-		uint64_t v;
-		bool stop, work;
-		int rc, n;
+	while (worker_wait(&m->committer, META_COMMIT_INTERVAL_MS) == 0) {
+		bool work;
+		int rc;
 
-		n = poll(&pfd, 1, META_COMMIT_INTERVAL_MS);
-		if (n < 0 && errno != EINTR)
-			break;
-		if (n > 0 && read(m->flusher_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			break;
 		pthread_mutex_lock(&m->lock);
-		stop = m->stopping;
 		work = journal_pending_bytes(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);
-		if (stop)
-			break;
 		if (!work)
 			continue;
-		rc = meta_commit(m, false);
+		rc = commit_write(m, false);
 		if (rc < 0 && !failing && !lost(m))
 			g_message("background metadata commit failed: %s (will retry)",
 				  g_strerror(-rc));
@@ -188,52 +174,18 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-int meta_flusher_start(struct meta *m)
+int commit_start(struct meta *m)
 {
-	int rc;
-
-	m->flusher_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (m->flusher_efd < 0) {
-		rc = -errno;
-		g_message("eventfd: %s", g_strerror(-rc));
-		return rc;
-	}
-	rc = -pthread_create(&m->flusher, NULL, flusher_main, m);
-	if (rc < 0) {
-		g_message("pthread_create(flusher): %s", g_strerror(-rc));
-		close(m->flusher_efd);
-		m->flusher_efd = -1;
-		return rc;
-	}
-	m->flusher_running = true;
-	return 0;
+	return worker_start(&m->committer, "committer", committer_main, m);
 }
 
-static void kick(struct meta *m)
+void commit_stop(struct meta *m)
 {
-	uint64_t one = 1;
-
-	if (m->flusher_efd >= 0 && write(m->flusher_efd, &one, sizeof(one)) < 0 &&
-	    errno != EAGAIN)
-		g_debug("flusher eventfd: %s", g_strerror(errno));
+	worker_stop(&m->committer);
 }
 
-void meta_flusher_stop(struct meta *m)
+void commit_kick(struct meta *m)
 {
-	if (!m->flusher_running)
-		return;
-	pthread_mutex_lock(&m->lock);
-	m->stopping = true;
-	pthread_mutex_unlock(&m->lock);
-	kick(m);
-	pthread_join(m->flusher, NULL);
-	close(m->flusher_efd);
-	m->flusher_efd = -1;
-	m->flusher_running = false;
-}
-
-void meta_commit_kick(struct meta *m)
-{
-	if (journal_pending_bytes(m->j) > journal_len(m->j) / 4)
-		kick(m);
+	if (journal_write_due(m->j))
+		worker_kick(&m->committer);
 }

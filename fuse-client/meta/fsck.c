@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fsck.c - the checks and repairs listed in fsck.h, and fsck_pool() for the
- * rmemfs-fsck program.
+ * fsck.c - the checks and repairs listed in fsck.h.
  *
  * The namespace is walked breadth-first from the root over the directory
  * entries (in cookie order, so the result is deterministic): a directory
@@ -80,7 +79,8 @@ static bool finding(struct fsck_ctx *c, bool safe, const char *fmt, ...)
 	g_ptr_array_add(c->rep->lines,
 			g_strdup_printf("%s%s", msg,
 					fix ? " [repaired]" :
-					(c->mode == FSCK_CHECK ? "" : " [needs rmemfs-fsck --repair]")));
+					c->mode == FSCK_CHECK ? "" :
+								" [needs rmemfs-fsck --repair]"));
 	if (c->mode == FSCK_MOUNT)
 		g_message("check: %s%s", msg, fix ? " (repaired)" : "");
 	g_free(msg);
@@ -186,9 +186,9 @@ static int unshare_blocks(struct fsck_ctx *c, struct meta_inode *in, const struc
 		rc = m->alloc ? alloc_get(m->alloc, UINT64_MAX, cf->count - done, &start, &got) :
 				-ENOSPC;
 		if (rc == -ENOSPC) {
-			meta_ext_clear(m, in, cf->fblock + done, cf->count - done, false);
-			note(c, "inode %" G_GUINT64_FORMAT ": no free space to copy %" G_GUINT64_FORMAT
-			     " shared blocks: they are a hole now",
+			inode_ext_clear(m, in, cf->fblock + done, cf->count - done, false);
+			note(c, "inode %" G_GUINT64_FORMAT ": no free space to copy %"
+			     G_GUINT64_FORMAT " shared blocks: they are a hole now",
 			     (guint64)in->a.ino, (guint64)(cf->count - done));
 			return 0;
 		}
@@ -197,8 +197,8 @@ static int unshare_blocks(struct fsck_ctx *c, struct meta_inode *in, const struc
 			alloc_put(m->alloc, start, got);
 			return rc;
 		}
-		meta_ext_clear(m, in, cf->fblock + done, got, false);
-		meta_ext_set(m, in, cf->fblock + done, got, start, cf->state);
+		inode_ext_clear(m, in, cf->fblock + done, got, false);
+		inode_ext_set(m, in, cf->fblock + done, got, start, cf->state);
 		done += got;
 	}
 	return 0;
@@ -216,16 +216,16 @@ static int check_blocks(struct fsck_ctx *c)
 	if (rc < 0)
 		return rc;
 	s.conflicts = g_array_new(FALSE, FALSE, sizeof(struct conflict));
-	arr = meta_inodes_sorted(m, &n);
+	arr = inode_table_sorted(m, &n);
 	for (i = 0; i < n; i++) {
 		s.ino = arr[i]->a.ino;
-		meta_ext_foreach(arr[i], scan_ext, &s);
+		inode_ext_foreach(arr[i], scan_ext, &s);
 	}
 	g_free(arr);
 	c->rep->blocks_used = s.blocks;
 	for (i = 0; i < s.conflicts->len && !rc; i++) {
 		struct conflict *cf = &g_array_index(s.conflicts, struct conflict, i);
-		struct meta_inode *in = meta_inode_get(m, cf->ino);
+		struct meta_inode *in = inode_get(m, cf->ino);
 
 		if (finding(c, false,
 			    "inode %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT
@@ -259,8 +259,9 @@ static void walk_free(struct walk *w)
 static void bump(GHashTable *h, uint64_t ino)
 {
 	gpointer key = GSIZE_TO_POINTER(ino);
+	gsize n = GPOINTER_TO_SIZE(g_hash_table_lookup(h, key));
 
-	g_hash_table_insert(h, key, GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(h, key)) + 1));
+	g_hash_table_insert(h, key, GSIZE_TO_POINTER(n + 1));
 }
 
 static uint64_t count_of(GHashTable *h, uint64_t ino)
@@ -278,7 +279,7 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 {
 	struct meta *m = c->m;
 	GQueue queue = G_QUEUE_INIT;
-	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
+	struct meta_inode *root = inode_get(m, META_ROOT_INO);
 
 	walk_free(w);
 	w->reached = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -297,21 +298,21 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 		for (node = g_tree_node_first(dir->dir->by_cookie); node;
 		     node = g_tree_node_next(node)) {
 			struct meta_dirent *d = g_tree_node_value(node);
-			struct meta_inode *t = meta_inode_get(m, d->ino);
+			struct meta_inode *t = inode_get(m, d->ino);
 			bool fix;
 
 			if (!t) {
-				fix = report ? finding(c, false,
-						       "directory %" G_GUINT64_FORMAT
-						       ": entry \"%s\" names missing inode %"
-						       G_GUINT64_FORMAT,
-						       (guint64)dir->a.ino, d->name, (guint64)d->ino) :
-					       c->mode == FSCK_REPAIR;
+				fix = c->mode == FSCK_REPAIR;
+				if (report)
+					fix = finding(c, false, "directory %" G_GUINT64_FORMAT
+						      ": entry \"%s\" names missing inode %"
+						      G_GUINT64_FORMAT, (guint64)dir->a.ino,
+						      d->name, (guint64)d->ino);
 				if (fix)
 					g_ptr_array_add(drop, d);
 				continue;
 			}
-			if (d->type != meta_mode_dtype(t->a.mode)) {
+			if (d->type != inode_dtype(t->a.mode)) {
 				fix = report ? finding(c, true,
 						       "directory %" G_GUINT64_FORMAT
 						       ": entry \"%s\" says type %u, inode %"
@@ -320,7 +321,7 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 						       (guint64)t->a.ino, type_name(t->a.mode)) :
 					       c->mode != FSCK_CHECK;
 				if (fix)
-					d->type = meta_mode_dtype(t->a.mode);
+					d->type = inode_dtype(t->a.mode);
 			}
 			if (t->dir) {
 				if (t->a.ino == META_ROOT_INO || count_of(w->reached, t->a.ino)) {
@@ -344,39 +345,39 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 			}
 		}
 		for (i = 0; i < drop->len; i++)
-			meta_dir_del(m, dir, g_ptr_array_index(drop, i));
+			inode_dir_del(m, dir, g_ptr_array_index(drop, i));
 		g_ptr_array_free(drop, TRUE);
 	}
 }
 
 static struct meta_inode *lost_found(struct meta *m)
 {
-	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
-	struct meta_dirent *d = meta_dir_lookup(root, "lost+found");
+	struct meta_inode *root = inode_get(m, META_ROOT_INO);
+	struct meta_dirent *d = inode_dir_lookup(root, "lost+found");
 	struct layout_inode a;
 	struct meta_inode *lf;
 
 	if (d) {
-		lf = meta_inode_get(m, d->ino);
+		lf = inode_get(m, d->ino);
 		if (lf && lf->dir)
 			return lf;
-		meta_dir_del(m, root, d);
+		inode_dir_del(m, root, d);
 	}
 	memset(&a, 0, sizeof(a));
 	a.ino = m->next_ino;
 	a.mode = S_IFDIR | 0700;
 	a.nlink = 2;
-	meta_now(&a.mtime);
+	inode_now(&a.mtime);
 	a.atime = a.ctime = a.mtime;
-	lf = meta_inode_create(m, &a);
-	meta_dir_add(m, root, "lost+found", 10, lf->a.ino, DT_DIR, 0);
+	lf = inode_create(m, &a);
+	inode_dir_add(m, root, "lost+found", 10, lf->a.ino, DT_DIR, 0);
 	return lf;
 }
 
 static void ensure_root(struct fsck_ctx *c)
 {
 	struct meta *m = c->m;
-	struct meta_inode *root = meta_inode_get(m, META_ROOT_INO);
+	struct meta_inode *root = inode_get(m, META_ROOT_INO);
 	struct layout_inode a;
 
 	if (root && root->dir)
@@ -384,30 +385,28 @@ static void ensure_root(struct fsck_ctx *c)
 	if (!finding(c, false, "the root directory is %s", root ? "not a directory" : "missing"))
 		return;
 	if (root)
-		meta_inode_destroy(m, root);
+		inode_destroy(m, root);
 	memset(&a, 0, sizeof(a));
 	a.ino = META_ROOT_INO;
 	a.mode = S_IFDIR | 0755;
 	a.nlink = 2;
-	meta_now(&a.mtime);
+	inode_now(&a.mtime);
 	a.atime = a.ctime = a.mtime;
-	meta_inode_create(m, &a);
+	inode_create(m, &a);
 }
 
-static void check_namespace(struct fsck_ctx *c)
+/* the inodes the walk did not reach, each reported */
+static GHashTable *find_unreachable(struct fsck_ctx *c, struct walk *w)
 {
-	struct meta *m = c->m;
-	struct walk w = { 0 };
-	struct meta_inode **arr;
 	GHashTable *unreachable = g_hash_table_new(g_direct_hash, g_direct_equal);
-	guint n, i, rounds;
+	struct meta_inode **arr;
+	guint n, i;
 
-	walk_tree(c, &w, true);
-	arr = meta_inodes_sorted(m, &n);
+	arr = inode_table_sorted(c->m, &n);
 	for (i = 0; i < n; i++) {
 		struct meta_inode *in = arr[i];
 
-		if (count_of(w.reached, in->a.ino))
+		if (count_of(w->reached, in->a.ino))
 			continue;
 		g_hash_table_add(unreachable, GSIZE_TO_POINTER(in->a.ino));
 		finding(c, false, "inode %" G_GUINT64_FORMAT " (%s, %u links) is not reachable "
@@ -415,72 +414,98 @@ static void check_namespace(struct fsck_ctx *c)
 			(guint64)in->a.ino, type_name(in->a.mode), in->a.nlink);
 	}
 	g_free(arr);
+	return unreachable;
+}
 
+/* link the tops of detached subtrees into lf (round: how many rounds went before) */
+static void attach_round(struct meta *m, GHashTable *unreachable, struct meta_inode *lf,
+			 guint round)
+{
+	GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
+	GHashTableIter it;
+	gpointer k, v;
+	guint attached = 0;
+
+	g_hash_table_iter_init(&it, unreachable);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct meta_inode *in = inode_get(m, GPOINTER_TO_SIZE(k));
+		GHashTableIter dit;
+		gpointer dk, dv;
+
+		if (!in || !in->dir)
+			continue;
+		g_hash_table_iter_init(&dit, in->dir->by_name);
+		while (g_hash_table_iter_next(&dit, &dk, &dv))
+			g_hash_table_add(named, GSIZE_TO_POINTER(((struct meta_dirent *)dv)->ino));
+	}
+	g_hash_table_iter_init(&it, unreachable);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		uint64_t ino = GPOINTER_TO_SIZE(k);
+		struct meta_inode *in = inode_get(m, ino);
+		char name[32];
+
+		if (!in || (g_hash_table_contains(named, k) && round == 0))
+			continue;
+		if (g_hash_table_contains(named, k) && attached)
+			continue; /* a loop: one member per round */
+		g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
+		inode_dir_add(m, lf, name, strlen(name), ino, inode_dtype(in->a.mode), 0);
+		if (!in->a.nlink)
+			in->a.nlink = 1;
+		attached++;
+	}
+	g_hash_table_destroy(named);
+}
+
+/* link counts of everything reached */
+static void check_links(struct fsck_ctx *c, struct walk *w)
+{
+	struct meta_inode **arr;
+	guint n, i;
+
+	arr = inode_table_sorted(c->m, &n);
+	for (i = 0; i < n; i++) {
+		struct meta_inode *in = arr[i];
+		uint64_t want;
+
+		if (!count_of(w->reached, in->a.ino))
+			continue;
+		want = in->dir ? 2 + count_of(w->subdirs, in->a.ino) :
+				 count_of(w->reached, in->a.ino);
+		if (in->a.nlink == want)
+			continue;
+		if (finding(c, true,
+			    "inode %" G_GUINT64_FORMAT " (%s): link count %u, should be %"
+			    G_GUINT64_FORMAT, (guint64)in->a.ino, type_name(in->a.mode),
+			    in->a.nlink, (guint64)want)) {
+			in->a.nlink = (uint32_t)want;
+			inode_touch_acct(c->m, in);
+		}
+	}
+	g_free(arr);
+}
+
+static void check_namespace(struct fsck_ctx *c)
+{
+	struct walk w = { 0 };
+	GHashTable *unreachable;
+	GHashTableIter it;
+	gpointer k, v;
+	guint round;
+
+	walk_tree(c, &w, true);
+	unreachable = find_unreachable(c, &w);
 	/* link the tops of detached subtrees into /lost+found until all is reached */
-	for (rounds = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && rounds < 64;
-	     rounds++) {
-		GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
-		GHashTableIter it;
-		gpointer k, v;
-		struct meta_inode *lf = lost_found(m);
-		guint attached = 0;
-
-		g_hash_table_iter_init(&it, unreachable);
-		while (g_hash_table_iter_next(&it, &k, &v)) {
-			struct meta_inode *in = meta_inode_get(m, GPOINTER_TO_SIZE(k));
-			GHashTableIter dit;
-			gpointer dk, dv;
-
-			if (!in || !in->dir)
-				continue;
-			g_hash_table_iter_init(&dit, in->dir->by_name);
-			while (g_hash_table_iter_next(&dit, &dk, &dv))
-				g_hash_table_add(named, GSIZE_TO_POINTER(
-							 ((struct meta_dirent *)dv)->ino));
-		}
-		g_hash_table_iter_init(&it, unreachable);
-		while (g_hash_table_iter_next(&it, &k, &v)) {
-			uint64_t ino = GPOINTER_TO_SIZE(k);
-			struct meta_inode *in = meta_inode_get(m, ino);
-			char name[32];
-
-			if (!in || (g_hash_table_contains(named, k) && rounds == 0))
-				continue;
-			if (g_hash_table_contains(named, k) && attached)
-				continue; /* a loop: one member per round */
-			g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
-			meta_dir_add(m, lf, name, strlen(name), ino, meta_mode_dtype(in->a.mode), 0);
-			if (!in->a.nlink)
-				in->a.nlink = 1;
-			attached++;
-		}
-		g_hash_table_destroy(named);
+	for (round = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && round < 64;
+	     round++) {
+		attach_round(c->m, unreachable, lost_found(c->m), round);
 		walk_tree(c, &w, false);
 		g_hash_table_iter_init(&it, unreachable);
 		while (g_hash_table_iter_next(&it, &k, &v))
 			if (count_of(w.reached, GPOINTER_TO_SIZE(k)))
 				g_hash_table_iter_remove(&it);
 	}
-
-	/* link counts of everything reached */
-	arr = meta_inodes_sorted(m, &n);
-	for (i = 0; i < n; i++) {
-		struct meta_inode *in = arr[i];
-		uint64_t want;
-
-		if (!count_of(w.reached, in->a.ino))
-			continue;
-		want = in->dir ? 2 + count_of(w.subdirs, in->a.ino) : count_of(w.reached, in->a.ino);
-		if (in->a.nlink == want)
-			continue;
-		if (finding(c, true, "inode %" G_GUINT64_FORMAT " (%s): link count %u, should be %"
-			    G_GUINT64_FORMAT,
-			    (guint64)in->a.ino, type_name(in->a.mode), in->a.nlink, (guint64)want)) {
-			in->a.nlink = (uint32_t)want;
-			meta_inode_touch_acct(m, in);
-		}
-	}
-	g_free(arr);
+	check_links(c, &w);
 	g_hash_table_destroy(unreachable);
 	walk_free(&w);
 }
@@ -492,7 +517,7 @@ static void check_inodes(struct fsck_ctx *c)
 	uint64_t max_ino = 0;
 	guint n, i;
 
-	arr = meta_inodes_sorted(m, &n);
+	arr = inode_table_sorted(m, &n);
 	for (i = 0; i < n; i++) {
 		struct meta_inode *in = arr[i];
 
@@ -509,7 +534,7 @@ static void check_inodes(struct fsck_ctx *c)
 		if (S_ISLNK(in->a.mode) && (!in->symlink || !in->symlink[0]) &&
 		    finding(c, false, "symlink %" G_GUINT64_FORMAT " has no target",
 			    (guint64)in->a.ino))
-			meta_symlink_set(m, in, "?", 1);
+			inode_symlink_set(m, in, "?", 1);
 	}
 	g_free(arr);
 	if (max_ino >= m->next_ino &&
@@ -548,71 +573,11 @@ int fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep)
 	check_inodes(&c);
 	if (mode != FSCK_CHECK && rep->repaired) {
 		uint64_t dups = 0;
-		int brc = meta_build_alloc(m, &dups);
+		int brc = inode_build_alloc(m, &dups);
 
 		if (!rc && brc < 0 && brc != -ERANGE)
 			rc = brc;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return rc;
-}
-
-int fsck_pool(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
-	      char **err_msg)
-{
-	struct meta_mount_opts mo = { 0 };
-	struct meta *m = NULL;
-	char *holder;
-	int rc, rc2;
-
-	*err_msg = NULL;
-	if (!o->repair && !o->force) {
-		struct super *sb;
-		char *who = NULL;
-		bool alive = false;
-
-		super_new(r, &sb);
-		rc = super_lease_probe(sb, 3000, &alive, &who);
-		super_destroy(sb);
-		if (rc < 0) {
-			*err_msg = g_strdup_printf("reading the lease: %s", g_strerror(-rc));
-			return rc;
-		}
-		if (alive) {
-			*err_msg = g_strdup_printf("pool is mounted read-write by %s; its metadata "
-						   "changes under the check (unmount it, or use "
-						   "--force)",
-						   who);
-			g_free(who);
-			return -EBUSY;
-		}
-		g_free(who);
-	}
-	holder = g_strdup_printf("rmemfs-fsck on %s pid %d", g_get_host_name(), (int)getpid());
-	mo.read_only = !o->repair;
-	mo.force_lease = o->force;
-	mo.lease_takeover_ms = o->lease_takeover_ms;
-	mo.holder_name = holder;
-	rc = meta_load(r, &mo, META_LOAD_NO_CHECK | (o->repair ? META_LOAD_FALLBACK : 0), &m,
-		       err_msg);
-	g_free(holder);
-	if (rc < 0)
-		return rc;
-	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
-	if (rc < 0 && !*err_msg)
-		*err_msg = g_strdup_printf("repairing: %s", g_strerror(-rc));
-	if (!rc && o->repair) {
-		rc = meta_commit(m, true);
-		if (rc < 0)
-			*err_msg = g_strdup_printf("writing the repaired metadata: %s",
-						   g_strerror(-rc));
-	}
-	rc2 = meta_unmount(m);
-	if (!rc && rc2 < 0) {
-		rc = rc2;
-		*err_msg = g_strdup_printf("releasing the pool: %s", g_strerror(-rc));
-	}
-	if (rc < 0)
-		return rc;
-	return rep->problems ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * fsck.h - consistency checks of the metadata (and repairs), shared by the
- * mount-time recovery (mount.c) and the rmemfs-fsck program (fsck_main.c).
+ * fsck.h - consistency checks of the metadata (and repairs), for the
+ * mount-time recovery and rmemfs-fsck (both in mount.c).
  *
  * Checks on a loaded struct meta (checkpoint + replayed journal):
  *   - damage found while decoding (invalid extents or entries, bad cookies)
@@ -30,7 +30,6 @@
 #include <glib.h>
 
 struct meta;
-struct remote;
 
 enum fsck_mode {
 	FSCK_CHECK = 0, /* report only */
@@ -59,14 +58,5 @@ struct fsck_opts {
 	bool force; /* check a pool a live client has mounted / take its lease */
 	int lease_takeover_ms; /* 0: default */
 };
-
-/*
- * Load the pool's filesystem (read-only, or with the lease for --repair),
- * check it, repair and write a checkpoint with --repair. Returns 0 when no
- * problem was found, 1 when problems were found (and repaired with
- * --repair), or -errno with *err_msg.
- */
-int fsck_pool(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
-	      char **err_msg);
 
 #endif /* RMEM_FSCK_H */

@@ -33,17 +33,17 @@ static gint u64_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 	return x < y ? -1 : x > y;
 }
 
-void meta_now(struct timespec *ts)
+void inode_now(struct timespec *ts)
 {
 	clock_gettime(CLOCK_REALTIME, ts);
 }
 
-uint8_t meta_mode_dtype(uint32_t mode)
+uint8_t inode_dtype(uint32_t mode)
 {
 	return (uint8_t)((mode & S_IFMT) >> 12);
 }
 
-void meta_load_problem(struct meta *m, const char *fmt, ...)
+void inode_load_problem(struct meta *m, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -54,22 +54,22 @@ void meta_load_problem(struct meta *m, const char *fmt, ...)
 
 /* ---- sizes ---- */
 
-size_t meta_ext_bytes(const struct meta_ext *e)
+size_t inode_ext_bytes(const struct meta_ext *e)
 {
 	return layout_uv_len(e->fblock) + layout_uv_len(e->count) + layout_uv_len(e->pblock) + 1;
 }
 
-size_t meta_dirent_bytes(uint64_t ino, uint64_t cookie, size_t nlen)
+size_t inode_dirent_bytes(uint64_t ino, uint64_t cookie, size_t nlen)
 {
 	return layout_uv_len(ino) + layout_uv_len(cookie) + 2 + nlen;
 }
 
-size_t meta_xattr_bytes(size_t nlen, size_t vlen)
+size_t inode_xattr_bytes(size_t nlen, size_t vlen)
 {
 	return layout_uv_len(nlen) + nlen + layout_uv_len(vlen) + vlen;
 }
 
-size_t meta_inode_fixed_bytes(const struct meta_inode *in)
+size_t inode_fixed_bytes(const struct meta_inode *in)
 {
 	size_t n = layout_inode_len(&in->a) + 4;
 
@@ -112,47 +112,21 @@ static void inode_free_mem(gpointer p)
 	g_free(in);
 }
 
-struct meta *meta_new_empty(struct remote *r, struct super *sb, const struct layout_geom *g)
+GHashTable *inode_table_new(void)
 {
-	struct meta *m = g_new0(struct meta, 1);
-
-	pthread_mutex_init(&m->lock, NULL);
-	pthread_mutex_init(&m->flush_lock, NULL);
-	m->r = r;
-	m->sb = sb;
-	if (g)
-		m->g = *g;
-	m->inodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, inode_free_mem);
-	m->next_ino = META_ROOT_INO + 1;
-	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8;
-	m->flusher_efd = -1;
-	m->load.problems = g_ptr_array_new_with_free_func(g_free);
-	return m;
+	return g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, inode_free_mem);
 }
 
-void meta_free(struct meta *m)
-{
-	if (!m)
-		return;
-	g_hash_table_destroy(m->inodes);
-	alloc_destroy(m->alloc);
-	journal_destroy(m->j);
-	g_ptr_array_free(m->load.problems, TRUE);
-	pthread_mutex_destroy(&m->lock);
-	pthread_mutex_destroy(&m->flush_lock);
-	g_free(m);
-}
-
-struct meta_inode *meta_inode_get(struct meta *m, uint64_t ino)
+struct meta_inode *inode_get(struct meta *m, uint64_t ino)
 {
 	return g_hash_table_lookup(m->inodes, &ino);
 }
 
-struct meta_inode *meta_inode_create(struct meta *m, const struct layout_inode *a)
+struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 {
 	struct meta_inode *in;
 
-	if (meta_inode_get(m, a->ino))
+	if (inode_get(m, a->ino))
 		return NULL;
 	in = g_new0(struct meta_inode, 1);
 	in->a = *a;
@@ -164,14 +138,14 @@ struct meta_inode *meta_inode_create(struct meta *m, const struct layout_inode *
 		in->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
 	}
 	in->hdr_bytes = (uint32_t)layout_inode_len(&in->a);
-	m->ckpt_bytes += meta_inode_fixed_bytes(in);
+	m->ckpt_bytes += inode_fixed_bytes(in);
 	g_hash_table_insert(m->inodes, &in->a.ino, in);
 	if (a->ino >= m->next_ino)
 		m->next_ino = a->ino + 1;
 	return in;
 }
 
-void meta_inode_touch_acct(struct meta *m, struct meta_inode *in)
+void inode_touch_acct(struct meta *m, struct meta_inode *in)
 {
 	uint32_t now = (uint32_t)layout_inode_len(&in->a);
 
@@ -179,7 +153,7 @@ void meta_inode_touch_acct(struct meta *m, struct meta_inode *in)
 	in->hdr_bytes = now;
 }
 
-int meta_symlink_set(struct meta *m, struct meta_inode *in, const char *target, size_t len)
+int inode_symlink_set(struct meta *m, struct meta_inode *in, const char *target, size_t len)
 {
 	if (!S_ISLNK(in->a.mode))
 		return -EINVAL;
@@ -194,13 +168,13 @@ int meta_symlink_set(struct meta *m, struct meta_inode *in, const char *target, 
 	return 0;
 }
 
-void meta_inode_destroy(struct meta *m, struct meta_inode *in)
+void inode_destroy(struct meta *m, struct meta_inode *in)
 {
-	meta_ext_clear(m, in, 0, UINT64_MAX, true);
+	inode_ext_clear(m, in, 0, UINT64_MAX, true);
 	while (in->xattrs && in->xattrs->len) {
 		struct meta_xattr *x = g_ptr_array_index(in->xattrs, in->xattrs->len - 1);
 
-		meta_xattr_del(m, in, x->name);
+		inode_xattr_del(m, in, x->name);
 	}
 	if (in->dir) {
 		GHashTableIter it;
@@ -210,7 +184,7 @@ void meta_inode_destroy(struct meta *m, struct meta_inode *in)
 		while (g_hash_table_iter_next(&it, &k, &v)) {
 			struct meta_dirent *d = v;
 
-			m->ckpt_bytes -= meta_dirent_bytes(d->ino, d->cookie, d->nlen);
+			m->ckpt_bytes -= inode_dirent_bytes(d->ino, d->cookie, d->nlen);
 		}
 	}
 	if (in->symlink) {
@@ -225,8 +199,8 @@ void meta_inode_destroy(struct meta *m, struct meta_inode *in)
 	 * new ctime.tv_nsec can cross a varint length boundary (2^21, 2^28 ns), so
 	 * resync the header before taking the fixed bytes out.
 	 */
-	meta_inode_touch_acct(m, in);
-	m->ckpt_bytes -= meta_inode_fixed_bytes(in);
+	inode_touch_acct(m, in);
+	m->ckpt_bytes -= inode_fixed_bytes(in);
 	g_hash_table_remove(m->inodes, &in->a.ino);
 }
 
@@ -238,7 +212,7 @@ static gint ino_cmp(gconstpointer a, gconstpointer b)
 	return x->a.ino < y->a.ino ? -1 : x->a.ino > y->a.ino;
 }
 
-struct meta_inode **meta_inodes_sorted(struct meta *m, guint *n)
+struct meta_inode **inode_table_sorted(struct meta *m, guint *n)
 {
 	GHashTableIter it;
 	gpointer k, v;
@@ -256,18 +230,18 @@ struct meta_inode **meta_inodes_sorted(struct meta *m, guint *n)
 
 /* ---- directories ---- */
 
-struct meta_dirent *meta_dir_lookup(struct meta_inode *dir, const char *name)
+struct meta_dirent *inode_dir_lookup(struct meta_inode *dir, const char *name)
 {
 	return dir->dir ? g_hash_table_lookup(dir->dir->by_name, name) : NULL;
 }
 
-guint meta_dir_count(const struct meta_inode *dir)
+guint inode_dir_count(const struct meta_inode *dir)
 {
 	return dir->dir ? g_hash_table_size(dir->dir->by_name) : 0;
 }
 
-struct meta_dirent *meta_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
-				 size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie)
+struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
+				  size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie)
 {
 	struct meta_dir *md = dir->dir;
 	struct meta_dirent *d, *old;
@@ -275,13 +249,13 @@ struct meta_dirent *meta_dir_add(struct meta *m, struct meta_inode *dir, const c
 
 	old = g_hash_table_lookup(md->by_name, name);
 	if (old)
-		meta_dir_del(m, dir, old);
+		inode_dir_del(m, dir, old);
 	if (cookie < 3 || g_tree_lookup(md->by_cookie, &cookie)) {
 		if (cookie)
-			meta_load_problem(m, "directory %" G_GUINT64_FORMAT
-					  ": entry \"%s\" has a duplicate or invalid cookie %"
-					  G_GUINT64_FORMAT,
-					  (guint64)dir->a.ino, name, (guint64)cookie);
+			inode_load_problem(m, "directory %" G_GUINT64_FORMAT
+					   ": entry \"%s\" has a duplicate or invalid cookie %"
+					   G_GUINT64_FORMAT,
+					   (guint64)dir->a.ino, name, (guint64)cookie);
 		cookie = md->next_cookie;
 	}
 	if (cookie >= md->next_cookie)
@@ -295,25 +269,25 @@ struct meta_dirent *meta_dir_add(struct meta *m, struct meta_inode *dir, const c
 	d->name[nlen] = 0;
 	g_hash_table_insert(md->by_name, d->name, d);
 	g_tree_insert(md->by_cookie, &d->cookie, d);
-	m->ckpt_bytes += meta_dirent_bytes(ino, cookie, nlen);
+	m->ckpt_bytes += inode_dirent_bytes(ino, cookie, nlen);
 	if (type == DT_DIR) {
-		child = meta_inode_get(m, ino);
+		child = inode_get(m, ino);
 		if (child && child->dir)
 			child->parent = dir->a.ino;
 	}
 	return d;
 }
 
-void meta_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d)
+void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d)
 {
-	m->ckpt_bytes -= meta_dirent_bytes(d->ino, d->cookie, d->nlen);
+	m->ckpt_bytes -= inode_dirent_bytes(d->ino, d->cookie, d->nlen);
 	g_tree_remove(dir->dir->by_cookie, &d->cookie);
 	g_hash_table_remove(dir->dir->by_name, d->name);
 }
 
 /* ---- xattrs ---- */
 
-struct meta_xattr *meta_xattr_find(struct meta_inode *in, const char *name, guint *idx)
+struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx)
 {
 	guint i;
 
@@ -331,13 +305,13 @@ struct meta_xattr *meta_xattr_find(struct meta_inode *in, const char *name, guin
 	return NULL;
 }
 
-void meta_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
-		    size_t len)
+void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
+		     size_t len)
 {
-	struct meta_xattr *x = meta_xattr_find(in, name, NULL);
+	struct meta_xattr *x = inode_xattr_find(in, name, NULL);
 
 	if (x) {
-		m->ckpt_bytes -= meta_xattr_bytes(strlen(x->name), x->len);
+		m->ckpt_bytes -= inode_xattr_bytes(strlen(x->name), x->len);
 		g_free(x->value);
 	} else {
 		if (!in->xattrs)
@@ -348,17 +322,17 @@ void meta_xattr_set(struct meta *m, struct meta_inode *in, const char *name, con
 	}
 	x->value = g_memdup2(value, len);
 	x->len = len;
-	m->ckpt_bytes += meta_xattr_bytes(strlen(name), len);
+	m->ckpt_bytes += inode_xattr_bytes(strlen(name), len);
 }
 
-void meta_xattr_del(struct meta *m, struct meta_inode *in, const char *name)
+void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name)
 {
 	guint idx;
-	struct meta_xattr *x = meta_xattr_find(in, name, &idx);
+	struct meta_xattr *x = inode_xattr_find(in, name, &idx);
 
 	if (!x)
 		return;
-	m->ckpt_bytes -= meta_xattr_bytes(strlen(x->name), x->len);
+	m->ckpt_bytes -= inode_xattr_bytes(strlen(x->name), x->len);
 	g_ptr_array_remove_index(in->xattrs, idx);
 	if (!in->xattrs->len) {
 		g_ptr_array_free(in->xattrs, TRUE);
@@ -375,13 +349,13 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 		if (e->state == META_EXT_FRESH)
 			m->nfresh++;
 		else
-			m->ckpt_bytes += meta_ext_bytes(e);
+			m->ckpt_bytes += inode_ext_bytes(e);
 	} else {
 		in->nblocks -= e->count;
 		if (e->state == META_EXT_FRESH)
 			m->nfresh--;
 		else
-			m->ckpt_bytes -= meta_ext_bytes(e);
+			m->ckpt_bytes -= inode_ext_bytes(e);
 	}
 }
 
@@ -416,7 +390,7 @@ static void ext_remove(struct meta *m, struct meta_inode *in, struct meta_ext *e
 	g_tree_remove(in->ext, &e->fblock);
 }
 
-struct meta_ext *meta_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next)
+struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next)
 {
 	GTreeNode *node, *prev;
 	struct meta_ext *e;
@@ -435,15 +409,15 @@ struct meta_ext *meta_ext_find(struct meta_inode *in, uint64_t fb, struct meta_e
 	return e->fblock + e->count > fb ? e : NULL;
 }
 
-void meta_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		    bool free_blocks)
+void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		     bool free_blocks)
 {
 	uint64_t end = count > UINT64_MAX - fb ? UINT64_MAX : fb + count;
 	struct meta_ext *e;
 
 	if (!in->ext || !count)
 		return;
-	e = meta_ext_find(in, fb, NULL);
+	e = inode_ext_find(in, fb, NULL);
 	if (e && e->fblock < fb) {
 		uint64_t eend = e->fblock + e->count;
 		uint64_t mid_end = MIN(eend, end);
@@ -494,6 +468,19 @@ static bool ext_adjacent(const struct meta_ext *a, const struct meta_ext *b)
 	       a->state == b->state;
 }
 
+/* merge b into a when b continues a: returns a then, else b */
+static struct meta_ext *ext_absorb(struct meta *m, struct meta_inode *in, struct meta_ext *a,
+				   struct meta_ext *b)
+{
+	if (!ext_adjacent(a, b))
+		return b;
+	ext_acct(m, in, a, -1);
+	a->count += b->count;
+	ext_remove(m, in, b);
+	ext_acct(m, in, a, 1);
+	return a;
+}
+
 /* merge the extent at fb with its neighbours where they continue each other */
 static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 {
@@ -506,42 +493,26 @@ static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 	e = g_tree_node_value(node);
 	prev = g_tree_node_previous(node);
 	if (prev) {
-		struct meta_ext *p = g_tree_node_value(prev);
-
-		if (ext_adjacent(p, e)) {
-			ext_acct(m, in, p, -1);
-			p->count += e->count;
-			ext_remove(m, in, e);
-			ext_acct(m, in, p, 1);
-			e = p;
-			node = g_tree_lookup_node(in->ext, &e->fblock);
-		}
+		e = ext_absorb(m, in, g_tree_node_value(prev), e);
+		node = g_tree_lookup_node(in->ext, &e->fblock);
 	}
 	next = g_tree_node_next(node);
-	if (next) {
-		struct meta_ext *n = g_tree_node_value(next);
-
-		if (ext_adjacent(e, n)) {
-			ext_acct(m, in, e, -1);
-			e->count += n->count;
-			ext_remove(m, in, n);
-			ext_acct(m, in, e, 1);
-		}
-	}
+	if (next)
+		ext_absorb(m, in, e, g_tree_node_value(next));
 }
 
-void meta_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		  uint64_t pb, uint8_t state)
+void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		   uint64_t pb, uint8_t state)
 {
 	if (!count)
 		return;
-	meta_ext_clear(m, in, fb, count, true);
+	inode_ext_clear(m, in, fb, count, true);
 	ext_insert(m, in, fb, count, pb, state);
 	ext_merge_at(m, in, fb);
 }
 
-void meta_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
-		      void *ctx)
+void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
+		       void *ctx)
 {
 	GTreeNode *node;
 
@@ -554,7 +525,7 @@ void meta_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void
 
 /* ---- derived state ---- */
 
-void meta_derive_parents(struct meta *m)
+void inode_derive_parents(struct meta *m)
 {
 	GHashTableIter it, dit;
 	gpointer k, v;
@@ -579,7 +550,7 @@ void meta_derive_parents(struct meta *m)
 
 			if (d->type != DT_DIR)
 				continue;
-			c = meta_inode_get(m, d->ino);
+			c = inode_get(m, d->ino);
 			if (c && c->dir && !c->parent && c->a.ino != META_ROOT_INO)
 				c->parent = in->a.ino;
 		}
@@ -604,7 +575,7 @@ static bool build_one(struct meta_ext *e, void *ctx)
 	return true;
 }
 
-int meta_build_alloc(struct meta *m, uint64_t *dups)
+int inode_build_alloc(struct meta *m, uint64_t *dups)
 {
 	struct build_ctx b = { 0 };
 	GHashTableIter it;
@@ -616,7 +587,7 @@ int meta_build_alloc(struct meta *m, uint64_t *dups)
 		return rc;
 	g_hash_table_iter_init(&it, m->inodes);
 	while (g_hash_table_iter_next(&it, &k, &v))
-		meta_ext_foreach(v, build_one, &b);
+		inode_ext_foreach(v, build_one, &b);
 	alloc_destroy(m->alloc);
 	m->alloc = b.a;
 	if (dups)

@@ -30,7 +30,7 @@ struct journal {
 	uint32_t nrec;
 };
 
-int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct journal **out)
+struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id)
 {
 	struct journal *j = g_new0(struct journal, 1);
 
@@ -40,8 +40,7 @@ int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct jou
 	j->next_seq = 1;
 	j->pending = g_byte_array_new();
 	j->txn = g_byte_array_new();
-	*out = j;
-	return 0;
+	return j;
 }
 
 void journal_destroy(struct journal *j)
@@ -60,24 +59,9 @@ void journal_reset(struct journal *j, uint64_t gen, uint64_t tail, uint64_t next
 	j->next_seq = next_seq;
 }
 
-uint64_t journal_gen(const struct journal *j)
-{
-	return j->gen;
-}
-
 uint64_t journal_tail(const struct journal *j)
 {
 	return j->tail;
-}
-
-uint64_t journal_len(const struct journal *j)
-{
-	return j->len;
-}
-
-uint64_t journal_next_seq(const struct journal *j)
-{
-	return j->next_seq;
 }
 
 uint64_t journal_pending_bytes(const struct journal *j)
@@ -86,6 +70,11 @@ uint64_t journal_pending_bytes(const struct journal *j)
 }
 
 /* ---- building ---- */
+
+uint64_t journal_next_seq(const struct journal *j)
+{
+	return j->next_seq;
+}
 
 void journal_begin(struct journal *j)
 {
@@ -140,11 +129,7 @@ void journal_rec_dirent_add(struct journal *j, uint64_t dir, const char *name, s
 	GByteArray *b = rec(j, LAYOUT_REC_DIRENT_ADD);
 
 	layout_put_uv(b, dir);
-	layout_put_uv(b, ino);
-	layout_put_uv(b, cookie);
-	layout_put_u8(b, type);
-	layout_put_u8(b, (uint8_t)nlen);
-	layout_put_bytes(b, name, nlen);
+	layout_put_dirent(b, ino, cookie, type, name, (uint8_t)nlen);
 }
 
 void journal_rec_dirent_del(struct journal *j, uint64_t dir, const char *name, size_t nlen)
@@ -162,10 +147,7 @@ void journal_rec_ext_set(struct journal *j, uint64_t ino, uint64_t fb, uint64_t 
 	GByteArray *b = rec(j, LAYOUT_REC_EXT_SET);
 
 	layout_put_uv(b, ino);
-	layout_put_uv(b, fb);
-	layout_put_uv(b, count);
-	layout_put_uv(b, pb);
-	layout_put_u8(b, state);
+	layout_put_ext(b, fb, count, pb, state);
 }
 
 void journal_rec_ext_clear(struct journal *j, uint64_t ino, uint64_t fb, uint64_t count)
@@ -235,7 +217,12 @@ void journal_unwrite(struct journal *j, GByteArray *buf)
 
 bool journal_needs_ckpt(const struct journal *j)
 {
-	return j->tail + j->pending->len > j->len;
+	return j->tail + j->pending->len > j->len / 4 * 3;
+}
+
+bool journal_write_due(const struct journal *j)
+{
+	return j->pending->len > j->len / 4;
 }
 
 void journal_drop_pending(struct journal *j)
@@ -289,10 +276,26 @@ static char *get_name(struct layout_rd *rd, size_t nlen)
 	return p ? g_strndup((const char *)p, nlen) : NULL;
 }
 
-static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
+/* a name or value of a record: its length (name: at most 255), then its bytes */
+static void get_name_or_value(struct layout_rd *rd, struct journal_rec *r, bool name)
 {
-	memset(r, 0, sizeof(*r));
-	r->type = layout_get_u8(rd);
+	size_t len = (size_t)layout_get_uv(rd);
+
+	if (name) {
+		if (len > 255)
+			rd->err = -EBADMSG;
+		r->nlen = len;
+		r->name = get_name(rd, len);
+		return;
+	}
+	if (len > layout_rd_left(rd))
+		rd->err = -EBADMSG;
+	r->vlen = len;
+	r->value = layout_get_bytes(rd, len);
+}
+
+static void decode_body(struct layout_rd *rd, struct journal_rec *r)
+{
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
 		layout_get_inode(rd, &r->inode);
@@ -302,58 +305,45 @@ static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
 		r->ino = layout_get_uv(rd);
 		break;
 	case LAYOUT_REC_DIRENT_ADD:
-		r->dir = layout_get_uv(rd);
-		r->ino = layout_get_uv(rd);
-		r->cookie = layout_get_uv(rd);
-		r->dtype = layout_get_u8(rd);
-		r->nlen = layout_get_u8(rd);
-		r->name = get_name(rd, r->nlen);
-		break;
 	case LAYOUT_REC_DIRENT_DEL:
 		r->dir = layout_get_uv(rd);
+		if (r->type == LAYOUT_REC_DIRENT_ADD) {
+			r->ino = layout_get_uv(rd);
+			r->cookie = layout_get_uv(rd);
+			r->dtype = layout_get_u8(rd);
+		}
 		r->nlen = layout_get_u8(rd);
 		r->name = get_name(rd, r->nlen);
 		break;
 	case LAYOUT_REC_EXT_SET:
-		r->ino = layout_get_uv(rd);
-		r->fblock = layout_get_uv(rd);
-		r->count = layout_get_uv(rd);
-		r->pblock = layout_get_uv(rd);
-		r->state = layout_get_u8(rd);
-		break;
 	case LAYOUT_REC_EXT_CLEAR:
 		r->ino = layout_get_uv(rd);
 		r->fblock = layout_get_uv(rd);
 		r->count = layout_get_uv(rd);
+		if (r->type == LAYOUT_REC_EXT_SET) {
+			r->pblock = layout_get_uv(rd);
+			r->state = layout_get_u8(rd);
+		}
 		break;
 	case LAYOUT_REC_XATTR_SET:
-		r->ino = layout_get_uv(rd);
-		r->nlen = (size_t)layout_get_uv(rd);
-		if (r->nlen > 255)
-			rd->err = -EBADMSG;
-		r->name = get_name(rd, r->nlen);
-		r->vlen = (size_t)layout_get_uv(rd);
-		if (r->vlen > layout_rd_left(rd))
-			rd->err = -EBADMSG;
-		r->value = layout_get_bytes(rd, r->vlen);
-		break;
 	case LAYOUT_REC_XATTR_DEL:
-		r->ino = layout_get_uv(rd);
-		r->nlen = (size_t)layout_get_uv(rd);
-		if (r->nlen > 255)
-			rd->err = -EBADMSG;
-		r->name = get_name(rd, r->nlen);
-		break;
 	case LAYOUT_REC_SYMLINK:
 		r->ino = layout_get_uv(rd);
-		r->vlen = (size_t)layout_get_uv(rd);
-		if (r->vlen > layout_rd_left(rd))
-			rd->err = -EBADMSG;
-		r->value = layout_get_bytes(rd, r->vlen);
+		if (r->type != LAYOUT_REC_SYMLINK)
+			get_name_or_value(rd, r, true);
+		if (r->type != LAYOUT_REC_XATTR_DEL)
+			get_name_or_value(rd, r, false);
 		break;
 	default:
 		rd->err = -EBADMSG;
 	}
+}
+
+static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = layout_get_u8(rd);
+	decode_body(rd, r);
 	if (r->type == LAYOUT_REC_DIRENT_ADD || r->type == LAYOUT_REC_DIRENT_DEL) {
 		if (!r->dir || !r->nlen || (r->type == LAYOUT_REC_DIRENT_ADD && !r->ino))
 			rd->err = -EBADMSG;
@@ -372,6 +362,59 @@ static void recs_free(struct journal_rec *recs, uint32_t n)
 	g_free(recs);
 }
 
+/* is h the header of transaction expect of generation gen at pos? if not, info says why */
+static bool txn_hdr_ok(const struct journal *j, const struct layout_txn_hdr *h, uint64_t gen,
+		       uint64_t expect, uint64_t pos, struct journal_replay_info *info)
+{
+	uint32_t len = le32toh(h->len), nrec = le32toh(h->nrec);
+
+	if (le32toh(h->magic) != LAYOUT_TXN_MAGIC || le64toh(h->fs_id) != j->fs_id) {
+		info->stop_reason = g_strdup("no transaction");
+		return false;
+	}
+	if (le64toh(h->gen) != gen) {
+		info->stop_reason = g_strdup_printf("transaction of generation %" G_GUINT64_FORMAT,
+						    (guint64)le64toh(h->gen));
+		return false;
+	}
+	if (le64toh(h->seq) != expect)
+		info->stop_reason = g_strdup_printf("sequence %" G_GUINT64_FORMAT ", expected %"
+						    G_GUINT64_FORMAT,
+						    (guint64)le64toh(h->seq), (guint64)expect);
+	else if (len < sizeof(*h) || len > j->len - pos || nrec > len)
+		info->stop_reason = g_strdup_printf("bad transaction length %u", len);
+	else
+		return true;
+	info->torn = true;
+	return false;
+}
+
+/* decode and apply the records of transaction seq (len bytes, checksum right) */
+static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t seq,
+		     int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		     struct journal_replay_info *info)
+{
+	struct journal_rec *recs = g_new0(struct journal_rec, MAX(nrec, 1));
+	struct layout_rd rd;
+	uint32_t i;
+	int rc = 0;
+
+	layout_rd_init(&rd, txn + sizeof(struct layout_txn_hdr),
+		       len - sizeof(struct layout_txn_hdr));
+	for (i = 0; i < nrec && !rd.err; i++)
+		decode_rec(&rd, &recs[i]);
+	if (rd.err || layout_rd_left(&rd)) {
+		info->torn = true;
+		info->stop_reason = g_strdup_printf("malformed record in transaction %"
+						    G_GUINT64_FORMAT, (guint64)seq);
+		rc = -EUCLEAN;
+	}
+	for (i = 0; i < nrec && !rc; i++)
+		rc = apply(ctx, &recs[i]);
+	recs_free(recs, nrec);
+	return rc;
+}
+
 int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
 		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
 		   struct journal_replay_info *info)
@@ -388,86 +431,46 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 	for (;;) {
 		struct layout_txn_hdr h;
 		const uint8_t *p;
-		struct journal_rec *recs;
-		struct layout_rd rd;
-		uint32_t len, nrec, crc, i;
 		uint8_t *copy;
+		uint32_t len;
 
 		p = window_get(&w, pos, sizeof(h), &rc);
 		if (!p) {
-			if (rc < 0)
-				goto out;
-			info->stop_reason = g_strdup("end of the journal area");
+			if (!rc)
+				info->stop_reason = g_strdup("end of the journal area");
 			break;
 		}
 		memcpy(&h, p, sizeof(h));
-		if (le32toh(h.magic) != LAYOUT_TXN_MAGIC || le64toh(h.fs_id) != j->fs_id) {
-			info->stop_reason = g_strdup("no transaction");
+		if (!txn_hdr_ok(j, &h, gen, expect, pos, info))
 			break;
-		}
-		if (le64toh(h.gen) != gen) {
-			info->stop_reason = g_strdup_printf(
-				"transaction of generation %" G_GUINT64_FORMAT, (guint64)le64toh(h.gen));
-			break;
-		}
-		if (le64toh(h.seq) != expect) {
-			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"sequence %" G_GUINT64_FORMAT ", expected %" G_GUINT64_FORMAT,
-				(guint64)le64toh(h.seq), (guint64)expect);
-			break;
-		}
 		len = le32toh(h.len);
-		nrec = le32toh(h.nrec);
-		if (len < sizeof(h) || len > j->len - pos || nrec > len) {
-			info->torn = true;
-			info->stop_reason = g_strdup_printf("bad transaction length %u", len);
-			break;
-		}
 		p = window_get(&w, pos, len, &rc);
 		if (!p) {
-			if (rc < 0)
-				goto out;
-			info->torn = true;
-			info->stop_reason = g_strdup("transaction runs past the area");
+			if (!rc) {
+				info->torn = true;
+				info->stop_reason = g_strdup("transaction runs past the area");
+			}
 			break;
 		}
 		copy = g_memdup2(p, len);
-		crc = le32toh(h.crc);
 		memset(copy + offsetof(struct layout_txn_hdr, crc), 0, 4);
-		if (layout_crc(copy, len) != crc) {
+		if (layout_crc(copy, len) != le32toh(h.crc)) {
 			g_free(copy);
 			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"checksum mismatch in transaction %" G_GUINT64_FORMAT, (guint64)expect);
+			info->stop_reason = g_strdup_printf("checksum mismatch in transaction %"
+							    G_GUINT64_FORMAT, (guint64)expect);
 			break;
 		}
-		recs = g_new0(struct journal_rec, MAX(nrec, 1));
-		layout_rd_init(&rd, copy + sizeof(h), len - sizeof(h));
-		for (i = 0; i < nrec && !rd.err; i++)
-			decode_rec(&rd, &recs[i]);
-		if (rd.err || layout_rd_left(&rd)) {
-			recs_free(recs, nrec);
-			g_free(copy);
-			info->torn = true;
-			info->stop_reason = g_strdup_printf(
-				"malformed record in transaction %" G_GUINT64_FORMAT, (guint64)expect);
-			rc = -EUCLEAN;
-			goto out;
-		}
-		for (i = 0; i < nrec && !rc; i++)
-			rc = apply(ctx, &recs[i]);
-		recs_free(recs, nrec);
+		rc = apply_txn(copy, len, le32toh(h.nrec), expect, apply, ctx, info);
 		g_free(copy);
 		if (rc)
-			goto out;
+			break;
 		pos += len;
 		info->txns++;
 		info->bytes = pos;
 		info->last_seq = expect;
 		expect++;
 	}
-out:
 	g_free(w.buf);
 	return rc;
 }

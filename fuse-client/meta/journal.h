@@ -5,7 +5,7 @@
  * One metadata operation is one transaction: journal_begin(), records,
  * journal_commit(), all under struct meta's lock. Committed transactions wait
  * in an in-RAM buffer until commit.c writes them, in one batch, after the
- * current tail of the journal area (journal_take / journal_written). Records
+ * current tail of the journal area (journal_take / journal_unwrite). Records
  * are states, not operations ("inode 5 now has these attributes", "entry
  * "a" of 1 is inode 5"), so applying one twice gives the same result.
  *
@@ -31,14 +31,12 @@
 struct remote;
 struct journal;
 
-int journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id, struct journal **out);
+struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id);
 void journal_destroy(struct journal *j); /* NULL-tolerant */
 
 /* set the position after load/replay or a checkpoint */
 void journal_reset(struct journal *j, uint64_t gen, uint64_t tail, uint64_t next_seq);
-uint64_t journal_gen(const struct journal *j);
 uint64_t journal_tail(const struct journal *j);
-uint64_t journal_len(const struct journal *j);
 uint64_t journal_next_seq(const struct journal *j); /* seq the txn being built will get */
 uint64_t journal_pending_bytes(const struct journal *j);
 
@@ -70,8 +68,10 @@ void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, si
  */
 GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_seq);
 void journal_unwrite(struct journal *j, GByteArray *buf);
-/* would tail + pending exceed the area? */
+/* tail + pending pass 3/4 of the area: time for a checkpoint */
 bool journal_needs_ckpt(const struct journal *j);
+/* the pending transactions fill a quarter of the area: write them before the interval */
+bool journal_write_due(const struct journal *j);
 /* drop the pending transactions (a checkpoint now covers them) */
 void journal_drop_pending(struct journal *j);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * meta.c - the metadata operations of meta.h: lookups, attributes, the
- * namespace, xattrs and file block placement.
+ * namespace and xattrs, and the steps every operation shares (meta_int.h).
  *
  * Every operation takes m->lock, validates everything first (so it cannot
  * fail half-way), then changes RAM through the primitives of inode.c and
@@ -11,20 +11,15 @@
  * the inode's ctime; writes set mtime and ctime.
  *
  * Capacity: growth of the metadata is refused with -ENOSPC while the next
- * checkpoint would not fit its slot with some slack (room()); removals are
- * always allowed, so a full filesystem can be cleaned up.
- *
- * Block placement: meta_map(alloc) hands out FRESH blocks that are in no
- * journal record or checkpoint; meta_write_done() commits them once the data
- * is in the pool. fallocate allocates UNWRITTEN blocks (read as zeros, no
- * pool writes); a write turns them WRITTEN like fresh ones.
+ * checkpoint would not fit its slot with some slack (meta_room()); removals
+ * are always allowed, so a full filesystem can be cleaned up.
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
+#include "meta.h"
+
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/falloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,65 +27,93 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "commit.h"
+#include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
 #include "remote.h"
-#include "super.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
 
 #define BS ((uint64_t)META_BLOCK_SIZE)
 #define XATTR_VALUE_MAX 65536
 #define SYMLINK_MAX 4095
-#define FALLOC_TXN_RECS 1024 /* extents per fallocate transaction */
 #define DIR_SIZE 4096
 
-/* ---- helpers (m->lock held) ---- */
+/* ---- the steps every operation shares (m->lock held unless said) ---- */
 
-static int writable(struct meta *m)
+int meta_get(struct meta *m, uint64_t ino, enum meta_kind kind, struct meta_inode **out)
+{
+	struct meta_inode *in = inode_get(m, ino);
+
+	if (!in)
+		return -ENOENT;
+	if (kind == META_DIR && !in->dir)
+		return -ENOTDIR;
+	if (kind == META_REG && in->dir)
+		return -EISDIR;
+	if (kind == META_REG && !S_ISREG(in->a.mode))
+		return -EINVAL;
+	*out = in;
+	return 0;
+}
+
+int meta_lock_get(struct meta *m, uint64_t ino, enum meta_kind kind, struct meta_inode **out)
+{
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = meta_get(m, ino, kind, out);
+	if (rc < 0)
+		pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int meta_unlock(struct meta *m, int rc)
+{
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* growth is refused while the next checkpoint would not fit its slot with this slack */
+static uint64_t ckpt_slack(const struct meta *m)
+{
+	return 4096 + m->g.slot_len / 128;
+}
+
+int meta_room(struct meta *m, uint64_t grow)
+{
+	if (m->ckpt_bytes + grow + ckpt_slack(m) > m->g.slot_len)
+		return -ENOSPC;
+	return 0;
+}
+
+int meta_may_change(struct meta *m, uint64_t grow)
 {
 	if (m->read_only)
 		return -EROFS;
 	if (remote_failed(m->r)) /* the pool is lost, or the lease */
 		return -EIO;
-	return 0;
+	return grow ? meta_room(m, grow) : 0;
 }
 
-static void txn_begin(struct meta *m)
+void meta_txn_begin(struct meta *m, struct timespec *now)
 {
+	if (now)
+		inode_now(now);
 	journal_begin(m->j);
 }
 
-static void txn_end(struct meta *m)
+void meta_log_inode(struct meta *m, struct meta_inode *in)
 {
-	journal_commit(m->j);
-	meta_commit_kick(m);
-}
-
-static void log_inode(struct meta *m, struct meta_inode *in)
-{
-	meta_inode_touch_acct(m, in);
+	inode_touch_acct(m, in);
 	journal_rec_inode(m->j, &in->a);
 }
 
-/* refuse growth by bytes while the next checkpoint would not fit with slack */
-static int room(struct meta *m, uint64_t bytes)
+void meta_txn_end(struct meta *m, struct meta_inode *in)
 {
-	uint64_t slack = 4096 + m->g.slot_len / 128;
-
-	if (m->ckpt_bytes + bytes + slack > m->g.slot_len)
-		return -ENOSPC;
-	return 0;
-}
-
-static uint64_t pool_off(struct meta *m, uint64_t pb)
-{
-	return m->g.data_off + pb * BS;
+	if (in)
+		meta_log_inode(m, in);
+	journal_commit(m->j);
+	commit_kick(m);
 }
 
 static void fill_attr(struct meta_inode *in, struct meta_attr *out)
@@ -110,6 +133,7 @@ static void fill_attr(struct meta_inode *in, struct meta_attr *out)
 	out->ctime = in->a.ctime;
 }
 
+/* a name an entry may have; *nlen gets its length */
 static int name_check(const char *name, size_t *nlen)
 {
 	*nlen = strnlen(name, META_NAME_MAX + 1);
@@ -122,16 +146,34 @@ static int name_check(const char *name, size_t *nlen)
 	return 0;
 }
 
-/* parent must be an existing, live directory */
-static int get_dir(struct meta *m, uint64_t ino, struct meta_inode **out)
+/* check name (*nlen: its length), then take m->lock and find ino, of kind */
+static int name_lock_get(struct meta *m, const char *name, size_t *nlen, uint64_t ino,
+			 enum meta_kind kind, struct meta_inode **out)
 {
-	struct meta_inode *in = meta_inode_get(m, ino);
+	int rc = name_check(name, nlen);
 
-	if (!in)
-		return -ENOENT;
-	if (!in->dir)
-		return -ENOTDIR;
-	*out = in;
+	return rc < 0 ? rc : meta_lock_get(m, ino, kind, out);
+}
+
+/*
+ * Take m->lock and find the entry name of directory parent: *p, *d and its
+ * inode *in (NULL when the entry names a missing inode). On error m->lock is
+ * released again.
+ */
+static int lock_entry(struct meta *m, uint64_t parent, const char *name, struct meta_inode **p,
+		      struct meta_dirent **d, struct meta_inode **in)
+{
+	int rc;
+
+	if (strnlen(name, META_NAME_MAX + 1) > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	rc = meta_lock_get(m, parent, META_DIR, p);
+	if (rc < 0)
+		return rc;
+	*d = inode_dir_lookup(*p, name);
+	if (!*d)
+		return meta_unlock(m, -ENOENT);
+	*in = inode_get(m, (*d)->ino);
 	return 0;
 }
 
@@ -153,8 +195,33 @@ static bool maybe_free(struct meta *m, struct meta_inode *in)
 	if (in->a.nlink || in->nlookup || in->nopen || in->a.ino == META_ROOT_INO)
 		return false;
 	journal_rec_inode_free(m->j, in->a.ino);
-	meta_inode_destroy(m, in);
+	inode_destroy(m, in);
 	return true;
+}
+
+/* after a reference went away: free the inode in a transaction of its own if unused */
+static void free_if_unused(struct meta *m, struct meta_inode *in)
+{
+	if (in->a.nlink || in->nlookup || in->nopen || meta_may_change(m, 0) < 0)
+		return;
+	meta_txn_begin(m, NULL);
+	maybe_free(m, in);
+	meta_txn_end(m, NULL);
+}
+
+/* in lost a name (inside a transaction): log it, or free it if nothing refers to it */
+static void name_dropped(struct meta *m, struct meta_inode *in, const struct timespec *now)
+{
+	in->a.ctime = *now;
+	if (!maybe_free(m, in))
+		meta_log_inode(m, in);
+}
+
+/* directory p's entries changed (inside a transaction) */
+static void dir_changed(struct meta *m, struct meta_inode *p, const struct timespec *now)
+{
+	p->a.mtime = p->a.ctime = *now;
+	meta_log_inode(m, p);
 }
 
 /* ---- lookups and attributes ---- */
@@ -165,48 +232,33 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_a
 	struct meta_dirent *d;
 	int rc;
 
-	if (strnlen(name, META_NAME_MAX + 1) > META_NAME_MAX)
-		return -ENAMETOOLONG;
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, parent, &p);
-	if (rc < 0)
-		goto out;
-	if (strcmp(name, ".") == 0) {
-		in = p;
-	} else if (strcmp(name, "..") == 0) {
-		in = meta_inode_get(m, p->parent ? p->parent : META_ROOT_INO);
+	if (strcmp(name, ".") && strcmp(name, "..")) {
+		rc = lock_entry(m, parent, name, &p, &d, &in);
+		if (rc < 0)
+			return rc;
 	} else {
-		d = meta_dir_lookup(p, name);
-		if (!d) {
-			rc = -ENOENT;
-			goto out;
-		}
-		in = meta_inode_get(m, d->ino);
+		rc = meta_lock_get(m, parent, META_DIR, &p);
+		if (rc < 0)
+			return rc;
+		in = name[1] ? inode_get(m, p->parent ? p->parent : META_ROOT_INO) : p;
 	}
-	if (!in) {
-		rc = -EIO;
-		goto out;
-	}
+	if (!in)
+		return meta_unlock(m, -EIO);
 	in->nlookup++;
 	fill_attr(in, out);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, 0);
 }
 
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *out)
 {
 	struct meta_inode *in;
-	int rc = 0;
+	int rc;
 
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (in)
-		fill_attr(in, out);
-	else
-		rc = -ENOENT;
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	rc = meta_lock_get(m, ino, META_ANY, &in);
+	if (rc < 0)
+		return rc;
+	fill_attr(in, out);
+	return meta_unlock(m, 0);
 }
 
 /* the ownership rules, where the kernel did not check them (no default_permissions) */
@@ -268,36 +320,21 @@ static uint32_t setattr_mode(const struct meta_inode *in, const struct meta_seta
 	return mode;
 }
 
-int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
-		 const struct meta_cred *cred, struct meta_attr *out)
+/* apply sa to in (inside a transaction) */
+static void setattr_apply(struct meta *m, struct meta_inode *in, const struct meta_setattr *sa,
+			  const struct meta_cred *cred, const struct timespec *now)
 {
-	struct meta_inode *in;
-	struct timespec now;
 	uint32_t v = sa->valid;
-	int rc;
 
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
-	}
-	rc = setattr_check(in, sa, cred);
-	if (!rc)
-		rc = writable(m);
-	if (rc < 0)
-		goto out;
-	meta_now(&now);
-	txn_begin(m);
 	if (v & META_SET_SIZE) {
 		if (sa->size < in->a.size) {
 			uint64_t nb = (sa->size + BS - 1) / BS;
 
-			meta_ext_clear(m, in, nb, UINT64_MAX - nb, true);
-			journal_rec_ext_clear(m->j, ino, nb, UINT64_MAX - nb);
+			inode_ext_clear(m, in, nb, UINT64_MAX - nb, true);
+			journal_rec_ext_clear(m->j, in->a.ino, nb, UINT64_MAX - nb);
 		}
 		in->a.size = sa->size;
-		in->a.mtime = now;
+		in->a.mtime = *now;
 	}
 	if (v & META_SET_MODE)
 		in->a.mode = (in->a.mode & S_IFMT) | (sa->mode & 07777);
@@ -307,147 +344,151 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 	if (v & META_SET_GID)
 		in->a.gid = sa->gid;
 	if (v & META_SET_ATIME_NOW)
-		in->a.atime = now;
+		in->a.atime = *now;
 	else if (v & META_SET_ATIME)
 		in->a.atime = sa->atime;
 	if (v & META_SET_MTIME_NOW)
-		in->a.mtime = now;
+		in->a.mtime = *now;
 	else if (v & META_SET_MTIME)
 		in->a.mtime = sa->mtime;
-	in->a.ctime = (v & META_SET_CTIME) ? sa->ctime : now;
-	log_inode(m, in);
-	txn_end(m);
+	in->a.ctime = (v & META_SET_CTIME) ? sa->ctime : *now;
+}
+
+int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
+		 const struct meta_cred *cred, struct meta_attr *out)
+{
+	struct meta_inode *in;
+	struct timespec now;
+	int rc;
+
+	rc = meta_lock_get(m, ino, META_ANY, &in);
+	if (rc < 0)
+		return rc;
+	rc = setattr_check(in, sa, cred);
+	if (!rc)
+		rc = meta_may_change(m, 0);
+	if (rc < 0)
+		return meta_unlock(m, rc);
+	meta_txn_begin(m, &now);
+	setattr_apply(m, in, sa, cred, &now);
+	meta_txn_end(m, in);
 	fill_attr(in, out);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, 0);
+}
+
+/* the kernel's references to ino: open +1 / -1 (release), forget lookups dropped */
+static int change_refs(struct meta *m, uint64_t ino, int open, uint64_t forget)
+{
+	struct meta_inode *in;
+	int rc = meta_lock_get(m, ino, META_ANY, &in);
+
+	if (rc < 0)
+		return rc;
+	if (open < 0 && !in->nopen)
+		return meta_unlock(m, 0);
+	in->nopen += open;
+	in->nlookup = forget > in->nlookup ? 0 : in->nlookup - forget;
+	free_if_unused(m, in);
+	return meta_unlock(m, 0);
 }
 
 void meta_forget(struct meta *m, uint64_t ino, uint64_t nlookup)
 {
-	struct meta_inode *in;
-
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (in) {
-		in->nlookup = nlookup > in->nlookup ? 0 : in->nlookup - nlookup;
-		if (!in->a.nlink && !in->nlookup && !in->nopen && writable(m) == 0) {
-			txn_begin(m);
-			maybe_free(m, in);
-			txn_end(m);
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
+	change_refs(m, ino, 0, nlookup);
 }
 
 int meta_open(struct meta *m, uint64_t ino)
 {
-	struct meta_inode *in;
-	int rc = 0;
-
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (in)
-		in->nopen++;
-	else
-		rc = -ENOENT;
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return change_refs(m, ino, 1, 0);
 }
 
 void meta_release(struct meta *m, uint64_t ino)
 {
-	struct meta_inode *in;
-
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (in && in->nopen) {
-		in->nopen--;
-		if (!in->a.nlink && !in->nlookup && !in->nopen && writable(m) == 0) {
-			txn_begin(m);
-			maybe_free(m, in);
-			txn_end(m);
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
+	change_refs(m, ino, -1, 0);
 }
 
 /* ---- namespace ---- */
+
+/* the attributes of a new inode of mode in directory p */
+static void new_inode_attr(struct meta *m, struct meta_inode *p, uint32_t mode, uint64_t rdev,
+			   size_t size, const struct meta_cred *cred, struct layout_inode *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = m->next_ino;
+	a->mode = mode;
+	a->nlink = S_ISDIR(mode) ? 2 : 1;
+	a->uid = cred->uid;
+	a->gid = cred->gid;
+	if (p->a.mode & S_ISGID) {
+		a->gid = p->a.gid;
+		if (S_ISDIR(mode))
+			a->mode |= S_ISGID;
+	}
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		a->rdev = rdev;
+	a->size = size;
+	inode_now(&a->mtime);
+	a->atime = a->ctime = a->mtime;
+}
+
+/* may directory p get a new entry name for in (in: NULL for a new inode of mode)? */
+static int add_check(struct meta *m, struct meta_inode *p, const char *name, uint32_t mode,
+		     struct meta_inode *in, uint64_t grow)
+{
+	if (!p->a.nlink || (in && !in->a.nlink))
+		return -ENOENT; /* removed directory or file */
+	if (inode_dir_lookup(p, name))
+		return -EEXIST;
+	if (S_ISDIR(mode) && p->a.nlink >= UINT32_MAX - 1)
+		return -EMLINK;
+	if (in && in->a.nlink >= UINT32_MAX - 1)
+		return -EMLINK;
+	return meta_may_change(m, grow);
+}
+
+/* add entry name -> in (logged already) to directory p (inside a transaction) */
+static void add_entry(struct meta *m, struct meta_inode *p, const char *name, size_t nlen,
+		      struct meta_inode *in, const struct timespec *now)
+{
+	struct meta_dirent *d;
+
+	d = inode_dir_add(m, p, name, nlen, in->a.ino, inode_dtype(in->a.mode), 0);
+	journal_rec_dirent_add(m->j, p->a.ino, name, nlen, in->a.ino, d->type, d->cookie);
+	if (S_ISDIR(in->a.mode)) {
+		in->parent = p->a.ino;
+		p->a.nlink++;
+	}
+	dir_changed(m, p, now);
+	in->nlookup++;
+}
 
 static int create_node(struct meta *m, uint64_t parent, const char *name, uint32_t mode,
 		       uint64_t rdev, const char *target, const struct meta_cred *cred,
 		       struct meta_attr *out)
 {
 	struct meta_inode *p, *in;
-	struct meta_dirent *d;
 	struct layout_inode a;
-	struct timespec now;
 	size_t nlen, tlen = target ? strlen(target) : 0;
 	int rc;
 
-	rc = name_check(name, &nlen);
+	rc = name_lock_get(m, name, &nlen, parent, META_DIR, &p);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, parent, &p);
+	rc = add_check(m, p, name, mode, NULL, 128 + nlen + tlen);
 	if (rc < 0)
-		goto out;
-	if (!p->a.nlink) {
-		rc = -ENOENT; /* removed directory */
-		goto out;
-	}
-	if (meta_dir_lookup(p, name)) {
-		rc = -EEXIST;
-		goto out;
-	}
-	if (S_ISDIR(mode) && p->a.nlink >= UINT32_MAX - 1) {
-		rc = -EMLINK;
-		goto out;
-	}
-	rc = writable(m);
-	if (!rc)
-		rc = room(m, 128 + nlen + tlen);
-	if (rc < 0)
-		goto out;
-
-	meta_now(&now);
-	memset(&a, 0, sizeof(a));
-	a.ino = m->next_ino;
-	a.mode = mode;
-	a.nlink = S_ISDIR(mode) ? 2 : 1;
-	a.uid = cred->uid;
-	a.gid = cred->gid;
-	if (p->a.mode & S_ISGID) {
-		a.gid = p->a.gid;
-		if (S_ISDIR(mode))
-			a.mode |= S_ISGID;
-	}
-	if (S_ISCHR(mode) || S_ISBLK(mode))
-		a.rdev = rdev;
-	a.size = tlen;
-	a.atime = a.mtime = a.ctime = now;
-
-	txn_begin(m);
-	in = meta_inode_create(m, &a);
-	log_inode(m, in);
+		return meta_unlock(m, rc);
+	new_inode_attr(m, p, mode, rdev, tlen, cred, &a);
+	meta_txn_begin(m, NULL);
+	in = inode_create(m, &a);
+	meta_log_inode(m, in);
 	if (target) {
-		meta_symlink_set(m, in, target, tlen);
+		inode_symlink_set(m, in, target, tlen);
 		journal_rec_symlink(m->j, in->a.ino, target, tlen);
 	}
-	d = meta_dir_add(m, p, name, nlen, in->a.ino, meta_mode_dtype(mode), 0);
-	journal_rec_dirent_add(m->j, p->a.ino, name, nlen, in->a.ino, d->type, d->cookie);
-	if (S_ISDIR(mode)) {
-		in->parent = p->a.ino;
-		p->a.nlink++;
-	}
-	p->a.mtime = p->a.ctime = now;
-	log_inode(m, p);
-	txn_end(m);
-	in->nlookup++;
+	add_entry(m, p, name, nlen, in, &a.ctime);
+	meta_txn_end(m, NULL);
 	fill_attr(in, out);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, 0);
 }
 
 int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint32_t mode, uint64_t rdev,
@@ -490,187 +531,117 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 int meta_readlink(struct meta *m, uint64_t ino, char *buf, size_t cap)
 {
 	struct meta_inode *in;
-	int rc = 0;
+	int rc;
 
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in)
-		rc = -ENOENT;
-	else if (!S_ISLNK(in->a.mode) || !in->symlink)
+	rc = meta_lock_get(m, ino, META_ANY, &in);
+	if (rc < 0)
+		return rc;
+	if (!S_ISLNK(in->a.mode) || !in->symlink)
 		rc = -EINVAL;
 	else if (strlen(in->symlink) + 1 > cap)
 		rc = -ENAMETOOLONG;
 	else
 		memcpy(buf, in->symlink, strlen(in->symlink) + 1);
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, rc);
 }
 
 int meta_link(struct meta *m, uint64_t ino, uint64_t newparent, const char *newname,
 	      struct meta_attr *out)
 {
 	struct meta_inode *p, *in;
-	struct meta_dirent *d;
 	struct timespec now;
 	size_t nlen;
 	int rc;
 
-	rc = name_check(newname, &nlen);
+	rc = name_lock_get(m, newname, &nlen, ino, META_ANY, &in);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (in->dir) {
-		rc = -EPERM;
-		goto out;
-	}
-	rc = get_dir(m, newparent, &p);
-	if (rc < 0)
-		goto out;
-	if (!p->a.nlink || !in->a.nlink) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (meta_dir_lookup(p, newname)) {
-		rc = -EEXIST;
-		goto out;
-	}
-	if (in->a.nlink >= UINT32_MAX - 1) {
-		rc = -EMLINK;
-		goto out;
-	}
-	rc = writable(m);
+	rc = in->dir ? -EPERM : meta_get(m, newparent, META_DIR, &p);
 	if (!rc)
-		rc = room(m, 64 + nlen);
+		rc = add_check(m, p, newname, in->a.mode, in, 64 + nlen);
 	if (rc < 0)
-		goto out;
-	meta_now(&now);
-	txn_begin(m);
+		return meta_unlock(m, rc);
+	meta_txn_begin(m, &now);
 	in->a.nlink++;
 	in->a.ctime = now;
-	log_inode(m, in);
-	d = meta_dir_add(m, p, newname, nlen, in->a.ino, meta_mode_dtype(in->a.mode), 0);
-	journal_rec_dirent_add(m->j, p->a.ino, newname, nlen, in->a.ino, d->type, d->cookie);
-	p->a.mtime = p->a.ctime = now;
-	log_inode(m, p);
-	txn_end(m);
-	in->nlookup++;
+	meta_log_inode(m, in);
+	add_entry(m, p, newname, nlen, in, &now);
+	meta_txn_end(m, NULL);
 	fill_attr(in, out);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, 0);
 }
 
-static void unlink_entry(struct meta *m, struct meta_inode *p, struct meta_dirent *d)
+/* the link counts after in (NULL if missing) lost a name in directory p */
+static void name_removed(struct meta_inode *p, struct meta_inode *in, bool dir)
 {
+	if (dir) {
+		if (p->a.nlink > 2)
+			p->a.nlink--;
+		if (in)
+			in->a.nlink = 0;
+	} else if (in && in->a.nlink) {
+		in->a.nlink--;
+	}
+}
+
+/* remove entry d of directory p, of inode in (NULL if missing), in a transaction of its own */
+static void remove_entry(struct meta *m, struct meta_inode *p, struct meta_dirent *d,
+			 struct meta_inode *in, bool dir)
+{
+	struct timespec now;
+
+	meta_txn_begin(m, &now);
 	journal_rec_dirent_del(m->j, p->a.ino, d->name, d->nlen);
-	meta_dir_del(m, p, d);
+	inode_dir_del(m, p, d);
+	name_removed(p, in, dir);
+	dir_changed(m, p, &now);
+	if (in)
+		name_dropped(m, in, &now);
+	meta_txn_end(m, NULL);
 }
 
 int meta_unlink(struct meta *m, uint64_t parent, const char *name)
 {
 	struct meta_inode *p, *in;
 	struct meta_dirent *d;
-	struct timespec now;
 	int rc;
 
-	if (strnlen(name, META_NAME_MAX + 1) > META_NAME_MAX)
-		return -ENAMETOOLONG;
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, parent, &p);
+	rc = lock_entry(m, parent, name, &p, &d, &in);
 	if (rc < 0)
-		goto out;
-	d = meta_dir_lookup(p, name);
-	if (!d) {
-		rc = -ENOENT;
-		goto out;
-	}
-	in = meta_inode_get(m, d->ino);
-	if (in && in->dir) {
-		rc = -EISDIR;
-		goto out;
-	}
-	rc = writable(m);
-	if (rc < 0)
-		goto out;
-	meta_now(&now);
-	txn_begin(m);
-	unlink_entry(m, p, d);
-	p->a.mtime = p->a.ctime = now;
-	log_inode(m, p);
-	if (in) {
-		if (in->a.nlink)
-			in->a.nlink--;
-		in->a.ctime = now;
-		if (!maybe_free(m, in))
-			log_inode(m, in);
-	}
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+		return rc;
+	rc = in && in->dir ? -EISDIR : meta_may_change(m, 0);
+	if (!rc)
+		remove_entry(m, p, d, in, false);
+	return meta_unlock(m, rc);
 }
 
 int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
 {
 	struct meta_inode *p, *in;
 	struct meta_dirent *d;
-	struct timespec now;
 	int rc;
 
-	if (strnlen(name, META_NAME_MAX + 1) > META_NAME_MAX)
-		return -ENAMETOOLONG;
 	if (strcmp(name, ".") == 0)
 		return -EINVAL;
 	if (strcmp(name, "..") == 0)
 		return -ENOTEMPTY;
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, parent, &p);
+	rc = lock_entry(m, parent, name, &p, &d, &in);
 	if (rc < 0)
-		goto out;
-	d = meta_dir_lookup(p, name);
-	if (!d) {
-		rc = -ENOENT;
-		goto out;
-	}
-	in = meta_inode_get(m, d->ino);
-	if (in && !in->dir) {
+		return rc;
+	if (in && !in->dir)
 		rc = -ENOTDIR;
-		goto out;
-	}
-	if (in && meta_dir_count(in)) {
+	else if (in && inode_dir_count(in))
 		rc = -ENOTEMPTY;
-		goto out;
-	}
-	if (in && in->a.ino == META_ROOT_INO) {
+	else if (in && in->a.ino == META_ROOT_INO)
 		rc = -EBUSY;
-		goto out;
-	}
-	rc = writable(m);
-	if (rc < 0)
-		goto out;
-	meta_now(&now);
-	txn_begin(m);
-	unlink_entry(m, p, d);
-	if (p->a.nlink > 2)
-		p->a.nlink--;
-	p->a.mtime = p->a.ctime = now;
-	log_inode(m, p);
-	if (in) {
-		in->a.nlink = 0;
-		in->a.ctime = now;
-		if (!maybe_free(m, in))
-			log_inode(m, in);
-	}
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	else
+		rc = meta_may_change(m, 0);
+	if (!rc)
+		remove_entry(m, p, d, in, true);
+	return meta_unlock(m, rc);
 }
+
+/* ---- rename ---- */
 
 /* is dir `anc` the directory `ino` or one of its ancestors? */
 static bool is_ancestor(struct meta *m, uint64_t anc, uint64_t ino)
@@ -684,7 +655,7 @@ static bool is_ancestor(struct meta *m, uint64_t anc, uint64_t ino)
 			return true;
 		if (ino == META_ROOT_INO)
 			return false;
-		in = meta_inode_get(m, ino);
+		in = inode_get(m, ino);
 		if (!in)
 			return false;
 		ino = in->parent;
@@ -692,14 +663,21 @@ static bool is_ancestor(struct meta *m, uint64_t anc, uint64_t ino)
 	return false;
 }
 
-static int rename_check(struct meta *m, struct meta_inode *src, struct meta_inode *dst,
-			struct meta_inode *sp, struct meta_inode *dp, unsigned int flags)
+/* both ends of a rename: the directories, their entries and the inodes they name */
+struct rename_ends {
+	struct meta_inode *sp, *dp, *src, *dst;
+	struct meta_dirent *sd, *dd;
+};
+
+static int rename_check(struct meta *m, const struct rename_ends *e, unsigned int flags)
 {
-	if (src->dir && (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, dp->a.ino)))
+	struct meta_inode *src = e->src, *dst = e->dst;
+
+	if (src->dir && (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, e->dp->a.ino)))
 		return -EINVAL;
-	if (flags & RENAME_EXCHANGE) {
+	if (flags & META_RENAME_EXCHANGE) {
 		if (dst->dir &&
-		    (dst->a.ino == META_ROOT_INO || is_ancestor(m, dst->a.ino, sp->a.ino)))
+		    (dst->a.ino == META_ROOT_INO || is_ancestor(m, dst->a.ino, e->sp->a.ino)))
 			return -EINVAL;
 		return 0;
 	}
@@ -709,154 +687,142 @@ static int rename_check(struct meta *m, struct meta_inode *src, struct meta_inod
 		return -ENOTDIR;
 	if (!src->dir && dst->dir)
 		return -EISDIR;
-	if (dst->dir && meta_dir_count(dst))
+	if (dst->dir && inode_dir_count(dst))
 		return -ENOTEMPTY;
 	if (dst->a.ino == META_ROOT_INO)
 		return -EBUSY;
 	return 0;
 }
 
-static void rename_exchange(struct meta *m, struct meta_inode *sp, struct meta_dirent *sd,
-			    struct meta_inode *src, struct meta_inode *dp, struct meta_dirent *dd,
-			    struct meta_inode *dst, const struct timespec *now)
+/* directory in moves from directory from to directory to */
+static void dir_moved(struct meta_inode *in, struct meta_inode *from, struct meta_inode *to)
 {
+	if (!in->dir || from == to)
+		return;
+	from->a.nlink--;
+	to->a.nlink++;
+	in->parent = to->a.ino;
+}
+
+static void rename_exchange(struct meta *m, struct rename_ends *e, const struct timespec *now)
+{
+	struct meta_dirent *sd = e->sd, *dd = e->dd;
 	uint8_t st = sd->type, dt = dd->type;
 
-	sd->ino = dst->a.ino;
+	sd->ino = e->dst->a.ino;
 	sd->type = dt;
-	dd->ino = src->a.ino;
+	dd->ino = e->src->a.ino;
 	dd->type = st;
 	/* same names and cookies, other inodes: the record replaces the entry as a whole */
-	journal_rec_dirent_add(m->j, sp->a.ino, sd->name, sd->nlen, sd->ino, sd->type, sd->cookie);
-	journal_rec_dirent_add(m->j, dp->a.ino, dd->name, dd->nlen, dd->ino, dd->type, dd->cookie);
+	journal_rec_dirent_add(m->j, e->sp->a.ino, sd->name, sd->nlen, sd->ino, sd->type,
+			       sd->cookie);
+	journal_rec_dirent_add(m->j, e->dp->a.ino, dd->name, dd->nlen, dd->ino, dd->type,
+			       dd->cookie);
 	/* the byte counts of both entries may change with the inode numbers */
-	m->ckpt_bytes -= meta_dirent_bytes(src->a.ino, sd->cookie, sd->nlen) +
-			 meta_dirent_bytes(dst->a.ino, dd->cookie, dd->nlen);
-	m->ckpt_bytes += meta_dirent_bytes(sd->ino, sd->cookie, sd->nlen) +
-			 meta_dirent_bytes(dd->ino, dd->cookie, dd->nlen);
-	if (sp != dp) {
-		if (src->dir) {
-			sp->a.nlink--;
-			dp->a.nlink++;
-			src->parent = dp->a.ino;
-		}
-		if (dst->dir) {
-			dp->a.nlink--;
-			sp->a.nlink++;
-			dst->parent = sp->a.ino;
-		}
+	m->ckpt_bytes -= inode_dirent_bytes(e->src->a.ino, sd->cookie, sd->nlen) +
+			 inode_dirent_bytes(e->dst->a.ino, dd->cookie, dd->nlen);
+	m->ckpt_bytes += inode_dirent_bytes(sd->ino, sd->cookie, sd->nlen) +
+			 inode_dirent_bytes(dd->ino, dd->cookie, dd->nlen);
+	dir_moved(e->src, e->sp, e->dp);
+	dir_moved(e->dst, e->dp, e->sp);
+	e->src->a.ctime = e->dst->a.ctime = *now;
+	meta_log_inode(m, e->src);
+	meta_log_inode(m, e->dst);
+}
+
+static void rename_replace(struct meta *m, struct rename_ends *e, const char *newname,
+			   size_t nlen, const struct timespec *now)
+{
+	uint64_t cookie = e->dd ? e->dd->cookie : 0;
+	struct meta_dirent *nd;
+
+	journal_rec_dirent_del(m->j, e->sp->a.ino, e->sd->name, e->sd->nlen);
+	inode_dir_del(m, e->sp, e->sd);
+	if (e->dd) /* the new entry takes the replaced one's place (cookie) */
+		inode_dir_del(m, e->dp, e->dd);
+	nd = inode_dir_add(m, e->dp, newname, nlen, e->src->a.ino, inode_dtype(e->src->a.mode),
+			   cookie);
+	journal_rec_dirent_add(m->j, e->dp->a.ino, newname, nlen, e->src->a.ino, nd->type,
+			       nd->cookie);
+	dir_moved(e->src, e->sp, e->dp);
+	e->src->a.ctime = *now;
+	meta_log_inode(m, e->src);
+	if (e->dst) {
+		name_removed(e->dp, e->dst, e->dst->dir);
+		name_dropped(m, e->dst, now);
 	}
-	src->a.ctime = dst->a.ctime = *now;
-	log_inode(m, src);
-	log_inode(m, dst);
+}
+
+/* take m->lock, find both ends and check them against flags; on error m->lock is released */
+static int rename_lock(struct meta *m, uint64_t parent, const char *name, uint64_t newparent,
+		       const char *newname, unsigned int flags, struct rename_ends *e)
+{
+	int rc;
+
+	rc = meta_lock_get(m, parent, META_DIR, &e->sp);
+	if (rc < 0)
+		return rc;
+	rc = meta_get(m, newparent, META_DIR, &e->dp);
+	if (!rc) {
+		e->sd = inode_dir_lookup(e->sp, name);
+		rc = e->sd ? 0 : -ENOENT;
+	}
+	if (rc < 0)
+		return meta_unlock(m, rc);
+	e->src = inode_get(m, e->sd->ino);
+	e->dd = inode_dir_lookup(e->dp, newname);
+	e->dst = e->dd ? inode_get(m, e->dd->ino) : NULL;
+	if (!e->src || (e->dd && !e->dst))
+		rc = -EIO;
+	else if (!e->dp->a.nlink)
+		rc = -ENOENT;
+	else if ((flags & META_RENAME_NOREPLACE) && e->dd)
+		rc = -EEXIST;
+	else if ((flags & META_RENAME_EXCHANGE) && !e->dd)
+		rc = -ENOENT;
+	return rc < 0 ? meta_unlock(m, rc) : 0;
 }
 
 int meta_rename(struct meta *m, uint64_t parent, const char *name, uint64_t newparent,
 		const char *newname, unsigned int flags)
 {
-	struct meta_inode *sp, *dp, *src, *dst = NULL;
-	struct meta_dirent *sd, *dd;
+	struct rename_ends e;
 	struct timespec now;
 	size_t nlen;
 	int rc;
 
-	if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(unsigned int)(META_RENAME_NOREPLACE | META_RENAME_EXCHANGE))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	if ((flags & META_RENAME_NOREPLACE) && (flags & META_RENAME_EXCHANGE))
 		return -EINVAL;
 	if (strnlen(name, META_NAME_MAX + 1) > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	rc = name_check(newname, &nlen);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, parent, &sp);
-	if (!rc)
-		rc = get_dir(m, newparent, &dp);
+	rc = rename_lock(m, parent, name, newparent, newname, flags, &e);
 	if (rc < 0)
-		goto out;
-	sd = meta_dir_lookup(sp, name);
-	if (!sd) {
-		rc = -ENOENT;
-		goto out;
-	}
-	src = meta_inode_get(m, sd->ino);
-	dd = meta_dir_lookup(dp, newname);
-	if (dd)
-		dst = meta_inode_get(m, dd->ino);
-	if (!src || (dd && !dst)) {
-		rc = -EIO;
-		goto out;
-	}
-	if (!dp->a.nlink) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if ((flags & RENAME_NOREPLACE) && dd) {
-		rc = -EEXIST;
-		goto out;
-	}
-	if ((flags & RENAME_EXCHANGE) && !dd) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (dd && dd->ino == sd->ino) {
-		rc = 0; /* the same file (hard links or the same entry): nothing to do */
-		goto out;
-	}
-	rc = rename_check(m, src, dst, sp, dp, flags);
+		return rc;
+	if (e.dd && e.dd->ino == e.sd->ino) /* the same file (hard links or the same entry) */
+		return meta_unlock(m, 0);
+	rc = rename_check(m, &e, flags);
 	if (!rc)
-		rc = writable(m);
-	if (!rc)
-		rc = room(m, 128 + nlen);
+		rc = meta_may_change(m, 128 + nlen);
 	if (rc < 0)
-		goto out;
-
-	meta_now(&now);
-	txn_begin(m);
-	if (flags & RENAME_EXCHANGE) {
-		rename_exchange(m, sp, sd, src, dp, dd, dst, &now);
-	} else {
-		uint64_t cookie = dd ? dd->cookie : 0;
-		struct meta_dirent *nd;
-
-		unlink_entry(m, sp, sd);
-		if (dd) /* the new entry takes the replaced one's place (cookie) */
-			meta_dir_del(m, dp, dd);
-		nd = meta_dir_add(m, dp, newname, nlen, src->a.ino, meta_mode_dtype(src->a.mode),
-				  cookie);
-		journal_rec_dirent_add(m->j, dp->a.ino, newname, nlen, src->a.ino, nd->type,
-				       nd->cookie);
-		if (src->dir && sp != dp) {
-			sp->a.nlink--;
-			dp->a.nlink++;
-			src->parent = dp->a.ino;
-		}
-		src->a.ctime = now;
-		log_inode(m, src);
-		if (dst) {
-			if (dst->dir) {
-				dst->a.nlink = 0;
-				dp->a.nlink--;
-			} else if (dst->a.nlink) {
-				dst->a.nlink--;
-			}
-			dst->a.ctime = now;
-			if (!maybe_free(m, dst))
-				log_inode(m, dst);
-		}
-	}
-	sp->a.mtime = sp->a.ctime = now;
-	log_inode(m, sp);
-	if (dp != sp) {
-		dp->a.mtime = dp->a.ctime = now;
-		log_inode(m, dp);
-	}
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+		return meta_unlock(m, rc);
+	meta_txn_begin(m, &now);
+	if (flags & META_RENAME_EXCHANGE)
+		rename_exchange(m, &e, &now);
+	else
+		rename_replace(m, &e, newname, nlen, &now);
+	dir_changed(m, e.sp, &now);
+	if (e.dp != e.sp)
+		dir_changed(m, e.dp, &now);
+	meta_txn_end(m, NULL);
+	return meta_unlock(m, 0);
 }
+
+/* ---- listing ---- */
 
 int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_dirent_fn fill,
 		 void *ctx)
@@ -867,27 +833,26 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 	uint64_t from;
 	int rc;
 
-	pthread_mutex_lock(&m->lock);
-	rc = get_dir(m, ino, &dir);
+	rc = meta_lock_get(m, ino, META_DIR, &dir);
 	if (rc < 0)
-		goto out;
+		return rc;
 	if (cookie < 1) {
 		fill_attr(dir, &attr);
 		if (fill(ctx, ".", &attr, 1))
-			goto out;
+			return meta_unlock(m, 0);
 	}
 	if (cookie < 2) {
-		child = meta_inode_get(m, dir->parent ? dir->parent : META_ROOT_INO);
+		child = inode_get(m, dir->parent ? dir->parent : META_ROOT_INO);
 		fill_attr(child ? child : dir, &attr);
 		if (fill(ctx, "..", &attr, 2))
-			goto out;
+			return meta_unlock(m, 0);
 	}
 	from = MAX(cookie, 2);
 	for (node = g_tree_upper_bound(dir->dir->by_cookie, &from); node;
 	     node = g_tree_node_next(node)) {
 		struct meta_dirent *d = g_tree_node_value(node);
 
-		child = meta_inode_get(m, d->ino);
+		child = inode_get(m, d->ino);
 		if (!child)
 			continue;
 		fill_attr(child, &attr);
@@ -896,9 +861,7 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 		if (plus)
 			child->nlookup++;
 	}
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	return meta_unlock(m, 0);
 }
 
 /* ---- xattrs ---- */
@@ -918,571 +881,139 @@ static int xattr_name_check(const char *name)
 	return -EOPNOTSUPP;
 }
 
+/* take m->lock and find ino and its xattr name (*x NULL when absent) */
+static int xattr_lock(struct meta *m, uint64_t ino, const char *name, struct meta_inode **in,
+		      struct meta_xattr **x)
+{
+	int rc;
+
+	rc = xattr_name_check(name);
+	if (!rc)
+		rc = meta_lock_get(m, ino, META_ANY, in);
+	if (!rc)
+		*x = inode_xattr_find(*in, name, NULL);
+	return rc;
+}
+
+/* set (value) or remove (value NULL) xattr name of in, in a transaction of its own */
+static void xattr_change(struct meta *m, struct meta_inode *in, const char *name,
+			 const void *value, size_t size)
+{
+	meta_txn_begin(m, &in->a.ctime);
+	if (value) {
+		inode_xattr_set(m, in, name, value, size);
+		journal_rec_xattr_set(m->j, in->a.ino, name, value, size);
+	} else {
+		inode_xattr_del(m, in, name);
+		journal_rec_xattr_del(m->j, in->a.ino, name);
+	}
+	meta_txn_end(m, in);
+}
+
 int meta_setxattr(struct meta *m, uint64_t ino, const char *name, const void *value, size_t size,
 		  int flags)
 {
 	struct meta_inode *in;
-	struct meta_xattr *x;
+	struct meta_xattr *x = NULL;
 	int rc;
 
 	rc = xattr_name_check(name);
+	if (!rc && size > XATTR_VALUE_MAX)
+		rc = -E2BIG;
+	if (!rc && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
+		rc = -EINVAL;
+	if (!rc)
+		rc = xattr_lock(m, ino, name, &in, &x);
 	if (rc < 0)
 		return rc;
-	if (size > XATTR_VALUE_MAX)
-		return -E2BIG;
-	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-		return -EINVAL;
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
-	}
-	x = meta_xattr_find(in, name, NULL);
-	if ((flags & XATTR_CREATE) && x) {
+	if ((flags & XATTR_CREATE) && x)
 		rc = -EEXIST;
-		goto out;
-	}
-	if ((flags & XATTR_REPLACE) && !x) {
+	else if ((flags & XATTR_REPLACE) && !x)
 		rc = -ENODATA;
-		goto out;
-	}
-	rc = writable(m);
-	if (!rc && (!x || size > x->len))
-		rc = room(m, meta_xattr_bytes(strlen(name), size));
-	if (rc < 0)
-		goto out;
-	txn_begin(m);
-	meta_xattr_set(m, in, name, value, size);
-	journal_rec_xattr_set(m->j, ino, name, value, size);
-	meta_now(&in->a.ctime);
-	log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	else
+		rc = meta_may_change(m, (!x || size > x->len) ?
+					     inode_xattr_bytes(strlen(name), size) : 0);
+	if (!rc)
+		xattr_change(m, in, name, value ? value : "", size);
+	return meta_unlock(m, rc);
+}
+
+/* the xattr reply rule: size 0 asks for the length; too small: -ERANGE; else copy */
+static ssize_t xattr_reply(void *buf, size_t size, const void *data, size_t len)
+{
+	if (size && size < len)
+		return -ERANGE;
+	if (size && len)
+		memcpy(buf, data, len);
+	return (ssize_t)len;
 }
 
 ssize_t meta_getxattr(struct meta *m, uint64_t ino, const char *name, void *buf, size_t size)
 {
 	struct meta_inode *in;
-	struct meta_xattr *x;
+	struct meta_xattr *x = NULL;
 	ssize_t rc;
 
-	rc = xattr_name_check(name);
-	if (rc < 0)
-		return rc;
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
+	rc = xattr_lock(m, ino, name, &in, &x);
+	if (!rc) {
+		rc = x ? xattr_reply(buf, size, x->value, x->len) : -ENODATA;
+		pthread_mutex_unlock(&m->lock);
 	}
-	x = meta_xattr_find(in, name, NULL);
-	if (!x) {
-		rc = -ENODATA;
-	} else if (size == 0) {
-		rc = (ssize_t)x->len;
-	} else if (size < x->len) {
-		rc = -ERANGE;
-	} else {
-		if (x->len)
-			memcpy(buf, x->value, x->len);
-		rc = (ssize_t)x->len;
-	}
-out:
-	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
 
 ssize_t meta_listxattr(struct meta *m, uint64_t ino, char *buf, size_t size)
 {
+	GString *names = g_string_new(NULL);
 	struct meta_inode *in;
-	size_t need = 0, at = 0;
 	ssize_t rc;
 	guint i;
 
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
-	}
-	for (i = 0; in->xattrs && i < in->xattrs->len; i++)
-		need += strlen(((struct meta_xattr *)g_ptr_array_index(in->xattrs, i))->name) + 1;
-	if (size == 0) {
-		rc = (ssize_t)need;
-		goto out;
-	}
-	if (size < need) {
-		rc = -ERANGE;
-		goto out;
-	}
-	for (i = 0; in->xattrs && i < in->xattrs->len; i++) {
+	rc = meta_lock_get(m, ino, META_ANY, &in);
+	for (i = 0; !rc && in->xattrs && i < in->xattrs->len; i++) {
 		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
-		size_t l = strlen(x->name) + 1;
 
-		memcpy(buf + at, x->name, l);
-		at += l;
+		g_string_append_len(names, x->name, (gssize)strlen(x->name) + 1);
 	}
-	rc = (ssize_t)need;
-out:
-	pthread_mutex_unlock(&m->lock);
+	if (!rc) {
+		rc = xattr_reply(buf, size, names->str, names->len);
+		pthread_mutex_unlock(&m->lock);
+	}
+	g_string_free(names, TRUE);
 	return rc;
 }
 
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name)
 {
 	struct meta_inode *in;
+	struct meta_xattr *x = NULL;
 	int rc;
 
-	rc = xattr_name_check(name);
+	rc = xattr_lock(m, ino, name, &in, &x);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	if (!in) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (!meta_xattr_find(in, name, NULL)) {
-		rc = -ENODATA;
-		goto out;
-	}
-	rc = writable(m);
-	if (rc < 0)
-		goto out;
-	txn_begin(m);
-	meta_xattr_del(m, in, name);
-	journal_rec_xattr_del(m->j, ino, name);
-	meta_now(&in->a.ctime);
-	log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
-/* ---- file data placement ---- */
-
-static int get_reg(struct meta *m, uint64_t ino, struct meta_inode **out)
-{
-	struct meta_inode *in = meta_inode_get(m, ino);
-
-	if (!in)
-		return -ENOENT;
-	if (in->dir)
-		return -EISDIR;
-	if (!S_ISREG(in->a.mode))
-		return -EINVAL;
-	*out = in;
-	return 0;
-}
-
-/* where the blocks for file block b would best go: right after its predecessor */
-static uint64_t goal_for(struct meta_inode *in, uint64_t b)
-{
-	struct meta_ext *e, *next;
-
-	if (b) {
-		e = meta_ext_find(in, b - 1, NULL);
-		if (e)
-			return e->pblock + (b - e->fblock);
-	}
-	meta_ext_find(in, b, &next);
-	if (next && next->pblock >= next->fblock - b)
-		return next->pblock - (next->fblock - b);
-	return UINT64_MAX;
-}
-
-static void push_ext(struct meta_extent *ext, int *n, uint64_t fb, uint64_t count, uint64_t off,
-		     bool fresh)
-{
-	if (*n) {
-		struct meta_extent *p = &ext[*n - 1];
-
-		if (p->file_block + p->count == fb && p->fresh == fresh &&
-		    ((!p->pool_off && !off) ||
-		     (p->pool_off && off && p->pool_off + p->count * BS == off))) {
-			p->count += count;
-			return;
-		}
-	}
-	ext[*n].file_block = fb;
-	ext[*n].count = count;
-	ext[*n].pool_off = off;
-	ext[*n].fresh = fresh;
-	(*n)++;
-}
-
-int meta_map(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, bool alloc,
-	     struct meta_extent *ext, int max)
-{
-	struct meta_inode *in;
-	GArray *undo = NULL;
-	uint64_t b, last;
-	bool retried = false;
-	int n, rc;
-
-	if (!len || max <= 0)
-		return 0;
-	if (off + len < off || off + len > (uint64_t)INT64_MAX)
-		return -EFBIG;
-again:
-	n = 0;
-	pthread_mutex_lock(&m->lock);
-	rc = get_reg(m, ino, &in);
-	if (!rc && alloc)
-		rc = writable(m);
-	if (rc < 0)
-		goto out;
-	b = off / BS;
-	last = (off + len - 1) / BS;
-	while (b <= last && n < max) {
-		struct meta_ext *e, *next;
-		uint64_t run, start, got;
-
-		e = meta_ext_find(in, b, &next);
-		if (e) {
-			uint64_t pb = e->pblock + (b - e->fblock);
-
-			run = MIN(e->fblock + e->count, last + 1) - b;
-			if (alloc)
-				push_ext(ext, &n, b, run, pool_off(m, pb),
-					 e->state != META_EXT_WRITTEN);
-			else if (e->state == META_EXT_WRITTEN)
-				push_ext(ext, &n, b, run, pool_off(m, pb), false);
-			else
-				push_ext(ext, &n, b, run, 0, false);
-			b += run;
-			continue;
-		}
-		run = (next ? MIN(next->fblock, last + 1) : last + 1) - b;
-		if (!alloc) {
-			push_ext(ext, &n, b, run, 0, false);
-			b += run;
-			continue;
-		}
-		rc = room(m, 64);
-		if (!rc)
-			rc = alloc_get(m->alloc, goal_for(in, b), run, &start, &got);
-		if (rc < 0)
-			break;
-		meta_ext_set(m, in, b, got, start, META_EXT_FRESH);
-		if (!undo)
-			undo = g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2);
-		g_array_append_vals(undo, ((uint64_t[2]){ b, got }), 1);
-		push_ext(ext, &n, b, got, pool_off(m, start), true);
-		b += got;
-	}
-	if (rc == -ENOSPC && undo) {
-		guint i;
-
-		for (i = 0; i < undo->len; i++) {
-			uint64_t *u = &g_array_index(undo, uint64_t, i * 2);
-
-			meta_ext_clear(m, in, u[0], u[1], true);
-		}
-	}
-	if (rc == -ENOSPC && !retried && alloc_npending(m->alloc)) {
-		/* freed blocks wait for their transaction: make it durable, try again */
-		pthread_mutex_unlock(&m->lock);
-		if (undo)
-			g_array_set_size(undo, 0);
-		retried = true;
-		if (meta_sync(m) == 0)
-			goto again;
-		pthread_mutex_lock(&m->lock);
-	}
-out:
-	pthread_mutex_unlock(&m->lock);
-	if (undo)
-		g_array_free(undo, TRUE);
-	return rc < 0 ? rc : n;
-}
-
-struct restate {
-	uint64_t fb, count, pb;
-};
-
-#define WRITE_COMMIT 0x1 /* the blocks of the range become WRITTEN */
-#define WRITE_TIMES 0x2 /* mtime = ctime = now */
-#define WRITE_SIZE 0x4 /* size = max(size, end of the range) */
-
-static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len,
-			unsigned int what);
-
-int meta_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
-{
-	return write_update(m, ino, off, len, WRITE_COMMIT | WRITE_TIMES | (len ? WRITE_SIZE : 0));
-}
-
-int meta_write_accept(struct meta *m, uint64_t ino, uint64_t end, bool times)
-{
-	return write_update(m, ino, end, 0, WRITE_SIZE | (times ? WRITE_TIMES : 0));
-}
-
-int meta_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
-{
-	return write_update(m, ino, off, len, WRITE_COMMIT);
-}
-
-/* meta_write_done and its two halves: the WRITE_* parts of it in what */
-static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len,
-			unsigned int what)
-{
-	struct meta_inode *in;
-	GArray *parts;
-	uint64_t b, last, end = off + len;
-	bool changed;
-	guint i;
-	int rc;
-
-	pthread_mutex_lock(&m->lock);
-	rc = get_reg(m, ino, &in);
+	rc = x ? meta_may_change(m, 0) : -ENODATA;
 	if (!rc)
-		rc = writable(m);
-	if (rc < 0)
-		goto out;
-	if (end < off) {
-		rc = -EFBIG;
-		goto out;
-	}
-	parts = g_array_new(FALSE, FALSE, sizeof(struct restate));
-	if ((what & WRITE_COMMIT) && len) {
-		b = off / BS;
-		last = (off + len - 1) / BS;
-		while (b <= last) {
-			struct meta_ext *next, *e = meta_ext_find(in, b, &next);
-			struct restate r;
-
-			if (!e) {
-				if (!next || next->fblock > last)
-					break;
-				b = next->fblock;
-				continue;
-			}
-			r.fb = b;
-			r.count = MIN(e->fblock + e->count, last + 1) - b;
-			r.pb = e->pblock + (b - e->fblock);
-			if (e->state != META_EXT_WRITTEN)
-				g_array_append_val(parts, r);
-			b += r.count;
-		}
-	}
-	txn_begin(m);
-	for (i = 0; i < parts->len; i++) {
-		struct restate *r = &g_array_index(parts, struct restate, i);
-
-		meta_ext_clear(m, in, r->fb, r->count, false);
-		meta_ext_set(m, in, r->fb, r->count, r->pb, META_EXT_WRITTEN);
-		journal_rec_ext_set(m->j, ino, r->fb, r->count, r->pb, META_EXT_WRITTEN);
-	}
-	changed = parts->len > 0;
-	g_array_free(parts, TRUE);
-	if ((what & WRITE_SIZE) && end > in->a.size) {
-		in->a.size = end;
-		changed = true;
-	}
-	if (what & WRITE_TIMES) {
-		meta_now(&in->a.mtime);
-		in->a.ctime = in->a.mtime;
-		changed = true;
-	}
-	if (changed)
-		log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+		xattr_change(m, in, name, NULL, 0);
+	return meta_unlock(m, rc);
 }
 
-/* blocks of [b, last] not yet allocated */
-static uint64_t count_holes(struct meta_inode *in, uint64_t b, uint64_t last)
-{
-	uint64_t holes = 0;
-
-	while (b <= last) {
-		struct meta_ext *next, *e = meta_ext_find(in, b, &next);
-
-		if (e) {
-			b = e->fblock + e->count;
-			continue;
-		}
-		if (!next || next->fblock > last) {
-			holes += last + 1 - b;
-			break;
-		}
-		holes += next->fblock - b;
-		b = next->fblock;
-	}
-	return holes;
-}
-
-int meta_fallocate(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, int mode)
-{
-	struct meta_inode *in;
-	struct timespec now;
-	uint64_t b, last, need, nrec = 0;
-	bool retried = false, grew = false;
-	int rc;
-
-	if (mode & ~FALLOC_FL_KEEP_SIZE)
-		return -EOPNOTSUPP;
-	if (!len)
-		return -EINVAL;
-	if (off + len < off || off + len > (uint64_t)INT64_MAX)
-		return -EFBIG;
-again:
-	pthread_mutex_lock(&m->lock);
-	rc = get_reg(m, ino, &in);
-	if (!rc)
-		rc = writable(m);
-	if (rc < 0)
-		goto out;
-	b = off / BS;
-	last = (off + len - 1) / BS;
-	need = count_holes(in, b, last);
-	if (need > alloc_nfree(m->alloc)) {
-		if (!retried && alloc_npending(m->alloc)) {
-			pthread_mutex_unlock(&m->lock);
-			retried = true;
-			if (meta_sync(m) == 0)
-				goto again;
-			pthread_mutex_lock(&m->lock);
-		}
-		rc = -ENOSPC;
-		goto out;
-	}
-	meta_now(&now);
-	txn_begin(m);
-	while (b <= last) {
-		struct meta_ext *next, *e = meta_ext_find(in, b, &next);
-		uint64_t run, start, got;
-
-		if (e) {
-			b = e->fblock + e->count;
-			continue;
-		}
-		run = (next ? MIN(next->fblock, last + 1) : last + 1) - b;
-		rc = room(m, 64);
-		if (!rc)
-			rc = alloc_get(m->alloc, goal_for(in, b), run, &start, &got);
-		if (rc < 0)
-			break;
-		meta_ext_set(m, in, b, got, start, META_EXT_UNWRITTEN);
-		journal_rec_ext_set(m->j, ino, b, got, start, META_EXT_UNWRITTEN);
-		b += got;
-		if (++nrec % FALLOC_TXN_RECS == 0) {
-			log_inode(m, in);
-			txn_end(m);
-			txn_begin(m);
-		}
-	}
-	if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->a.size) {
-		in->a.size = off + len;
-		grew = true;
-	}
-	if (grew)
-		in->a.mtime = now;
-	in->a.ctime = now;
-	log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
-int meta_punch_hole(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
-{
-	struct meta_inode *in;
-	uint64_t first, end;
-	int rc;
-
-	if (off + len < off)
-		return -EINVAL;
-	pthread_mutex_lock(&m->lock);
-	rc = get_reg(m, ino, &in);
-	if (!rc)
-		rc = writable(m);
-	if (rc < 0)
-		goto out;
-	first = (off + BS - 1) / BS;
-	end = (off + len) / BS;
-	txn_begin(m);
-	if (end > first) {
-		meta_ext_clear(m, in, first, end - first, true);
-		journal_rec_ext_clear(m->j, ino, first, end - first);
-	}
-	meta_now(&in->a.mtime);
-	in->a.ctime = in->a.mtime;
-	log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
-int meta_seek(struct meta *m, uint64_t ino, uint64_t off, int whence, uint64_t *result)
-{
-	struct meta_inode *in;
-	struct meta_ext *e, *next;
-	uint64_t size, b;
-	int rc;
-
-	pthread_mutex_lock(&m->lock);
-	rc = get_reg(m, ino, &in);
-	if (rc < 0)
-		goto out;
-	size = in->a.size;
-	if (off >= size) {
-		rc = -ENXIO;
-		goto out;
-	}
-	b = off / BS;
-	e = meta_ext_find(in, b, &next);
-	if (whence == SEEK_DATA) {
-		if (e)
-			*result = off;
-		else if (next && next->fblock * BS < size)
-			*result = next->fblock * BS;
-		else
-			rc = -ENXIO;
-	} else if (whence == SEEK_HOLE) {
-		if (!e) {
-			*result = off;
-		} else {
-			uint64_t endb = e->fblock + e->count;
-
-			while ((e = meta_ext_find(in, endb, NULL)))
-				endb = e->fblock + e->count;
-			*result = MIN(endb * BS, size);
-		}
-	} else {
-		rc = -EINVAL;
-	}
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
+/* ---- times and space ---- */
 
 int meta_touch_atime(struct meta *m, uint64_t ino)
 {
 	struct meta_inode *in;
 	int rc;
 
-	pthread_mutex_lock(&m->lock);
-	in = meta_inode_get(m, ino);
-	rc = in ? writable(m) : -ENOENT;
+	rc = meta_lock_get(m, ino, META_ANY, &in);
 	if (rc < 0)
-		goto out;
-	txn_begin(m);
-	meta_now(&in->a.atime);
-	log_inode(m, in);
-	txn_end(m);
-out:
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+		return rc;
+	rc = meta_may_change(m, 0);
+	if (!rc) {
+		meta_txn_begin(m, &in->a.atime);
+		meta_txn_end(m, in);
+	}
+	return meta_unlock(m, rc);
 }
 
 int meta_statfs(struct meta *m, struct meta_statfs *out)
@@ -1493,7 +1024,7 @@ int meta_statfs(struct meta *m, struct meta_statfs *out)
 	memset(out, 0, sizeof(*out));
 	out->blocks = m->g.data_blocks;
 	out->bfree = m->alloc ? alloc_nfree(m->alloc) + alloc_npending(m->alloc) : 0;
-	slack = 4096 + m->g.slot_len / 128;
+	slack = ckpt_slack(m);
 	free_bytes = m->ckpt_bytes + slack < m->g.slot_len ?
 			     m->g.slot_len - slack - m->ckpt_bytes : 0;
 	/* an empty file with a short name costs about 64 bytes of checkpoint */

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * mount.c - meta_mount / meta_unmount / meta_abandon: superblock checks,
- * format, lease, checkpoint load, journal replay, recovery, and the clean
- * shutdown.
+ * mount.c - mount_open / mount_close / mount_abandon and mount_fsck:
+ * superblock checks, format, lease, checkpoint load, journal replay,
+ * recovery, the clean shutdown, and the offline check of rmemfs-fsck.
  *
  * Mount order (read-write):
  *   probe block 0 -> refuse newer/foreign/damaged formats (unless -o format)
@@ -14,7 +14,7 @@
  *   directory parents, rebuild the allocator from the extents
  *   check (fsck.c, repairing what is safe; refusing on real damage)
  *   mark unclean; after a crash, a replay or a repair write a checkpoint so
- *   the recovered state stands on its own; start the flusher.
+ *   the recovered state stands on its own; start the committer.
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
@@ -23,14 +23,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mount.h"
+
 #include "alloc.h"
 #include "ckpt.h"
+#include "commit.h"
 #include "fsck.h"
+#include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
 #include "remote.h"
 #include "super.h"
 #include "units.h"
+
+#define LOAD_NO_CHECK 0x1 /* fsck: load and replay, do not check or repair */
+#define LOAD_FALLBACK 0x2 /* fsck --repair: a damaged checkpoint -> use the older slot */
 
 static void set_err(char **err_msg, char *msg)
 {
@@ -38,6 +45,38 @@ static void set_err(char **err_msg, char *msg)
 		*err_msg = msg;
 	else
 		g_free(msg);
+}
+
+static struct meta *new_meta(struct remote *r, struct super *sb, const struct layout_geom *g)
+{
+	struct meta *m = g_new0(struct meta, 1);
+
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->commit_lock, NULL);
+	m->r = r;
+	m->sb = sb;
+	if (g)
+		m->g = *g;
+	m->inodes = inode_table_new();
+	m->next_ino = META_ROOT_INO + 1;
+	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8;
+	m->load.problems = g_ptr_array_new_with_free_func(g_free);
+	return m;
+}
+
+/* free m and the superblock it owns (m->sb NULL: the caller's) */
+static void free_meta(struct meta *m)
+{
+	if (!m)
+		return;
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->commit_lock);
+	g_ptr_array_free(m->load.problems, TRUE);
+	super_destroy(m->sb);
+	g_hash_table_destroy(m->inodes);
+	alloc_destroy(m->alloc);
+	journal_destroy(m->j);
+	g_free(m);
 }
 
 /* ---- replay ---- */
@@ -49,48 +88,48 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 	struct meta_dirent *d;
 
 	if (r->type != LAYOUT_REC_DIRENT_ADD && r->type != LAYOUT_REC_DIRENT_DEL)
-		in = meta_inode_get(m, r->ino);
+		in = inode_get(m, r->ino);
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
 		if (in && (in->a.mode & S_IFMT) != (r->inode.mode & S_IFMT)) {
-			meta_load_problem(m, "journal: inode %" G_GUINT64_FORMAT " changes type",
-					  (guint64)r->ino);
-			meta_inode_destroy(m, in);
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT " changes type",
+					   (guint64)r->ino);
+			inode_destroy(m, in);
 			in = NULL;
 		}
 		if (in) {
 			in->a = r->inode;
-			meta_inode_touch_acct(m, in);
+			inode_touch_acct(m, in);
 		} else {
-			meta_inode_create(m, &r->inode);
+			inode_create(m, &r->inode);
 		}
 		return 0;
 	case LAYOUT_REC_INODE_FREE:
 		if (in)
-			meta_inode_destroy(m, in);
+			inode_destroy(m, in);
 		return 0;
 	case LAYOUT_REC_DIRENT_ADD:
 	case LAYOUT_REC_DIRENT_DEL:
-		dir = meta_inode_get(m, r->dir);
+		dir = inode_get(m, r->dir);
 		if (!dir || !dir->dir) {
-			meta_load_problem(m, "journal: entry \"%s\" in missing directory %"
-					  G_GUINT64_FORMAT, r->name, (guint64)r->dir);
+			inode_load_problem(m, "journal: entry \"%s\" in missing directory %"
+					   G_GUINT64_FORMAT, r->name, (guint64)r->dir);
 			return 0;
 		}
 		if (r->type == LAYOUT_REC_DIRENT_ADD) {
-			meta_dir_add(m, dir, r->name, r->nlen, r->ino, r->dtype, r->cookie);
+			inode_dir_add(m, dir, r->name, r->nlen, r->ino, r->dtype, r->cookie);
 		} else {
-			d = meta_dir_lookup(dir, r->name);
+			d = inode_dir_lookup(dir, r->name);
 			if (d)
-				meta_dir_del(m, dir, d);
+				inode_dir_del(m, dir, d);
 		}
 		return 0;
 	default:
 		break;
 	}
 	if (!in) {
-		meta_load_problem(m, "journal: record %u for missing inode %" G_GUINT64_FORMAT,
-				  r->type, (guint64)r->ino);
+		inode_load_problem(m, "journal: record %u for missing inode %" G_GUINT64_FORMAT,
+				   r->type, (guint64)r->ino);
 		return 0;
 	}
 	switch (r->type) {
@@ -98,31 +137,32 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		if (!S_ISREG(in->a.mode) || !r->count || r->fblock + r->count < r->fblock ||
 		    r->pblock >= m->g.data_blocks || r->count > m->g.data_blocks - r->pblock ||
 		    r->state > LAYOUT_EXT_UNWRITTEN) {
-			meta_load_problem(m, "journal: invalid extent for inode %" G_GUINT64_FORMAT,
-					  (guint64)r->ino);
+			inode_load_problem(m, "journal: invalid extent for inode %"
+					   G_GUINT64_FORMAT, (guint64)r->ino);
 			return 0;
 		}
-		meta_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
+		inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
 		break;
 	case LAYOUT_REC_EXT_CLEAR:
-		meta_ext_clear(m, in, r->fblock, r->count, true);
+		inode_ext_clear(m, in, r->fblock, r->count, true);
 		break;
 	case LAYOUT_REC_XATTR_SET:
-		meta_xattr_set(m, in, r->name, r->value, r->vlen);
+		inode_xattr_set(m, in, r->name, r->value, r->vlen);
 		break;
 	case LAYOUT_REC_XATTR_DEL:
-		meta_xattr_del(m, in, r->name);
+		inode_xattr_del(m, in, r->name);
 		break;
 	case LAYOUT_REC_SYMLINK:
-		if (meta_symlink_set(m, in, (const char *)r->value, r->vlen) < 0)
-			meta_load_problem(m, "journal: symlink target for non-symlink %"
-					  G_GUINT64_FORMAT, (guint64)r->ino);
+		if (inode_symlink_set(m, in, (const char *)r->value, r->vlen) < 0)
+			inode_load_problem(m, "journal: symlink target for non-symlink %"
+					   G_GUINT64_FORMAT, (guint64)r->ino);
 		break;
 	}
 	return 0;
 }
 
-uint64_t meta_free_orphans(struct meta *m, bool log)
+/* free every unlinked inode nothing refers to any more (at load: all of them) */
+static uint64_t free_orphans(struct meta *m, bool log)
 {
 	GHashTableIter it;
 	gpointer k, v;
@@ -135,7 +175,7 @@ uint64_t meta_free_orphans(struct meta *m, bool log)
 		struct meta_inode *in = v;
 
 		if (!in->a.nlink && !in->nlookup && !in->nopen && in->a.ino != META_ROOT_INO &&
-		    (!in->dir || !meta_dir_count(in)))
+		    (!in->dir || !inode_dir_count(in)))
 			g_ptr_array_add(victims, in);
 	}
 	for (i = 0; i < victims->len; i++) {
@@ -143,7 +183,7 @@ uint64_t meta_free_orphans(struct meta *m, bool log)
 
 		if (log)
 			g_debug("freeing orphan inode %" G_GUINT64_FORMAT, (guint64)in->a.ino);
-		meta_inode_destroy(m, in);
+		inode_destroy(m, in);
 	}
 	n = victims->len;
 	g_ptr_array_free(victims, TRUE);
@@ -162,26 +202,26 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 
 	rc = super_format(sb);
 	if (rc == -ENOSPC) {
-		set_err(err_msg, g_strdup_printf("pool is too small for a filesystem (at least %llu "
-						 "MiB)", LAYOUT_MIN_POOL >> 20));
+		set_err(err_msg, g_strdup_printf("pool is too small for a filesystem (at least "
+						 "%llu MiB)", LAYOUT_MIN_POOL >> 20));
 		return rc;
 	}
 	if (rc < 0) {
 		set_err(err_msg, g_strdup_printf("formatting the pool: %s", g_strerror(-rc)));
 		return rc;
 	}
-	m = meta_new_empty(r, sb, super_geom(sb));
-	journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id, &m->j);
+	m = new_meta(r, sb, super_geom(sb));
+	m->j = journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id);
 	memset(&root, 0, sizeof(root));
 	root.ino = META_ROOT_INO;
 	root.mode = S_IFDIR | 0755;
 	root.nlink = 2;
 	root.uid = (uint32_t)getuid();
 	root.gid = (uint32_t)getgid();
-	meta_now(&root.mtime);
+	inode_now(&root.mtime);
 	root.atime = root.ctime = root.mtime;
-	meta_inode_create(m, &root);
-	rc = meta_build_alloc(m, NULL);
+	inode_create(m, &root);
+	rc = inode_build_alloc(m, NULL);
 	if (rc < 0)
 		goto err;
 	rc = ckpt_serialize(m, 1, 1, &buf);
@@ -206,14 +246,14 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 err:
 	set_err(err_msg, g_strdup_printf("formatting the pool: %s", g_strerror(-rc)));
 	m->sb = NULL;
-	meta_free(m);
+	free_meta(m);
 	return rc;
 }
 
 /* ---- load ---- */
 
 static int classify_err(enum layout_sb_kind kind, uint32_t version, const char *why,
-			const struct meta_mount_opts *opts, char **err_msg)
+			const struct mount_opts *opts, char **err_msg)
 {
 	switch (kind) {
 	case LAYOUT_SB_NEWER:
@@ -264,8 +304,8 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 		return -EUCLEAN;
 	}
 	rc = ckpt_load(m, gen, &first_seq, &why);
-	if (rc == -EUCLEAN && (flags & META_LOAD_FALLBACK) && gen > 1) {
-		struct meta *fresh = meta_new_empty(m->r, m->sb, &m->g);
+	if (rc == -EUCLEAN && (flags & LOAD_FALLBACK) && gen > 1) {
+		struct meta *fresh = new_meta(m->r, NULL, &m->g);
 		char *why2 = NULL;
 
 		/* start over on an empty meta: the damaged load left partial state */
@@ -273,11 +313,11 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 		m->ckpt_bytes = fresh->ckpt_bytes;
 		m->next_ino = fresh->next_ino;
 		m->nfresh = 0;
-		meta_free(fresh);
+		free_meta(fresh);
 		if (ckpt_load(m, gen - 1, &first_seq, &why2) == 0) {
-			meta_load_problem(m, "%s; using the previous checkpoint %" G_GUINT64_FORMAT
-					  " (changes made after it are lost)",
-					  why, (guint64)(gen - 1));
+			inode_load_problem(m, "%s; using the previous checkpoint %" G_GUINT64_FORMAT
+					   " (changes made after it are lost)",
+					   why, (guint64)(gen - 1));
 			gen--;
 			rc = 0;
 		}
@@ -316,160 +356,203 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 	return 0;
 }
 
-int meta_load(struct remote *r, const struct meta_mount_opts *opts, unsigned int flags,
-	      struct meta **out, char **err_msg)
+/* read the superblock and judge what it holds */
+static int probe(struct super *sb, const struct mount_opts *opts, enum layout_sb_kind *kind,
+		 char **err_msg)
 {
-	struct super *sb = NULL;
-	struct meta *m = NULL;
-	enum layout_sb_kind kind;
 	uint32_t version;
 	const char *why;
-	char *holder = NULL;
-	bool rw = !opts->read_only, formatted = false;
+	int rc;
+
+	rc = super_probe(sb, kind, &version, &why);
+	if (rc < 0) {
+		set_err(err_msg, g_strdup_printf("reading the superblock: %s", g_strerror(-rc)));
+		return rc;
+	}
+	return classify_err(*kind, version, why, opts, err_msg);
+}
+
+/*
+ * Take the lease and start its heartbeat, then probe again (the pool may
+ * have changed while we waited). *format: the pool holds no filesystem, or
+ * the format of a previous client never completed (ckpt_gen still 0).
+ */
+static int take_lease(struct super *sb, const struct mount_opts *opts, enum layout_sb_kind kind,
+		      bool *format, char **err_msg)
+{
 	enum super_lease_how how = SUPER_LEASE_WAIT;
-	uint64_t gen = 0, dups = 0, orphans;
+	uint64_t gen = 0;
+	char *holder;
+	int rc;
+
+	holder = opts->holder_name ? g_strdup(opts->holder_name) :
+				     g_strdup_printf("%s pid %d", g_get_host_name(), (int)getpid());
+	/* foreign bytes in the lease word are no lease: -o format takes the word */
+	if (opts->force_lease)
+		how = SUPER_LEASE_FORCE;
+	else if (kind == LAYOUT_SB_FOREIGN)
+		how = SUPER_LEASE_FOREIGN;
+	rc = super_lease_acquire(sb, holder, opts->lease_takeover_ms, how, err_msg);
+	g_free(holder);
+	if (rc < 0)
+		return rc;
+	rc = super_heartbeat_start(sb);
+	if (rc < 0) {
+		set_err(err_msg, g_strdup("cannot start the lease heartbeat"));
+		goto err_lease;
+	}
+	rc = probe(sb, opts, &kind, err_msg);
+	if (!rc && kind == LAYOUT_SB_RMEMFS) {
+		rc = super_read_ckpt_gen(sb, &gen);
+		if (rc < 0)
+			set_err(err_msg, g_strdup_printf("reading the superblock: %s",
+							 g_strerror(-rc)));
+		else if (gen == 0)
+			g_message("the format of this pool never completed: formatting it again");
+	}
+	if (rc < 0)
+		goto err_lease;
+	*format = kind != LAYOUT_SB_RMEMFS || gen == 0;
+	return 0;
+
+err_lease:
+	super_lease_release(sb);
+	return rc;
+}
+
+/* the mount-time check: repair what is safe, refuse the rest */
+static int check(struct meta *m, char **err_msg)
+{
+	struct fsck_report rep;
+	int rc;
+
+	fsck_report_init(&rep);
+	rc = fsck_check(m, FSCK_MOUNT, &rep);
+	if (rc < 0) {
+		set_err(err_msg, g_strdup_printf("repairing the filesystem while mounting: %s; run "
+						 "rmemfs-fsck --repair",
+						 g_strerror(-rc)));
+	} else if (rep.unsafe) {
+		set_err(err_msg, g_strdup_printf("the filesystem has %u errors that need "
+						 "rmemfs-fsck --repair (first: %s)",
+						 rep.unsafe, rep.first_unsafe));
+		rc = -EUCLEAN;
+	} else if (rep.repaired) {
+		g_message("repaired %u problems while mounting", rep.repaired);
+	}
+	m->load.repaired = rep.repaired;
+	fsck_report_clear(&rep);
+	return rc;
+}
+
+/* load the filesystem of an rmemfs pool: checkpoint, journal, orphans, allocator, check */
+static int load(struct meta *m, unsigned int flags, char **err_msg)
+{
+	uint64_t dups = 0, orphans;
+	int rc;
+
+	m->j = journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id);
+	rc = load_existing(m, flags, err_msg);
+	if (rc < 0)
+		return rc;
+	inode_derive_parents(m);
+	orphans = free_orphans(m, true);
+	if (orphans)
+		g_message("freed %" G_GUINT64_FORMAT " orphaned inodes (unlinked while open)",
+			  (guint64)orphans);
+	m->load.orphans = orphans;
+	rc = inode_build_alloc(m, &dups);
+	if (rc < 0 && rc != -ERANGE) {
+		set_err(err_msg, g_strdup_printf("building the allocator: %s", g_strerror(-rc)));
+		return rc;
+	}
+	return (flags & LOAD_NO_CHECK) ? 0 : check(m, err_msg);
+}
+
+/*
+ * Mark the pool in use and start the committer. After a crash, a replay or
+ * a repair, write a checkpoint first so the recovered state stands on its own.
+ */
+static int go_live(struct meta *m, bool formatted, unsigned int flags, char **err_msg)
+{
+	const struct meta_load_info *l = &m->load;
+	int rc;
+
+	rc = super_write_clean(m->sb, false);
+	if (!rc && !formatted && !(flags & LOAD_NO_CHECK) &&
+	    (l->replayed || !l->was_clean || l->orphans || l->repaired || l->problems->len))
+		rc = commit_write(m, true);
+	if (rc < 0) {
+		set_err(err_msg, g_strdup_printf("writing to the pool: %s", g_strerror(-rc)));
+		return rc;
+	}
+	rc = commit_start(m);
+	if (rc < 0)
+		set_err(err_msg, g_strdup("cannot start the journal committer"));
+	return rc;
+}
+
+static int load_fs(struct remote *r, const struct mount_opts *opts, unsigned int flags,
+		   struct meta **out, char **err_msg)
+{
+	struct super *sb;
+	struct meta *m = NULL;
+	enum layout_sb_kind kind;
+	bool rw = !opts->read_only, format = false;
 	int rc;
 
 	*out = NULL;
 	if (err_msg)
 		*err_msg = NULL;
-	super_new(r, &sb);
-	rc = super_probe(sb, &kind, &version, &why);
-	if (rc < 0) {
-		set_err(err_msg, g_strdup_printf("reading the superblock: %s", g_strerror(-rc)));
-		goto err_super;
-	}
-	rc = classify_err(kind, version, why, opts, err_msg);
+	sb = super_new(r);
+	rc = probe(sb, opts, &kind, err_msg);
 	if (rc < 0)
 		goto err_super;
 	if (kind == LAYOUT_SB_RMEMFS && opts->format)
 		g_message("the pool already holds an rmemfs filesystem: mounting it, not "
 			  "formatting it");
-
 	if (rw) {
-		holder = opts->holder_name ? g_strdup(opts->holder_name) :
-					     g_strdup_printf("%s pid %d", g_get_host_name(),
-							     (int)getpid());
-		/* foreign bytes in the lease word are no lease: -o format takes the word */
-		if (opts->force_lease)
-			how = SUPER_LEASE_FORCE;
-		else if (kind == LAYOUT_SB_FOREIGN)
-			how = SUPER_LEASE_FOREIGN;
-		rc = super_lease_acquire(sb, holder, opts->lease_takeover_ms, how, err_msg);
+		rc = take_lease(sb, opts, kind, &format, err_msg);
 		if (rc < 0)
 			goto err_super;
-		rc = super_heartbeat_start(sb);
-		if (rc < 0) {
-			set_err(err_msg, g_strdup("cannot start the lease heartbeat"));
-			goto err_lease;
-		}
-		/* the pool may have changed while we waited for the lease */
-		rc = super_probe(sb, &kind, &version, &why);
-		if (rc < 0) {
-			set_err(err_msg, g_strdup_printf("reading the superblock: %s",
-							 g_strerror(-rc)));
-			goto err_lease;
-		}
-		rc = classify_err(kind, version, why, opts, err_msg);
-		if (rc < 0)
-			goto err_lease;
-		if (kind == LAYOUT_SB_RMEMFS) {
-			rc = super_read_ckpt_gen(sb, &gen);
-			if (rc < 0) {
-				set_err(err_msg, g_strdup_printf("reading the superblock: %s",
-								 g_strerror(-rc)));
-				goto err_lease;
-			}
-			if (gen == 0)
-				g_message("the format of this pool never completed: formatting "
-					  "it again");
-		}
-		if (kind != LAYOUT_SB_RMEMFS || gen == 0) {
-			rc = format_pool(&m, r, sb, err_msg);
-			if (rc < 0)
-				goto err_lease;
-			formatted = true;
-		}
 	}
-	if (!formatted) {
-		m = meta_new_empty(r, sb, super_geom(sb));
+	if (format) {
+		rc = format_pool(&m, r, sb, err_msg);
+		if (rc < 0)
+			goto err_lease;
+	} else {
+		m = new_meta(r, sb, super_geom(sb));
 		m->read_only = !rw;
-		journal_new(m->g.journal_off, m->g.journal_len, m->g.fs_id, &m->j);
-		rc = load_existing(m, flags, err_msg);
+		rc = load(m, flags, err_msg);
 		if (rc < 0)
 			goto err_meta;
-		meta_derive_parents(m);
-		orphans = meta_free_orphans(m, true);
-		if (orphans)
-			g_message("freed %" G_GUINT64_FORMAT " orphaned inodes (unlinked while open)",
-				  (guint64)orphans);
-		m->load.orphans = orphans;
-		rc = meta_build_alloc(m, &dups);
-		if (rc < 0 && rc != -ERANGE) {
-			set_err(err_msg, g_strdup_printf("building the allocator: %s",
-							 g_strerror(-rc)));
-			goto err_meta;
-		}
-		rc = 0;
-		if (!(flags & META_LOAD_NO_CHECK)) {
-			struct fsck_report rep;
-
-			fsck_report_init(&rep);
-			fsck_check(m, FSCK_MOUNT, &rep);
-			if (rep.unsafe) {
-				set_err(err_msg,
-					g_strdup_printf("the filesystem has %u errors that need "
-							"rmemfs-fsck --repair (first: %s)",
-							rep.unsafe, rep.first_unsafe));
-				fsck_report_clear(&rep);
-				rc = -EUCLEAN;
-				goto err_meta;
-			}
-			if (rep.repaired)
-				g_message("repaired %u problems while mounting", rep.repaired);
-			m->load.repaired = rep.repaired;
-			fsck_report_clear(&rep);
-		}
 	}
 	if (rw) {
-		rc = super_write_clean(sb, false);
-		if (!rc && !formatted && !(flags & META_LOAD_NO_CHECK) &&
-		    (m->load.replayed || !m->load.was_clean || m->load.orphans ||
-		     m->load.repaired || m->load.problems->len))
-			rc = meta_commit(m, true);
-		if (rc < 0) {
-			set_err(err_msg, g_strdup_printf("writing to the pool: %s", g_strerror(-rc)));
+		rc = go_live(m, format, flags, err_msg);
+		if (rc < 0)
 			goto err_meta;
-		}
-		rc = meta_flusher_start(m);
-		if (rc < 0) {
-			set_err(err_msg, g_strdup("cannot start the journal flusher"));
-			goto err_meta;
-		}
 	}
-	g_free(holder);
 	*out = m;
 	return 0;
 
 err_meta:
 	m->sb = NULL;
-	meta_free(m);
+	free_meta(m);
 err_lease:
 	if (rw)
 		super_lease_release(sb);
 err_super:
 	super_destroy(sb);
-	g_free(holder);
 	return rc;
 }
 
-int meta_mount(struct remote *r, const struct meta_mount_opts *opts, struct meta **out,
+int mount_open(struct remote *r, const struct mount_opts *opts, struct meta **out,
 	       char **err_msg)
 {
-	return meta_load(r, opts, 0, out, err_msg);
+	return load_fs(r, opts, 0, out, err_msg);
 }
 
-int meta_unmount(struct meta *m)
+int mount_close(struct meta *m)
 {
 	struct super *sb;
 	int rc = 0, rc2;
@@ -477,16 +560,16 @@ int meta_unmount(struct meta *m)
 	if (!m)
 		return 0;
 	sb = m->sb;
-	meta_flusher_stop(m);
+	commit_stop(m); /* (stopping twice is fine: mount_abandon below) */
 	if (!m->read_only) {
 		bool need;
 
 		pthread_mutex_lock(&m->lock);
-		need = meta_free_orphans(m, false) || journal_pending_bytes(m->j) ||
+		need = free_orphans(m, false) || journal_pending_bytes(m->j) ||
 		       journal_tail(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);
 		if (need)
-			rc = meta_commit(m, true);
+			rc = commit_write(m, true);
 		if (!rc)
 			rc = super_write_clean(sb, true);
 		if (rc < 0)
@@ -496,18 +579,78 @@ int meta_unmount(struct meta *m)
 		if (!rc)
 			rc = rc2;
 	}
-	super_destroy(sb);
-	m->sb = NULL;
-	meta_free(m);
+	mount_abandon(m);
 	return rc;
 }
 
-void meta_abandon(struct meta *m)
+void mount_abandon(struct meta *m)
 {
-	if (!m)
-		return;
-	meta_flusher_stop(m);
-	super_destroy(m->sb);
-	m->sb = NULL;
-	meta_free(m);
+	if (m)
+		commit_stop(m);
+	free_meta(m);
+}
+
+/* ---- rmemfs-fsck ---- */
+
+/* without --repair or --force: refuse a pool a live client has mounted */
+static int fsck_refuse_live(struct remote *r, char **err_msg)
+{
+	struct super *sb;
+	char *who = NULL;
+	bool alive = false;
+	int rc;
+
+	sb = super_new(r);
+	rc = super_lease_probe(sb, 3000, &alive, &who);
+	super_destroy(sb);
+	if (rc < 0) {
+		*err_msg = g_strdup_printf("reading the lease: %s", g_strerror(-rc));
+	} else if (alive) {
+		*err_msg = g_strdup_printf("pool is mounted read-write by %s; its metadata changes "
+					   "under the check (unmount it, or use --force)",
+					   who);
+		rc = -EBUSY;
+	}
+	g_free(who);
+	return rc;
+}
+
+int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
+	       char **err_msg)
+{
+	struct mount_opts mo = { 0 };
+	struct meta *m = NULL;
+	char *holder;
+	int rc, rc2;
+
+	*err_msg = NULL;
+	if (!o->repair && !o->force) {
+		rc = fsck_refuse_live(r, err_msg);
+		if (rc < 0)
+			return rc;
+	}
+	holder = g_strdup_printf("rmemfs-fsck on %s pid %d", g_get_host_name(), (int)getpid());
+	mo.read_only = !o->repair;
+	mo.force_lease = o->force;
+	mo.lease_takeover_ms = o->lease_takeover_ms;
+	mo.holder_name = holder;
+	rc = load_fs(r, &mo, LOAD_NO_CHECK | (o->repair ? LOAD_FALLBACK : 0), &m, err_msg);
+	g_free(holder);
+	if (rc < 0)
+		return rc;
+	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
+	if (rc < 0)
+		set_err(err_msg, g_strdup_printf("repairing: %s", g_strerror(-rc)));
+	if (!rc && o->repair) {
+		rc = commit_write(m, true);
+		if (rc < 0)
+			set_err(err_msg, g_strdup_printf("writing the repaired metadata: %s",
+							 g_strerror(-rc)));
+	}
+	rc2 = mount_close(m);
+	if (!rc && rc2 < 0) {
+		rc = rc2;
+		set_err(err_msg, g_strdup_printf("releasing the pool: %s", g_strerror(-rc)));
+	}
+	return rc;
 }

@@ -373,6 +373,24 @@ void layout_put_inode(GByteArray *b, const struct layout_inode *in)
 	put_ts(b, &in->ctime);
 }
 
+void layout_put_dirent(GByteArray *b, uint64_t ino, uint64_t cookie, uint8_t type, const char *name,
+		       uint8_t nlen)
+{
+	layout_put_uv(b, ino);
+	layout_put_uv(b, cookie);
+	layout_put_u8(b, type);
+	layout_put_u8(b, nlen);
+	layout_put_bytes(b, name, nlen);
+}
+
+void layout_put_ext(GByteArray *b, uint64_t fblock, uint64_t count, uint64_t pblock, uint8_t state)
+{
+	layout_put_uv(b, fblock);
+	layout_put_uv(b, count);
+	layout_put_uv(b, pblock);
+	layout_put_u8(b, state);
+}
+
 static uint32_t get_u32(struct layout_rd *rd)
 {
 	uint64_t v = layout_get_uv(rd);

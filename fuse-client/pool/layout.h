@@ -243,4 +243,9 @@ void layout_put_inode(GByteArray *b, const struct layout_inode *in);
 /* -EBADMSG also for out-of-range values (nsec >= 1e9, 32-bit fields) */
 int layout_get_inode(struct layout_rd *rd, struct layout_inode *in);
 
+/* the bodies of a directory entry and of an extent, alike in journal records and checkpoints */
+void layout_put_dirent(GByteArray *b, uint64_t ino, uint64_t cookie, uint8_t type, const char *name,
+		       uint8_t nlen);
+void layout_put_ext(GByteArray *b, uint64_t fblock, uint64_t count, uint64_t pblock, uint8_t state);
+
 #endif /* RMEM_LAYOUT_H */

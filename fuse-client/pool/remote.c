@@ -94,7 +94,7 @@ struct remote {
 	struct xport_params params;
 	struct proto_pool pool;
 	uint64_t *region_start; /* pool offset of each region's first byte */
-	/* the registered cache arena (remote_register_arena); changed with every channel lock held */
+	/* the registered cache arena (remote_register_arena); written under every channel lock */
 	uint8_t *arena;
 	size_t arena_len;
 	size_t bounce_len;
@@ -174,8 +174,8 @@ static int chan_connect(struct remote *r, struct remote_chan *c, bool first)
 		g_strlcpy(r->transport, xport_name(x), sizeof(r->transport));
 	} else if (!same_pool(&x->pool, &r->pool)) {
 		remote_fail(r,
-			    "%s now serves another pool (id %016" G_GINT64_MODIFIER
-			    "x, %" G_GUINT64_FORMAT " bytes) where this filesystem's pool was (id %016"
+			    "%s now serves another pool (id %016" G_GINT64_MODIFIER "x, %"
+			    G_GUINT64_FORMAT " bytes) where this filesystem's pool was (id %016"
 			    G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT " bytes): the pool is lost",
 			    r->server, (guint64)x->pool.pool_id, (guint64)x->pool.size,
 			    (guint64)r->pool.pool_id, (guint64)r->pool.size);

@@ -12,7 +12,9 @@
  * retry; when it stays away, or comes back with another pool, or the lease
  * is lost, the remote *fails*: every request fails with -EIO at once, for good.
  *
- * All functions return 0 or -errno and are thread-safe.
+ * All functions return 0 or -errno and are thread-safe. Memory, in the whole
+ * pool layer: GLib allocation failure aborts (g_new); only the registered
+ * bounce buffers (posix_memalign) fail with -ENOMEM.
  */
 #ifndef RMEM_REMOTE_H
 #define RMEM_REMOTE_H

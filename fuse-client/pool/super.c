@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * super.c - superblock probe/format and the lease (protocol in super.h).
+ * super.c - superblock probe/format and the lease (super.h; the protocol:
+ * docs/ARCHITECTURE.md, "Lease protocol and timing").
  *
  * The lease words are touched only with atomics (never plain reads/writes:
- * a NIC may keep atomic words in its own byte order); the heartbeat thread
- * stops through an eventfd in its poll set.
+ * a NIC may keep atomic words in its own byte order); the heartbeat runs on
+ * a worker thread (worker.h).
  *
  * The owner value is the remote's client id, which every connection presents
  * to the memserver: after taking the word from a previous holder X we send
@@ -24,10 +25,8 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 #include <glib.h>
 
 #include "remote.h"
+#include "worker.h"
 
 struct super {
 	struct remote *r;
@@ -42,9 +42,7 @@ struct super {
 	uint64_t my_id; /* lease owner value while we hold it, else 0 */
 	int takeover_ms;
 	int hb_interval_ms;
-	int hb_efd;
-	pthread_t hb_thread;
-	bool hb_running;
+	struct worker hb; /* the heartbeat thread */
 	bool self_fence; /* write deadline and owner check (off: RMEM_TEST_NO_SELF_FENCE) */
 };
 
@@ -75,26 +73,23 @@ static void random_bytes(void *buf, size_t len)
 		p[i] = (uint8_t)g_random_int();
 }
 
-int super_new(struct remote *r, struct super **out)
+struct super *super_new(struct remote *r)
 {
 	struct super *s = g_new0(struct super, 1);
 
 	s->r = r;
-	s->hb_efd = -1;
 	s->takeover_ms = SUPER_DEFAULT_TAKEOVER_MS;
 	s->self_fence = g_strcmp0(g_getenv("RMEM_TEST_NO_SELF_FENCE"), "1") != 0;
 	if (!s->self_fence)
 		g_message("RMEM_TEST_NO_SELF_FENCE=1: no write deadline, no owner check "
 			  "(test knob)");
-	*out = s;
-	return 0;
+	return s;
 }
 
 void super_destroy(struct super *s)
 {
-	if (!s)
-		return;
-	super_heartbeat_stop(s);
+	if (s)
+		super_heartbeat_stop(s);
 	g_free(s);
 }
 
@@ -206,6 +201,48 @@ static int taken_over(struct super *s, uint64_t me, uint64_t x, const char *hold
 	return acquired(s, holder);
 }
 
+/* CAS(owner, 0, me): *old 0 means the free lease is ours now */
+static int take_free(struct super *s, uint64_t me, uint64_t *old)
+{
+	int rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, old);
+
+	if (!rc && *old == 0)
+		s->my_id = me;
+	return rc;
+}
+
+static int cas_failed(int rc, char **err_msg)
+{
+	if (err_msg)
+		*err_msg = g_strdup_printf("lease compare-and-swap on the superblock: %s",
+					   g_strerror(-rc));
+	return rc;
+}
+
+/* CAS(owner, x, me), as how says (WAIT: x fell silent); -EAGAIN: someone else has it now */
+static int take_from(struct super *s, uint64_t me, uint64_t x, enum super_lease_how how,
+		     const char *holder, char **err_msg)
+{
+	char *who = read_holder(s);
+	uint64_t old;
+	int rc;
+
+	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
+	if (!rc && old != x && old != me)
+		rc = -EAGAIN;
+	if (!rc && how == SUPER_LEASE_FORCE)
+		g_message("lease forcibly taken from %s", who);
+	else if (!rc && how == SUPER_LEASE_FOREIGN)
+		g_message("the lease word held foreign bytes (no rmemfs lease): taken for the "
+			  "format");
+	else if (!rc)
+		g_message("taking over the lease of %s (silent for %d ms)", who, s->takeover_ms);
+	g_free(who);
+	if (rc == -EAGAIN)
+		return rc;
+	return rc < 0 ? cas_failed(rc, err_msg) : taken_over(s, me, x, holder, err_msg);
+}
+
 int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 			enum super_lease_how how, char **err_msg)
 {
@@ -216,7 +253,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 	me = remote_client_id(s->r);
 	s->my_id = 0;
 	for (rounds = 0; rounds < 16; rounds++) {
-		rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
+		rc = take_free(s, me, &old);
 		if (rc < 0)
 			goto err_io;
 		/*
@@ -224,29 +261,13 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 		 * our own CAS applied with its reply lost: either way a holder
 		 * to watch, and a silent one is taken over (no FENCE: our id).
 		 */
-		if (old == 0) {
-			s->my_id = me;
+		if (old == 0)
 			return acquired(s, holder);
-		}
 		x = old;
 		if (how != SUPER_LEASE_WAIT) {
-			char *who = read_holder(s);
-
-			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
-			if (rc < 0) {
-				g_free(who);
-				goto err_io;
-			}
-			if (old == x || old == me) {
-				if (how == SUPER_LEASE_FORCE)
-					g_message("lease forcibly taken from %s", who);
-				else
-					g_message("the lease word held foreign bytes (no rmemfs "
-						  "lease): taken for the format");
-				g_free(who);
-				return taken_over(s, me, x, holder, err_msg);
-			}
-			g_free(who);
+			rc = take_from(s, me, x, how, holder, err_msg);
+			if (rc != -EAGAIN)
+				return rc;
 			continue;
 		}
 		/* held by x: alive if the heartbeat moves before takeover_ms */
@@ -256,13 +277,11 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 		since = mono_ms();
 		for (;;) {
 			g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
-			rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, &old);
+			rc = take_free(s, me, &old);
 			if (rc < 0)
 				goto err_io;
-			if (old == 0) {
-				s->my_id = me;
+			if (old == 0)
 				return acquired(s, holder);
-			}
 			if (old != x)
 				break; /* someone else took it meanwhile: watch the new holder */
 			rc = read_heartbeat(s, &hb);
@@ -278,20 +297,9 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 				return -EBUSY;
 			}
 			if (mono_ms() - since >= (uint64_t)s->takeover_ms) {
-				char *who = read_holder(s);
-
-				rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
-				if (rc < 0) {
-					g_free(who);
-					goto err_io;
-				}
-				if (old == x || old == me) {
-					g_message("taking over the lease of %s (silent for %d ms)",
-						  who, s->takeover_ms);
-					g_free(who);
-					return taken_over(s, me, x, holder, err_msg);
-				}
-				g_free(who);
+				rc = take_from(s, me, x, how, holder, err_msg);
+				if (rc != -EAGAIN)
+					return rc;
 				break;
 			}
 		}
@@ -301,10 +309,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 	return -EBUSY;
 
 err_io:
-	if (err_msg)
-		*err_msg = g_strdup_printf("lease compare-and-swap on the superblock: %s",
-					   g_strerror(-rc));
-	return rc;
+	return cas_failed(rc, err_msg);
 }
 
 int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
@@ -375,56 +380,23 @@ static void heartbeat_once(struct super *s)
 static void *heartbeat_main(void *arg)
 {
 	struct super *s = arg;
-	struct pollfd pfd = { .fd = s->hb_efd, .events = POLLIN };
 
-	for (;;) {
-		int n = poll(&pfd, 1, s->hb_interval_ms);
-
-		if (n > 0)
-			break;
-		if (n < 0 && errno != EINTR)
-			break;
+	while (worker_wait(&s->hb, s->hb_interval_ms) == 0)
 		if (!remote_failed(s->r))
 			heartbeat_once(s);
-	}
 	return NULL;
 }
 
 int super_heartbeat_start(struct super *s)
 {
-	int rc;
-
-	if (s->hb_running || !s->my_id)
+	if (s->hb.running || !s->my_id)
 		return -EINVAL;
-	s->hb_efd = eventfd(0, EFD_CLOEXEC);
-	if (s->hb_efd < 0) {
-		rc = -errno;
-		g_message("eventfd: %s", g_strerror(-rc));
-		return rc;
-	}
-	rc = -pthread_create(&s->hb_thread, NULL, heartbeat_main, s);
-	if (rc < 0) {
-		g_message("pthread_create(heartbeat): %s", g_strerror(-rc));
-		close(s->hb_efd);
-		s->hb_efd = -1;
-		return rc;
-	}
-	s->hb_running = true;
-	return 0;
+	return worker_start(&s->hb, "heartbeat", heartbeat_main, s);
 }
 
 void super_heartbeat_stop(struct super *s)
 {
-	uint64_t one = 1;
-
-	if (!s->hb_running)
-		return;
-	if (write(s->hb_efd, &one, sizeof(one)) != sizeof(one))
-		g_message("eventfd write: %s", g_strerror(errno));
-	pthread_join(s->hb_thread, NULL);
-	close(s->hb_efd);
-	s->hb_efd = -1;
-	s->hb_running = false;
+	worker_stop(&s->hb);
 }
 
 int super_lease_release(struct super *s)

@@ -1,26 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * super.h - the superblock (block 0 of the pool) and the lease that makes a
- * pool single-writer.
+ * super.h - the superblock (block 0 of the pool: format, newest checkpoint
+ * generation, clean flag) and the lease that makes a pool single-writer: an
+ * owner word taken by compare-and-swap, kept alive by a heartbeat thread
+ * that also keeps the pool's write deadline ahead (remote.h). The protocol
+ * and its timing: docs/ARCHITECTURE.md, "Lease protocol and timing".
  *
- * The superblock holds the format (layout.h), the generation of the newest
- * checkpoint, a clean flag, and the lease: a 64-bit owner word taken with
- * RDMA compare-and-swap, a heartbeat word the holder increments, and a
- * holder string for messages. Protocol (docs/ARCHITECTURE.md, "Lease protocol and timing"):
- *
- *   acquire: CAS(owner, 0, me), me = remote_client_id(). If the word holds
- *   X, watch the heartbeat: it moves -> X is alive -> -EBUSY naming the
- *   holder; it stays still for takeover_ms -> CAS(owner, X, me) (two takers:
- *   the CAS decides), then FENCE(X) at the memserver before the lease counts.
- *   hold: a thread adds 1 to the heartbeat every takeover_ms/8 (at most 1 s)
- *   and checks the owner word still says me. Each success pushes the pool's
- *   write deadline (remote_set_write_deadline) to now + takeover_ms/2, so a
- *   holder that cannot prove its lease stops writing before anyone may take
- *   it over; an owner word that names someone else fences the pool for good.
- *   release: CAS(owner, me, 0).
- *
- * All functions return 0 or -errno; messages for the user go to *err_msg
- * (g_malloc'd) where the prototype has one.
+ * Functions return 0 or -errno; messages for the user go to *err_msg
+ * (g_malloc'd) where the prototype has one. Memory: allocation failure
+ * aborts (g_new), as everywhere in the pool layer (remote.h).
  */
 #ifndef RMEM_SUPER_H
 #define RMEM_SUPER_H
@@ -35,7 +23,7 @@ struct super;
 
 #define SUPER_DEFAULT_TAKEOVER_MS 10000
 
-int super_new(struct remote *r, struct super **out);
+struct super *super_new(struct remote *r);
 /* stops the heartbeat; does NOT release the lease (see super_lease_release). NULL-tolerant */
 void super_destroy(struct super *s);
 

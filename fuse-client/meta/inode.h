@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * inode.h - the in-RAM metadata objects (inodes, extents, directory entries,
+ * xattrs, symlink targets) and the primitives that change them, for the
+ * metadata layer only. A regular file's extents sit in a GTree keyed by
+ * first file block; a directory's entries in a hash table by name plus a
+ * GTree by cookie (the stable readdir offset).
+ *
+ * Primitives change RAM only (m->lock held) and never journal; they keep
+ * three derived things right: the exact byte size of the next checkpoint
+ * (m->ckpt_bytes), per-inode block counts, and - when the allocator exists -
+ * block frees (pending until the freeing transaction is durable). Replay and
+ * checkpoint loading call them with m->alloc NULL (the allocator is rebuilt
+ * from the extents after).
+ */
+#ifndef RMEM_INODE_H
+#define RMEM_INODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <glib.h>
+
+#include "layout.h"
+
+struct meta;
+
+enum meta_ext_state {
+	META_EXT_WRITTEN = LAYOUT_EXT_WRITTEN,
+	META_EXT_UNWRITTEN = LAYOUT_EXT_UNWRITTEN,
+	META_EXT_FRESH = 2, /* allocated by extent_map, not committed: never on the pool */
+};
+
+struct meta_ext {
+	uint64_t fblock; /* tree key */
+	uint64_t count;
+	uint64_t pblock; /* data-area block index */
+	uint8_t state; /* enum meta_ext_state */
+};
+
+struct meta_dirent {
+	uint64_t ino;
+	uint64_t cookie;
+	uint8_t type; /* DT_* */
+	uint8_t nlen;
+	char name[]; /* NUL-terminated */
+};
+
+struct meta_dir {
+	GHashTable *by_name; /* dirent->name -> dirent; owns the dirents */
+	GTree *by_cookie; /* &dirent->cookie -> dirent */
+	uint64_t next_cookie; /* >= 3 (1 and 2 are "." and "..") */
+};
+
+struct meta_xattr {
+	char *name;
+	size_t len;
+	uint8_t *value;
+};
+
+struct meta_inode {
+	struct layout_inode a; /* persistent attributes (a.size unused for dirs) */
+	uint64_t parent; /* directories: containing directory (root: itself); derived */
+	uint64_t nblocks; /* blocks in extents, every state */
+	GTree *ext; /* regular files: &ext->fblock -> meta_ext; NULL when empty */
+	struct meta_dir *dir; /* directories */
+	char *symlink; /* symlinks */
+	GPtrArray *xattrs; /* struct meta_xattr *, NULL when none */
+	uint64_t nlookup; /* kernel references (lookup count) */
+	uint32_t nopen;
+	uint32_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
+};
+
+struct meta_inode *inode_get(struct meta *m, uint64_t ino);
+/* create an inode (attributes from a), or NULL if ino exists */
+struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a);
+/* set attributes (after changing in->a: call this to keep ckpt_bytes right) */
+void inode_touch_acct(struct meta *m, struct meta_inode *in);
+/* drop an inode with everything it owns (frees its blocks) */
+void inode_destroy(struct meta *m, struct meta_inode *in);
+uint8_t inode_dtype(uint32_t mode);
+
+int inode_symlink_set(struct meta *m, struct meta_inode *in, const char *target, size_t len);
+
+struct meta_dirent *inode_dir_lookup(struct meta_inode *dir, const char *name);
+/* add (replacing an entry of the same name); cookie 0 = allocate one */
+struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
+				  size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie);
+void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d);
+guint inode_dir_count(const struct meta_inode *dir);
+
+struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx);
+void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
+		     size_t len);
+void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name);
+
+/* extent containing fb (or NULL); *next (may be NULL) gets the first extent starting after fb */
+struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next);
+/* remove the mapping of [fb, fb+count); free_blocks: give the blocks back */
+void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		     bool free_blocks);
+/* map [fb, fb+count) to [pb, pb+count) in state (clearing what was there, freeing it) */
+void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		   uint64_t pb, uint8_t state);
+/* visit every extent in order (stop when fn returns false) */
+void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
+		       void *ctx);
+
+/* serialised sizes, as counted in ckpt_bytes */
+size_t inode_ext_bytes(const struct meta_ext *e);
+size_t inode_dirent_bytes(uint64_t ino, uint64_t cookie, size_t nlen);
+size_t inode_xattr_bytes(size_t nlen, size_t vlen);
+size_t inode_fixed_bytes(const struct meta_inode *in);
+
+/* an empty inode table: &in->a.ino -> struct meta_inode, which it owns */
+GHashTable *inode_table_new(void);
+/* the inode table sorted by ino (g_free the array) */
+struct meta_inode **inode_table_sorted(struct meta *m, guint *n);
+
+/* recompute directory parent pointers from the entries */
+void inode_derive_parents(struct meta *m);
+/* build m->alloc from the extents; returns doubly-used blocks (FRESH excluded: none exist) */
+int inode_build_alloc(struct meta *m, uint64_t *dups);
+
+void inode_now(struct timespec *ts);
+void inode_load_problem(struct meta *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+#endif /* RMEM_INODE_H */
