@@ -4,7 +4,7 @@
  * real memserver: reads and writes against a mirror under eviction
  * pressure, one fetch in flight per block with concurrent readers, dirty
  * range tracking (what write-back actually sends), readahead, write-back by
- * the flusher (waited for with a timeout, never timed), ENOSPC at write
+ * the write-back thread (waited for with a timeout, never timed), ENOSPC at write
  * time, a server error during write-back reported at fsync and at close
  * (once), truncation of dirty data, write-through mode, and ordered mode
  * across a crash: a block reserved for an unflushed write never shows
@@ -533,8 +533,8 @@ static void test_dirty_ranges(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(s1.bytes_written - s0.bytes_written, ==, 4096);
 }
 
-/* the flusher writes dirty data back by age: waited for, not timed */
-static void test_flusher(struct fx *f, gconstpointer d)
+/* the write-back thread writes dirty data back by age: waited for, not timed */
+static void test_writeback_by_age(struct fx *f, gconstpointer d)
 {
 	struct cache_config cfg = config(8U << 20, 16U << 10, true);
 	const size_t len = 1U << 20;
@@ -558,7 +558,7 @@ static void test_flusher(struct fx *f, gconstpointer d)
 	g_free(data);
 }
 
-/* above dirty_max writers wait for the flusher; nothing is lost */
+/* above dirty_max writers wait for the write-back thread; nothing is lost */
 static void test_dirty_throttle(struct fx *f, gconstpointer d)
 {
 	struct cache_config cfg = config(64ULL * 4096, 4096, true);
@@ -634,7 +634,7 @@ static void test_enospc_at_write(struct fx *f, gconstpointer d)
 
 /*
  * The server dies (reconnect_timeout 0: the pool is lost at once): fsync
- * reports the write-back error; a flusher error goes to close, once; the
+ * reports the write-back error; a write-back thread error goes to close, once; the
  * failed remote refuses new writes.
  */
 static void test_writeback_error(struct fx *f, gconstpointer d)
@@ -661,9 +661,9 @@ static void test_writeback_error(struct fx *f, gconstpointer d)
 	g_assert_true(remote_failed(f->r));
 	g_assert_cmpint(cache_write(f->c, ino, 0, data, sizeof(data), true), ==, -EIO);
 
-	/* the flusher meets the error: the next close reports it */
+	/* the write-back thread meets the error: the next close reports it */
 	f->c->expire_ns = 1000000; /* (the test owns the cache: no lock needed for a policy knob) */
-	cache_flusher_kick(f->c);
+	cache_writeback_kick(f->c);
 	deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
 	while (counter(&f->c->st.wb_errors) < 2 && g_get_monotonic_time() < deadline)
 		g_usleep(10000);
@@ -813,7 +813,7 @@ int main(int argc, char **argv)
 	ADD("one-fetch-per-block", setup_64m, test_one_fetch_per_block);
 	ADD("random-read-narrow", setup_64m, test_random_read_narrow);
 	ADD("dirty-ranges", setup_64m, test_dirty_ranges);
-	ADD("flusher", setup_64m, test_flusher);
+	ADD("writeback-by-age", setup_64m, test_writeback_by_age);
 	ADD("dirty-throttle", setup_64m, test_dirty_throttle);
 	ADD("readahead", setup_64m, test_readahead);
 	ADD("enospc-at-write", setup_16m, test_enospc_at_write);

@@ -12,7 +12,7 @@
  * slots (cache_read_pin) or copied (cache_read).
  *
  * Writes are in cache_write.c. fsync writes the file's dirty blocks back
- * (cache_flusher.c); close reports a remembered write-back error. Exclusive
+ * (cache_writeback.c); close reports a remembered write-back error. Exclusive
  * sections keep everything else off an inode while truncate & co change its
  * data in the pool behind the cache.
  */
@@ -38,9 +38,79 @@
 #define CACHE_DEFAULT_MAX_PCT 40
 #define CACHE_DEFAULT_FLUSH_MS 100
 #define CACHE_DEFAULT_RA_THREADS 2
-#define CACHE_DEFAULT_FLUSHER_THREADS 2
+#define CACHE_DEFAULT_WRITEBACK_THREADS 2
 
 /* ---- lifecycle ---- */
+
+static void config_defaults(struct cache_config *cfg)
+{
+	if (!cfg->dirty_expire_ms)
+		cfg->dirty_expire_ms = CACHE_DEFAULT_EXPIRE_MS;
+	if (!cfg->dirty_bg_pct)
+		cfg->dirty_bg_pct = CACHE_DEFAULT_BG_PCT;
+	if (!cfg->dirty_max_pct)
+		cfg->dirty_max_pct = CACHE_DEFAULT_MAX_PCT;
+	if (!cfg->flush_interval_ms)
+		cfg->flush_interval_ms = CACHE_DEFAULT_FLUSH_MS;
+	if (!cfg->ra_threads)
+		cfg->ra_threads = CACHE_DEFAULT_RA_THREADS;
+	if (!cfg->writeback_threads)
+		cfg->writeback_threads = CACHE_DEFAULT_WRITEBACK_THREADS;
+}
+
+/* slots, request size and the dirty thresholds from the configuration */
+static void geometry(struct cache *c, unsigned int nslots)
+{
+	c->bs = c->cfg.block_size;
+	c->shift = (unsigned int)__builtin_ctz(c->bs);
+	c->subs = c->bs / CACHE_SUB;
+	c->nslots = nslots;
+	c->max_req = MAX(1U, c->nslots / 4);
+	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
+	c->dirty_max = MAX(c->dirty_bg + 1,
+			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
+	c->dirty_max = MIN(c->dirty_max, c->nslots - c->max_req);
+	c->expire_ns = (uint64_t)c->cfg.dirty_expire_ms * 1000000ULL;
+}
+
+static int arena_map(struct cache *c)
+{
+	int rc;
+
+	c->arena_len = (size_t)c->nslots * c->bs;
+	c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (c->arena == MAP_FAILED) {
+		rc = -errno;
+		c->arena = NULL;
+		g_message("mmap(cache arena, %zu bytes): %s", c->arena_len, g_strerror(-rc));
+		return rc;
+	}
+	/* 2 MiB pages where the kernel can: fewer faults as slots are first used, fewer TLB misses */
+	if (madvise(c->arena, c->arena_len, MADV_HUGEPAGE) < 0)
+		g_debug("madvise(cache arena, MADV_HUGEPAGE): %s", g_strerror(errno));
+	/*
+	 * The cache is a fixed reservation, resident from the start (as RDMA
+	 * registration would make it anyway): the kernel zeroes its pages
+	 * now, not on the data path of the first writes and fetches, where
+	 * that zeroing cost a fifth of the client's CPU in a sequential write.
+	 * Advice only: kernels before 5.14 fault the slots in as they are used.
+	 */
+	if (madvise(c->arena, c->arena_len, MADV_POPULATE_WRITE) < 0)
+		g_debug("madvise(cache arena, MADV_POPULATE_WRITE): %s", g_strerror(errno));
+	return 0;
+}
+
+static void arena_register(struct cache *c)
+{
+	int rc = remote_register_arena(c->remote, c->arena, c->arena_len);
+
+	if (rc == 0)
+		c->arena_registered = true;
+	else
+		g_message("the cache arena could not be registered (%s): data moves through bounce buffers",
+			  g_strerror(-rc));
+}
 
 int cache_create(const struct cache_config *cfg, struct io *io, struct cache **out)
 {
@@ -58,77 +128,34 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 
 	c = g_new0(struct cache, 1);
 	c->cfg = *cfg;
-	if (!c->cfg.dirty_expire_ms)
-		c->cfg.dirty_expire_ms = CACHE_DEFAULT_EXPIRE_MS;
-	if (!c->cfg.dirty_bg_pct)
-		c->cfg.dirty_bg_pct = CACHE_DEFAULT_BG_PCT;
-	if (!c->cfg.dirty_max_pct)
-		c->cfg.dirty_max_pct = CACHE_DEFAULT_MAX_PCT;
-	if (!c->cfg.flush_interval_ms)
-		c->cfg.flush_interval_ms = CACHE_DEFAULT_FLUSH_MS;
-	if (!c->cfg.ra_threads)
-		c->cfg.ra_threads = CACHE_DEFAULT_RA_THREADS;
-	if (!c->cfg.flusher_threads)
-		c->cfg.flusher_threads = CACHE_DEFAULT_FLUSHER_THREADS;
+	config_defaults(&c->cfg);
 	c->io = io;
 	c->meta = io_meta(io);
 	c->remote = io_remote(io);
-	c->bs = cfg->block_size;
-	c->shift = (unsigned int)__builtin_ctz(c->bs);
-	c->subs = c->bs / CACHE_SUB;
-	c->nslots = (unsigned int)nslots;
-	c->max_req = MAX(1U, c->nslots / 4);
-	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
-	c->dirty_max = MAX(c->dirty_bg + 1,
-			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
-	c->dirty_max = MIN(c->dirty_max, c->nslots - c->max_req);
-	c->expire_ns = (uint64_t)c->cfg.dirty_expire_ms * 1000000ULL;
-	c->flusher_efd = -1;
+	geometry(c, (unsigned int)nslots);
+	c->wb_efd = -1;
 	c->ra_efd = -1;
 	c->ra_stop_efd = -1;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
+	cache_wait_init(c);
 	g_queue_init(&c->ra_queue);
 
-	c->arena_len = (size_t)c->nslots * c->bs;
-	c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (c->arena == MAP_FAILED) {
-		rc = -errno;
-		c->arena = NULL;
-		g_message("mmap(cache arena, %zu bytes): %s", c->arena_len, g_strerror(-rc));
+	rc = arena_map(c);
+	if (rc < 0)
 		goto err_free;
-	}
-	/* 2 MiB pages where the kernel can: fewer faults as slots are first used, fewer TLB misses */
-	if (madvise(c->arena, c->arena_len, MADV_HUGEPAGE) < 0)
-		g_debug("madvise(cache arena, MADV_HUGEPAGE): %s", g_strerror(errno));
-	/*
-	 * The cache is a fixed reservation, resident from the start (as RDMA
-	 * registration would make it anyway): the kernel zeroes its pages
-	 * now, not on the data path of the first writes and fetches, where
-	 * that zeroing cost a fifth of the client's CPU in a sequential write.
-	 * Advice only: kernels before 5.14 fault the slots in as they are used.
-	 */
-	if (madvise(c->arena, c->arena_len, MADV_POPULATE_WRITE) < 0)
-		g_debug("madvise(cache arena, MADV_POPULATE_WRITE): %s", g_strerror(errno));
 	rc = cache_index_init(c);
 	if (rc < 0)
 		goto err_unmap;
-	rc = remote_register_arena(c->remote, c->arena, c->arena_len);
-	if (rc == 0)
-		c->arena_registered = true;
-	else
-		g_message("the cache arena could not be registered (%s): data moves through bounce buffers",
-			  g_strerror(-rc));
+	arena_register(c);
 	if (c->cfg.writeback) {
-		rc = cache_flusher_start(c);
+		rc = cache_writeback_start(c);
 		if (rc < 0)
 			goto err_unregister;
 	}
 	if (c->cfg.readahead) {
 		rc = cache_ra_start(c);
 		if (rc < 0)
-			goto err_flusher;
+			goto err_writeback;
 	}
 	g_debug("cache: %u blocks of %u bytes, readahead up to %" G_GUINT64_FORMAT
 		", write-%s (dirty: background %u, max %u blocks, expire %u ms)",
@@ -137,8 +164,8 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 	*out = c;
 	return 0;
 
-err_flusher:
-	cache_flusher_stop(c);
+err_writeback:
+	cache_writeback_stop(c);
 err_unregister:
 	if (c->arena_registered)
 		remote_unregister_arena(c->remote);
@@ -146,7 +173,7 @@ err_unregister:
 err_unmap:
 	munmap(c->arena, c->arena_len);
 err_free:
-	pthread_cond_destroy(&c->cond);
+	cache_wait_destroy(c);
 	pthread_mutex_destroy(&c->lock);
 	g_free(c);
 	return rc;
@@ -156,7 +183,7 @@ void cache_destroy(struct cache *c)
 {
 	if (!c)
 		return;
-	cache_flusher_stop(c);
+	cache_writeback_stop(c);
 	cache_ra_stop(c);
 	if (c->ndirty)
 		g_message("cache_destroy: %u dirty blocks were never written back", c->ndirty);
@@ -165,7 +192,7 @@ void cache_destroy(struct cache *c)
 	cache_index_free(c);
 	if (c->arena)
 		munmap(c->arena, c->arena_len);
-	pthread_cond_destroy(&c->cond);
+	cache_wait_destroy(c);
 	pthread_mutex_destroy(&c->lock);
 	g_free(c);
 }
@@ -202,17 +229,17 @@ again:
 			continue;
 		}
 		if (x->state == CACHE_FETCHING)
-			goto wait;
+			goto wait_block;
 		cache_block_span(c, first + k, off, end, &s, &e);
 		if (cache_valid(x, s, e))
 			continue;
 		/* not valid where we need it: fetch the sub-blocks that are not (a fill) */
 		if (x->busy || x->state == CACHE_WRITEBACK)
-			goto wait;
+			goto wait_block;
 		fill[k] = true;
 	}
 	if (!cache_slots_take_all(c, b, n, slots, need))
-		goto wait;
+		goto wait_slot;
 	*nfetch = 0;
 	for (k = 0, got = 0; k < n; k++) {
 		struct cache_block *x = b[k];
@@ -244,8 +271,12 @@ again:
 	if (slots != slot_stack)
 		g_free(slots);
 	return;
-wait:
-	cache_wait(c);
+wait_block:
+	cache_wait_block(c, b[k]);
+	goto again;
+wait_slot:
+	cache_writeback_kick(c);
+	cache_wait_slot(c);
 	goto again;
 }
 
@@ -255,8 +286,7 @@ static void unpin(struct cache *c, struct cache_block **b, unsigned int n)
 
 	pthread_mutex_lock(&c->lock);
 	for (k = 0; k < n; k++)
-		b[k]->pins--;
-	cache_wake(c);
+		cache_block_unpin(c, b[k]);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -464,10 +494,10 @@ int cache_flush(struct cache *c, uint64_t ino)
 		return 0;
 	}
 	ci->refs++;
-	ci->urgent++; /* the flushers write this inode's blocks too, in parallel with us */
+	ci->urgent++; /* the write-back threads write this inode's blocks too, in parallel with us */
 	seq = c->dirty_seq;
 	if (ci->ndirty > 1)
-		cache_flusher_kick(c);
+		cache_writeback_kick(c);
 	pthread_mutex_unlock(&c->lock);
 
 	rc = cache_writeback_inode(c, ci, seq, false);
@@ -556,7 +586,7 @@ again:
 			continue;
 		if (b->pins || b->busy || b->state == CACHE_FETCHING ||
 		    b->state == CACHE_WRITEBACK) {
-			cache_wait(c);
+			cache_wait_block(c, b);
 			goto again;
 		}
 		if (b->on_dirty_list)
@@ -600,7 +630,7 @@ int cache_begin_exclusive(struct cache *c, uint64_t ino, uint64_t discard)
 	pthread_mutex_lock(&c->lock);
 	ci->exclusive++;
 	while (inode_in_flight(ci, false))
-		cache_wait(c);
+		cache_wait_inode(c, ci);
 	if (discard != UINT64_MAX)
 		discard_from(c, ci, discard);
 	pthread_mutex_unlock(&c->lock);
@@ -631,7 +661,7 @@ void cache_end_exclusive(struct cache *c, uint64_t ino, uint64_t off, uint64_t l
 	drop_range(c, ci, off, off + len < off ? UINT64_MAX : off + len);
 	ci->ra_end = 0;
 	ci->exclusive--;
-	cache_wake(c);
+	cache_wake_inode(c, ci);
 	pthread_mutex_unlock(&c->lock);
 	pthread_rwlock_unlock(&ci->rw);
 	cache_inode_unref(c, ci);
@@ -646,7 +676,7 @@ void cache_forget(struct cache *c, uint64_t ino)
 	if (ci) {
 		ci->refs++;
 		while (inode_in_flight(ci, true))
-			cache_wait(c);
+			cache_wait_inode(c, ci);
 		drop_range(c, ci, 0, UINT64_MAX);
 		ci->wb_err = 0;
 		cache_inode_put(c, ci);

@@ -9,7 +9,7 @@
  * CLOCK. Reads fetch what is missing in one batch (one in flight per block;
  * others wait for it) and read ahead of sequential streams. With writeback
  * on, writes are accepted into the cache (their blocks allocated at once, so
- * a full pool is an error of the write) and flusher threads write dirty
+ * a full pool is an error of the write) and write-back threads write dirty
  * ranges back by age and by dirty ratio; otherwise they go through to the
  * pool. docs/ARCHITECTURE.md ("The block cache") describes the design.
  *
@@ -42,14 +42,14 @@ struct cache_config {
 	uint64_t size; /* bytes of cache (-o cache_size); at least 16 blocks */
 	uint32_t block_size; /* cache block (-o block_size), power of two 4K..1M */
 	uint64_t readahead; /* largest readahead window in bytes (-o readahead); 0: none */
-	bool writeback; /* -o writeback=on: writes are flushed later by the flusher */
+	bool writeback; /* -o writeback=on: writes are flushed later by the write-back thread */
 	/* tuning; 0 means the default */
 	unsigned int dirty_expire_ms; /* dirty data older than this is written back (1000) */
 	unsigned int dirty_bg_pct; /* write back regardless of age above this % dirty (5) */
 	unsigned int dirty_max_pct; /* writers wait above this % dirty (40) */
-	unsigned int flush_interval_ms; /* the flusher's period (100) */
+	unsigned int flush_interval_ms; /* the write-back thread's period (100) */
 	unsigned int ra_threads; /* readahead threads (2) */
-	unsigned int flusher_threads; /* write-back threads (2): batches go out in parallel */
+	unsigned int writeback_threads; /* write-back threads (2): batches go out in parallel */
 };
 
 int cache_create(const struct cache_config *cfg, struct io *io, struct cache **out);
@@ -98,7 +98,7 @@ int cache_flush_all(struct cache *c);
  * in the pool themselves: waits for the inode's fetches and write-backs in
  * flight, throws away cached writes at or beyond discard_from (a truncate:
  * the new size; else UINT64_MAX), writes the rest back, and keeps readers,
- * writers and the flusher off the inode until cache_end_exclusive, which
+ * writers and the write-back thread off the inode until cache_end_exclusive, which
  * drops the cached blocks overlapping [off, off+len) (len UINT64_MAX: to
  * the end). On error (the write-back failed) the section was not entered.
  * Two inodes: enter them in ascending inode order.

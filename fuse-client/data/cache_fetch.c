@@ -9,8 +9,8 @@
  * pool reads, straight into the slots - and bytes at or past the file's
  * size are zeroed (what a read of a hole or past EOF returns). Valid
  * sub-blocks (dirty ones among them) are never overwritten. Nobody else
- * touches FETCHING blocks: readers and writers that need them wait on
- * c->cond, which is what makes a fetch the only one in flight for its block.
+ * touches FETCHING blocks: readers and writers that need them wait for the
+ * block (cache_wait_block): a fetch is the only one in flight for its block.
  */
 #define G_LOG_DOMAIN "rmemfs-cache"
 
@@ -106,7 +106,6 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 	}
 	if (rc == 0)
 		cache_count(&c->st.fills, nfill);
-	cache_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		g_message("fetching %u blocks of ino %" G_GUINT64_FORMAT ": %s", n, ci->ino,

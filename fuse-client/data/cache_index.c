@@ -8,7 +8,7 @@
  * CLOCK: every block that is read or written gets its reference bit set;
  * the hand sweeps the slots, clears set bits and takes the first clean,
  * unpinned, idle block whose bit was already clear. Dirty blocks are never
- * evicted: the flusher makes them clean first.
+ * evicted: the write-back thread makes them clean first.
  */
 #define G_LOG_DOMAIN "rmemfs-cache"
 
@@ -72,6 +72,7 @@ void cache_index_free(struct cache *c)
 			struct cache_inode *ci = v;
 
 			pthread_rwlock_destroy(&ci->rw);
+			pthread_cond_destroy(&ci->cond);
 			g_free(ci);
 		}
 		g_hash_table_destroy(c->inodes);
@@ -130,8 +131,7 @@ static void dirty_list_del(struct cache *c, struct cache_block *b)
 	b->on_dirty_list = false;
 	c->ndirty--;
 	b->ci->ndirty--;
-	if (c->waiters)
-		pthread_cond_broadcast(&c->cond); /* throttled writers */
+	cache_wake_dirty(c);
 }
 
 void cache_set_state(struct cache *c, struct cache_block *b, enum cache_state state)
@@ -141,6 +141,19 @@ void cache_set_state(struct cache *c, struct cache_block *b, enum cache_state st
 	b->state = state;
 	if (state == CACHE_CLEAN)
 		c->nclean++;
+	cache_wake_block(c, b);
+}
+
+void cache_block_unpin(struct cache *c, struct cache_block *b)
+{
+	b->pins--;
+	cache_wake_block(c, b);
+}
+
+void cache_block_unbusy(struct cache *c, struct cache_block *b)
+{
+	b->busy = false;
+	cache_wake_block(c, b);
 }
 
 void cache_mask_set(uint64_t *mask, unsigned int from, unsigned int to)
@@ -213,8 +226,7 @@ bool cache_slots_take_all(struct cache *c, struct cache_block **b, unsigned int 
 			cache_slot_return(c, slots[got]);
 		for (k = 0; k < n; k++)
 			if (b[k])
-				b[k]->pins--;
-		cache_flusher_kick(c);
+				cache_block_unpin(c, b[k]);
 		return false;
 	}
 	return true;
@@ -259,8 +271,7 @@ void cache_slot_return(struct cache *c, struct cache_block *b)
 	b->hnext = c->free_list;
 	c->free_list = b;
 	c->nfree++;
-	if (c->waiters)
-		pthread_cond_broadcast(&c->cond);
+	cache_wake_slot(c);
 }
 
 void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_inode *ci,
@@ -334,6 +345,7 @@ struct cache_inode *cache_inode_get(struct cache *c, uint64_t ino)
 		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 		pthread_rwlock_init(&ci->rw, &attr);
 		pthread_rwlockattr_destroy(&attr);
+		pthread_cond_init(&ci->cond, NULL);
 		g_hash_table_insert(c->inodes, &ci->ino, ci);
 	}
 	ci->refs++;
@@ -342,10 +354,11 @@ struct cache_inode *cache_inode_get(struct cache *c, uint64_t ino)
 
 void cache_inode_maybe_free(struct cache *c, struct cache_inode *ci)
 {
-	if (ci->refs || ci->nblocks || ci->wb_err || ci->exclusive)
+	if (ci->refs || ci->nblocks || ci->wb_err || ci->exclusive || ci->waiters)
 		return;
 	g_hash_table_remove(c->inodes, &ci->ino);
 	pthread_rwlock_destroy(&ci->rw);
+	pthread_cond_destroy(&ci->cond);
 	g_free(ci);
 }
 
@@ -370,17 +383,4 @@ void cache_inode_unref(struct cache *c, struct cache_inode *ci)
 	pthread_mutex_lock(&c->lock);
 	cache_inode_put(c, ci);
 	pthread_mutex_unlock(&c->lock);
-}
-
-void cache_wait(struct cache *c)
-{
-	c->waiters++;
-	pthread_cond_wait(&c->cond, &c->lock);
-	c->waiters--;
-}
-
-void cache_wake(struct cache *c)
-{
-	if (c->waiters)
-		pthread_cond_broadcast(&c->cond);
 }

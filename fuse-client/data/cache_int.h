@@ -6,7 +6,7 @@
  *   cache_write.c      writes (write-back and write-through)
  *   cache_index.c      slots, the (inode, block) index, per-inode records, CLOCK eviction
  *   cache_fetch.c      filling slots from the pool (demand fetches and fills, in one batch)
- *   cache_flusher.c    write-back: the flusher threads and synchronous flushes (fsync)
+ *   cache_writeback.c    write-back: the write-back thread threads and synchronous flushes (fsync)
  *   cache_readahead.c  sequential detection and the readahead threads
  *   cache_stats.c      counters, latency histograms, the stats text
  *
@@ -32,7 +32,7 @@
  * one per block; everybody else who needs its bytes waits on c->cond), CLEAN,
  * DIRTY, WRITEBACK (being written to the pool; writers wait until it is
  * done: the bytes in flight are stable). busy: a writer is copying into the
- * block (other writers, the flusher, fills and eviction keep off; readers of
+ * block (other writers, the write-back thread, fills and eviction keep off; readers of
  * valid bytes do not). pins: readers copying out of it or replying from it
  * (no eviction, no drop). A block with dirty bits is on the dirty list
  * (oldest first) whatever its state.
@@ -64,13 +64,35 @@
 
 #define CACHE_SUB META_BLOCK_SIZE /* dirty/allocation tracking unit */
 #define CACHE_MASK_WORDS 4 /* 1 MiB / 4 KiB = 256 sub-blocks */
+#define CACHE_BLOCK_CONDS 64 /* block waits hash to this many conditions */
 
+/*
+ * A block's states. cache_set_state is the one place a state changes, and it
+ * wakes whoever waits on the block (cache_wait.c).
+ *
+ *   EMPTY -> FETCHING         a reader or readahead took a free slot for a miss
+ *   EMPTY -> CLEAN            a writer took a free slot (it fills the edges it needs)
+ *   CLEAN|DIRTY -> FETCHING   a fill: sub-blocks somebody needs are not valid
+ *   FETCHING -> CLEAN|DIRTY   the fetch is done (or failed: valid bytes kept)
+ *   CLEAN -> DIRTY            a write (cache_mark_dirty)
+ *   DIRTY -> WRITEBACK        a write-back batch took it
+ *   WRITEBACK -> CLEAN        written (writers waited, so nothing is newer)
+ *   WRITEBACK -> DIRTY        the write failed: retried later
+ *   any -> EMPTY              dropped (evicted, truncated, forgotten): its slot is free
+ *
+ * Besides its state a block has busy (a writer copies into it: other writers,
+ * the write-back threads, fills and eviction keep off; readers of valid bytes
+ * do not) and pins (readers copying out of it: no eviction, no drop). A block
+ * with dirty bits is on the dirty list, oldest first, whatever its state.
+ */
 enum cache_state {
-	CACHE_EMPTY = 0,
-	CACHE_FETCHING,
-	CACHE_CLEAN,
-	CACHE_DIRTY,
-	CACHE_WRITEBACK,
+	CACHE_EMPTY = 0,	/* a free slot, on the free list; not in the index */
+	CACHE_FETCHING,		/* one fetch or fill in flight (exactly one per block);
+				 * whoever needs its bytes waits on the block */
+	CACHE_CLEAN,		/* valid bytes equal the pool's: can be evicted */
+	CACHE_DIRTY,		/* some valid bytes are newer than the pool */
+	CACHE_WRITEBACK,	/* being written to the pool: the bytes in flight are stable,
+				 * writers wait on the block */
 };
 
 struct cache_inode;
@@ -88,6 +110,7 @@ struct cache_block {
 	bool busy; /* a writer copies into it */
 	bool ra; /* brought in by readahead and not read yet */
 	bool on_dirty_list;
+	uint16_t waiters; /* threads in cache_wait_block on this block */
 	uint32_t pins;
 	uint32_t failures; /* write-back attempts that failed in a row */
 	uint64_t valid[CACHE_MASK_WORDS]; /* sub-blocks whose bytes the slot holds */
@@ -111,10 +134,12 @@ struct cache_inode {
 	unsigned int ndirty; /* blocks with dirty bits */
 	struct cache_block *blocks; /* list head (iprev/inext) */
 	pthread_rwlock_t rw; /* shared: data ops; exclusive: truncate & co */
-	unsigned int exclusive; /* an exclusive section runs: the flusher leaves the inode alone */
-	unsigned int urgent; /* fsyncs in progress: the flushers help, whatever the age */
+	pthread_cond_t cond; /* cache_wait_inode: any block of the inode changed */
+	unsigned int waiters;
+	unsigned int exclusive; /* an exclusive section runs: the write-back thread leaves the inode alone */
+	unsigned int urgent; /* fsyncs in progress: the write-back threads help, whatever the age */
 	int wb_err; /* a write-back error not reported yet (0: none) */
-	uint64_t retry_ns; /* the flusher retries the inode's failed blocks after this */
+	uint64_t retry_ns; /* the write-back thread retries the inode's failed blocks after this */
 	/* readahead (cache_readahead.c) */
 	uint64_t ra_prev; /* offset of the last read */
 	uint64_t ra_next; /* where a sequential reader goes next */
@@ -153,7 +178,7 @@ struct cache_counters {
 	uint64_t wb_blocks;
 	uint64_t wb_errors;
 	uint64_t discarded; /* dirty blocks given up (inode gone, or errors) */
-	uint64_t throttled; /* writers that waited for the flusher */
+	uint64_t throttled; /* writers that waited for the write-back thread */
 	uint64_t fsyncs;
 };
 
@@ -174,8 +199,11 @@ struct cache {
 	bool arena_registered;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* any block state change, a freed slot, fewer dirty blocks */
-	unsigned int waiters; /* threads in cache_wait: broadcast only when someone waits */
+	/* the waits of cache_wait.c, each with its own condition and waiter count */
+	pthread_cond_t block_cond[CACHE_BLOCK_CONDS]; /* by slot: a block changed */
+	pthread_cond_t slot_cond; /* a slot became free or evictable */
+	pthread_cond_t dirty_cond; /* dirty blocks fell below dirty_max */
+	unsigned int slot_waiters, dirty_waiters;
 
 	struct cache_block *blocks; /* nslots descriptors */
 	unsigned int nslots;
@@ -190,14 +218,14 @@ struct cache {
 	bool stopping;
 
 	/* write-back policy */
-	unsigned int dirty_bg; /* the flusher writes back regardless of age above this */
+	unsigned int dirty_bg; /* the write-back thread writes back regardless of age above this */
 	unsigned int dirty_max; /* writers wait above this */
 	uint64_t expire_ns; /* dirty data older than this is written back */
 
-	/* flushers (cache_flusher.c) */
-	pthread_t *flushers;
-	unsigned int nflushers;
-	int flusher_efd; /* kick and stop */
+	/* write-back threads (cache_writeback.c) */
+	pthread_t *wb_threads;
+	unsigned int nwb_threads;
+	int wb_efd; /* kick and stop */
 
 	/* readahead (cache_readahead.c) */
 	pthread_t *ra_threads;
@@ -295,8 +323,9 @@ struct cache_block *cache_slot_take(struct cache *c);
  * All or nothing, for a request over blocks b[0..n-1] (NULL: not cached):
  * pin the blocks it found (so taking slots cannot evict them), then take
  * need free slots into slots[]. On failure give back every slot taken,
- * unpin, kick the flusher and return false: the caller waits and retries,
- * so no thread ever holds some slots while waiting for others.
+ * unpin and return false: the caller kicks write-back, waits for a slot
+ * (cache_wait_slot) and retries, so no thread ever holds some slots while
+ * waiting for others.
  */
 bool cache_slots_take_all(struct cache *c, struct cache_block **b, unsigned int n,
 			  struct cache_block **slots, unsigned int need);
@@ -320,9 +349,27 @@ struct cache_inode *cache_inode_ref(struct cache *c, uint64_t ino);
 void cache_inode_unref(struct cache *c, struct cache_inode *ci);
 /* free the record if nothing needs it any more */
 void cache_inode_maybe_free(struct cache *c, struct cache_inode *ci);
-/* wait on c->cond (c->lock held) */
-void cache_wait(struct cache *c);
-void cache_wake(struct cache *c);
+/* drop a pin taken on b (waking whoever waits for it) */
+void cache_block_unpin(struct cache *c, struct cache_block *b);
+/* a writer is done copying into b */
+void cache_block_unbusy(struct cache *c, struct cache_block *b);
+
+/* ---- cache_wait.c (c->lock held) ---- */
+
+void cache_wait_init(struct cache *c);
+void cache_wait_destroy(struct cache *c);
+/* until b changes: its state, busy or pins (a waiter rescans what it needs) */
+void cache_wait_block(struct cache *c, struct cache_block *b);
+/* until a block of ci changes, or ci's exclusive section ends */
+void cache_wait_inode(struct cache *c, struct cache_inode *ci);
+/* until a slot is freed or a block becomes evictable */
+void cache_wait_slot(struct cache *c);
+/* until fewer than dirty_max blocks are dirty, or the cache stops */
+void cache_wait_dirty(struct cache *c);
+void cache_wake_block(struct cache *c, struct cache_block *b);
+void cache_wake_inode(struct cache *c, struct cache_inode *ci);
+void cache_wake_slot(struct cache *c);
+void cache_wake_dirty(struct cache *c);
 
 /* ---- cache_fetch.c ---- */
 
@@ -336,11 +383,11 @@ void cache_wake(struct cache *c);
  */
 int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b, unsigned int n);
 
-/* ---- cache_flusher.c ---- */
+/* ---- cache_writeback.c ---- */
 
-int cache_flusher_start(struct cache *c);
-void cache_flusher_stop(struct cache *c);
-void cache_flusher_kick(struct cache *c);
+int cache_writeback_start(struct cache *c);
+void cache_writeback_stop(struct cache *c);
+void cache_writeback_kick(struct cache *c);
 /*
  * Write back the dirty blocks of ci that became dirty at or before seq
  * (UINT64_MAX: all), waiting for those in flight; returns 0 or the first

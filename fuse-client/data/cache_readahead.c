@@ -211,7 +211,6 @@ void cache_ra_stop(struct cache *c)
 		cache_inode_put(c, job->ci);
 		g_free(job);
 	}
-	cache_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	if (c->ra_efd >= 0)
 		close(c->ra_efd);

@@ -9,11 +9,11 @@
  * reading the pool when the write covers them or they lie past EOF, or as
  * partly valid blocks otherwise (a later read or a write that would leave a
  * gap fills them) - and mark the written sub-blocks dirty. Writers wait
- * while too much is dirty (dirty_max) for the flushers.
+ * while too much is dirty (dirty_max) for the write-back threads.
  * writeback=off: the write goes through io_write and refreshes cached copies.
  *
  * Ordered mode is kept: blocks reserved for a write are fresh (no record
- * names them) until a flusher has written their data and committed them
+ * names them) until a write-back thread has written their data and committed them
  * (io_writeback). A crash loses unflushed writes and nothing else: their
  * sizes may be durable, so the tail of a file can read as zeros, never as
  * stale data (docs/ARCHITECTURE.md, "Ordered mode and crash consistency").
@@ -128,7 +128,7 @@ again:
 			continue;
 		}
 		if (x->state == CACHE_FETCHING || x->state == CACHE_WRITEBACK || x->busy)
-			goto wait;
+			goto wait_block;
 		cache_block_span(c, first + k, off, end, &s, &e);
 		if (edges_to_fill(c, x, s, e, size0, false))
 			fills[nfill++] = x;
@@ -136,10 +136,10 @@ again:
 	if (nfill)
 		goto fetch;
 	if (!cache_slots_take_all(c, b, n, slots, need))
-		goto wait;
+		goto wait_slot;
 	for (k = 0; k < n; k++)
 		if (b[k])
-			b[k]->pins--; /* pinned only while the slots were taken */
+			cache_block_unpin(c, b[k]); /* pinned only while the slots were taken */
 	/* new blocks go into the index; those with edges to fill are fetched first */
 	for (k = 0, got = 0; k < n; k++) {
 		uint32_t s, e;
@@ -175,17 +175,20 @@ again:
 		uint32_t s, e;
 
 		cache_block_span(c, first + k, off, end, &s, &e);
-		b[k]->busy = false;
 		write_done(c, b[k], s, e);
+		cache_block_unbusy(c, b[k]);
 	}
-	cache_wake(c);
 out:
 	pthread_mutex_unlock(&c->lock);
 	if (b != stack)
 		g_free(b);
 	return rc;
-wait:
-	cache_wait(c);
+wait_block:
+	cache_wait_block(c, b[k]);
+	goto again;
+wait_slot:
+	cache_writeback_kick(c);
+	cache_wait_slot(c);
 	goto again;
 fetch:
 	for (k = 0; k < nfill; k++) {
@@ -222,7 +225,7 @@ static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t o
 			x = cache_lookup(c, ci->ino, blk);
 			if (!x || (x->state != CACHE_FETCHING && !x->busy))
 				break;
-			cache_wait(c);
+			cache_wait_block(c, x);
 		}
 		if (!x) {
 			pthread_mutex_unlock(&c->lock);
@@ -233,14 +236,13 @@ static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t o
 		pthread_mutex_unlock(&c->lock);
 		memcpy(x->data + s, buf + (cache_blk_off(c, blk) + s - off), e - s);
 		pthread_mutex_lock(&c->lock);
-		x->busy = false;
 		/*
 		 * Sub-blocks the write covered are valid now; one it covered only
 		 * partly stays as it was (valid: updated; not: the pool has it).
 		 */
 		cache_mask_set(x->valid, cache_sub_end(s), e == c->bs ? c->subs : e / CACHE_SUB);
 		x->ref = true;
-		cache_wake(c);
+		cache_block_unbusy(c, x);
 		pthread_mutex_unlock(&c->lock);
 	}
 	return n;
@@ -266,13 +268,13 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 		goto out;
 	}
 
-	/* too much dirty: let the flusher catch up first */
+	/* too much dirty: let the write-back thread catch up first */
 	pthread_mutex_lock(&c->lock);
 	if (c->ndirty >= c->dirty_max)
 		cache_count(&c->st.throttled, 1);
 	while (c->ndirty >= c->dirty_max && !c->stopping) {
-		cache_flusher_kick(c);
-		cache_wait(c);
+		cache_writeback_kick(c);
+		cache_wait_dirty(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 

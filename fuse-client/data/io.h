@@ -138,7 +138,7 @@ int io_block_written(struct io *io, uint64_t ino, uint64_t off);
 int io_writeback(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool *gone);
 
 /*
- * io_writeback for several files in ONE batch of pool writes (the flusher's
+ * io_writeback for several files in ONE batch of pool writes (the write-back thread's
  * way with many small files). f[] sorted by ascending, distinct inode; each
  * entry's rc and gone are set as io_writeback would return them (a file
  * whose mapping failed is skipped, the others still go). Returns 0, or the

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * cache_flusher.c - write-back of dirty blocks.
+ * cache_writeback.c - write-back of dirty blocks.
  *
- * The flusher threads wake every flush_interval_ms (or when kicked: a
+ * The write-back threads wake every flush_interval_ms (or when kicked: a
  * writer found too much dirty, no free slot, or an fsync wants help) and
  * write back, oldest first, the inodes whose dirty data is older than
  * dirty_expire_ms - or any dirty data while more than dirty_bg blocks are
@@ -10,7 +10,7 @@
  * sorted, as one io_writeback(): one batch of pool writes (chained WRs on
  * RDMA) straight out of the slots, then the commit of the blocks they
  * filled. Batches are taken under the lock (their blocks become WRITEBACK),
- * so several threads - the flushers, an fsync - write disjoint batches of
+ * so several threads - the write-back threads, an fsync - write disjoint batches of
  * one file at once over different channels. fsync (cache_flush) and
  * exclusive sections run the same write-back synchronously for one inode.
  *
@@ -212,7 +212,6 @@ static int write_back(struct cache *c, struct cache_block **b, unsigned int n)
 		if (f[k].rc < 0 && f[k].rc != -ENOENT && !rc)
 			rc = f[k].rc;
 	}
-	cache_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	for (k = 0; k < nf; k++) {
 		if (f[k].rc >= 0 || f[k].rc == -ENOENT)
@@ -234,7 +233,7 @@ static int write_back(struct cache *c, struct cache_block **b, unsigned int n)
 }
 
 /*
- * The flusher's batch: due blocks of any inodes, oldest first, up to a
+ * The write-back thread's batch: due blocks of any inodes, oldest first, up to a
  * batch, sorted by inode and block; each inode gets a reference and goes
  * into cis[*ncis] (c->lock held)
  */
@@ -289,7 +288,7 @@ int cache_writeback_inode(struct cache *c, struct cache_inode *ci, uint64_t seq,
 		bool pending = false;
 
 		while (!exclusive_holder && ci->exclusive)
-			cache_wait(c);
+			cache_wait_inode(c, ci);
 		n = collect(c, ci, seq, b);
 		if (n) {
 			pthread_mutex_unlock(&c->lock);
@@ -299,20 +298,20 @@ int cache_writeback_inode(struct cache *c, struct cache_inode *ci, uint64_t seq,
 				break;
 			continue;
 		}
-		/* what is left of ours is in flight elsewhere (the flusher, a writer): wait for it */
+		/* what is left of ours is in flight elsewhere (the write-back thread, a writer): wait for it */
 		for (x = ci->blocks; x && !pending; x = x->inext)
 			pending = x->on_dirty_list && x->dirty_seq <= seq &&
 				  (x->state != CACHE_DIRTY || x->busy);
 		if (!pending)
 			break;
-		cache_wait(c);
+		cache_wait_inode(c, ci);
 	}
 	pthread_mutex_unlock(&c->lock);
 	g_free(b);
 	return rc;
 }
 
-/* one round of the flusher: write back what is due (c->lock NOT held) */
+/* one round of the write-back thread: write back what is due (c->lock NOT held) */
 static void flush_pass(struct cache *c)
 {
 	struct cache_block **b = g_new(struct cache_block *, batch_max(c));
@@ -334,21 +333,21 @@ static void flush_pass(struct cache *c)
 	g_free(b);
 }
 
-static void *flusher_main(void *arg)
+static void *writeback_main(void *arg)
 {
 	struct cache *c = arg;
-	struct pollfd pfd = { .fd = c->flusher_efd, .events = POLLIN };
+	struct pollfd pfd = { .fd = c->wb_efd, .events = POLLIN };
 
 	for (;;) {
 		uint64_t v;
 		bool stop;
 		int n;
 
-		/* a kick wakes every flusher; one of them resets the counter */
+		/* a kick wakes every write-back thread; one of them resets the counter */
 		n = poll(&pfd, 1, (int)c->cfg.flush_interval_ms);
-		if (n > 0 && (pfd.revents & POLLIN) && read(c->flusher_efd, &v, sizeof(v)) < 0 &&
+		if (n > 0 && (pfd.revents & POLLIN) && read(c->wb_efd, &v, sizeof(v)) < 0 &&
 		    errno != EAGAIN)
-			g_message("flusher: read(eventfd): %s", g_strerror(errno));
+			g_message("write-back thread: read(eventfd): %s", g_strerror(errno));
 		pthread_mutex_lock(&c->lock);
 		stop = c->stopping;
 		pthread_mutex_unlock(&c->lock);
@@ -359,55 +358,55 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-int cache_flusher_start(struct cache *c)
+int cache_writeback_start(struct cache *c)
 {
 	unsigned int i;
 	int rc;
 
-	c->flusher_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->flusher_efd < 0) {
+	c->wb_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wb_efd < 0) {
 		rc = -errno;
 		g_message("eventfd: %s", g_strerror(-rc));
 		return rc;
 	}
-	c->flushers = g_new0(pthread_t, c->cfg.flusher_threads);
-	for (i = 0; i < c->cfg.flusher_threads; i++) {
-		rc = -pthread_create(&c->flushers[i], NULL, flusher_main, c);
+	c->wb_threads = g_new0(pthread_t, c->cfg.writeback_threads);
+	for (i = 0; i < c->cfg.writeback_threads; i++) {
+		rc = -pthread_create(&c->wb_threads[i], NULL, writeback_main, c);
 		if (rc < 0) {
-			g_message("pthread_create(flusher): %s", g_strerror(-rc));
-			cache_flusher_stop(c);
+			g_message("pthread_create(write-back thread): %s", g_strerror(-rc));
+			cache_writeback_stop(c);
 			return rc;
 		}
-		c->nflushers++;
+		c->nwb_threads++;
 	}
 	return 0;
 }
 
-void cache_flusher_kick(struct cache *c)
+void cache_writeback_kick(struct cache *c)
 {
 	uint64_t one = 1;
 
-	if (c->flusher_efd >= 0 && write(c->flusher_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		g_message("flusher kick: write(eventfd): %s", g_strerror(errno));
+	if (c->wb_efd >= 0 && write(c->wb_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		g_message("write-back kick: write(eventfd): %s", g_strerror(errno));
 }
 
-void cache_flusher_stop(struct cache *c)
+void cache_writeback_stop(struct cache *c)
 {
 	unsigned int i;
 
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
-	cache_wake(c);
+	cache_wake_dirty(c);
 	pthread_mutex_unlock(&c->lock);
-	if (c->nflushers)
-		cache_flusher_kick(c);
-	for (i = 0; i < c->nflushers; i++)
-		pthread_join(c->flushers[i], NULL);
-	c->nflushers = 0;
-	g_free(c->flushers);
-	c->flushers = NULL;
-	if (c->flusher_efd >= 0) {
-		close(c->flusher_efd);
-		c->flusher_efd = -1;
+	if (c->nwb_threads)
+		cache_writeback_kick(c);
+	for (i = 0; i < c->nwb_threads; i++)
+		pthread_join(c->wb_threads[i], NULL);
+	c->nwb_threads = 0;
+	g_free(c->wb_threads);
+	c->wb_threads = NULL;
+	if (c->wb_efd >= 0) {
+		close(c->wb_efd);
+		c->wb_efd = -1;
 	}
 }

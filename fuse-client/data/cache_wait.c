@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * cache_wait.c - the cache's waits, each on its own condition, and the
+ * wake-ups that end them. Every function here runs with c->lock held; a
+ * waker broadcasts only where its counter says somebody waits.
+ */
+#include "cache_int.h"
+
+static pthread_cond_t *block_cond(struct cache *c, const struct cache_block *b)
+{
+	return &c->block_cond[(size_t)(b - c->blocks) % CACHE_BLOCK_CONDS];
+}
+
+void cache_wait_block(struct cache *c, struct cache_block *b)
+{
+	b->waiters++;
+	pthread_cond_wait(block_cond(c, b), &c->lock);
+	b->waiters--;
+}
+
+void cache_wait_inode(struct cache *c, struct cache_inode *ci)
+{
+	ci->waiters++;
+	pthread_cond_wait(&ci->cond, &c->lock);
+	ci->waiters--;
+}
+
+void cache_wait_slot(struct cache *c)
+{
+	c->slot_waiters++;
+	pthread_cond_wait(&c->slot_cond, &c->lock);
+	c->slot_waiters--;
+}
+
+void cache_wait_dirty(struct cache *c)
+{
+	c->dirty_waiters++;
+	pthread_cond_wait(&c->dirty_cond, &c->lock);
+	c->dirty_waiters--;
+}
+
+static bool evictable(const struct cache_block *b)
+{
+	return b->state == CACHE_CLEAN && !b->pins && !b->busy;
+}
+
+void cache_wake_block(struct cache *c, struct cache_block *b)
+{
+	if (b->waiters)
+		pthread_cond_broadcast(block_cond(c, b));
+	if (b->ci && b->ci->waiters)
+		pthread_cond_broadcast(&b->ci->cond);
+	if (c->slot_waiters && evictable(b))
+		pthread_cond_broadcast(&c->slot_cond);
+}
+
+void cache_wake_inode(struct cache *c, struct cache_inode *ci)
+{
+	if (ci->waiters)
+		pthread_cond_broadcast(&ci->cond);
+}
+
+void cache_wake_slot(struct cache *c)
+{
+	if (c->slot_waiters)
+		pthread_cond_broadcast(&c->slot_cond);
+}
+
+void cache_wake_dirty(struct cache *c)
+{
+	if (c->dirty_waiters && (c->ndirty < c->dirty_max || c->stopping))
+		pthread_cond_broadcast(&c->dirty_cond);
+}
+
+void cache_wait_init(struct cache *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < CACHE_BLOCK_CONDS; i++)
+		pthread_cond_init(&c->block_cond[i], NULL);
+	pthread_cond_init(&c->slot_cond, NULL);
+	pthread_cond_init(&c->dirty_cond, NULL);
+}
+
+void cache_wait_destroy(struct cache *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < CACHE_BLOCK_CONDS; i++)
+		pthread_cond_destroy(&c->block_cond[i]);
+	pthread_cond_destroy(&c->slot_cond);
+	pthread_cond_destroy(&c->dirty_cond);
+}
