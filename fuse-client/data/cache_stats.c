@@ -20,7 +20,6 @@
 #include <glib.h>
 
 #include "cache_int.h"
-#include "io.h"
 #include "units.h"
 
 static unsigned int bucket_of(uint64_t ns)
@@ -128,7 +127,6 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 	static const char *const op_names[CACHE_OP_N] = { "read", "write", "fsync" };
 	struct text t = { .buf = buf, .cap = cap };
 	unsigned int nblocks, nclean, ndirty, nfree, i;
-	struct io_stats io;
 
 	if (!cap)
 		return -ERANGE;
@@ -139,7 +137,6 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 	ndirty = c->ndirty;
 	nfree = c->nfree;
 	pthread_mutex_unlock(&c->lock);
-	io_get_stats(c->io, &io);
 
 	put(&t, "block_size %u\n", c->bs);
 	put(&t, "slots %u\n", c->nslots);
@@ -160,9 +157,6 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 	put(&t, "fetch_batches %" G_GUINT64_FORMAT "\n", ld(&c->st.fetch_batches));
 	put(&t, "bytes_read %" G_GUINT64_FORMAT "\n", ld(&c->st.bytes_read));
 	put(&t, "bytes_written %" G_GUINT64_FORMAT "\n", ld(&c->st.bytes_written));
-	put(&t, "remote_bytes_read %" G_GUINT64_FORMAT "\n", io.bytes_read);
-	put(&t, "remote_bytes_written %" G_GUINT64_FORMAT "\n", io.bytes_written);
-	put(&t, "remote_bytes_zeroed %" G_GUINT64_FORMAT "\n", io.bytes_zeroed);
 	put(&t, "flushes %" G_GUINT64_FORMAT "\n", ld(&c->st.wb_batches));
 	put(&t, "flushed_blocks %" G_GUINT64_FORMAT "\n", ld(&c->st.wb_blocks));
 	put(&t, "flush_errors %" G_GUINT64_FORMAT "\n", ld(&c->st.wb_errors));
@@ -182,8 +176,7 @@ void cache_describe(struct cache *c, char *buf, size_t cap)
 {
 	uint64_t rb[CACHE_HIST_BUCKETS], wb[CACHE_HIST_BUCKETS], rn = 0, wn = 0;
 	const struct cache_hist *rh = &c->op_lat[CACHE_OP_READ], *wh = &c->op_lat[CACHE_OP_WRITE];
-	char size[32], rd[32], wr[32];
-	struct io_stats io;
+	char size[32];
 	unsigned int i;
 
 	for (i = 0; i < CACHE_HIST_BUCKETS; i++) {
@@ -192,18 +185,15 @@ void cache_describe(struct cache *c, char *buf, size_t cap)
 		rn += rb[i];
 		wn += wb[i];
 	}
-	io_get_stats(c->io, &io);
 	units_format_size(c->arena_len, size, sizeof(size));
-	units_format_size(io.bytes_read, rd, sizeof(rd));
-	units_format_size(io.bytes_written, wr, sizeof(wr));
 	snprintf(buf, cap,
 		 "cache %s in %u KiB blocks: %" G_GUINT64_FORMAT " hits, %" G_GUINT64_FORMAT
 		 " misses, %" G_GUINT64_FORMAT " readahead (%" G_GUINT64_FORMAT " hit), %"
 		 G_GUINT64_FORMAT " evictions, %" G_GUINT64_FORMAT " flushes (%" G_GUINT64_FORMAT
-		 " errors); pool: %s read, %s written; read us p50/p99 %.0f/%.0f, write %.0f/%.0f",
+		 " errors); read us p50/p99 %.0f/%.0f, write %.0f/%.0f",
 		 size, c->bs / 1024, ld(&c->st.hits), ld(&c->st.misses), ld(&c->st.ra_blocks),
 		 ld(&c->st.ra_hits), ld(&c->st.evictions), ld(&c->st.wb_batches),
-		 ld(&c->st.wb_errors), rd, wr,
+		 ld(&c->st.wb_errors),
 		 hist_pct(rb, rn, ld(&rh->max_ns), 0.5) / 1e3,
 		 hist_pct(rb, rn, ld(&rh->max_ns), 0.99) / 1e3,
 		 hist_pct(wb, wn, ld(&wh->max_ns), 0.5) / 1e3,

@@ -14,7 +14,7 @@
  *
  * Ordered mode is kept: blocks reserved for a write are fresh (no record
  * names them) until a write-back thread has written their data and committed them
- * (io_writeback). A crash loses unflushed writes and nothing else: their
+ * (io_writeback_files). A crash loses unflushed writes and nothing else: their
  * sizes may be durable, so the tail of a file can read as zeros, never as
  * stale data (docs/ARCHITECTURE.md, "Ordered mode and crash consistency").
  */

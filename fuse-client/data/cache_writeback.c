@@ -7,7 +7,7 @@
  * write back, oldest first, the inodes whose dirty data is older than
  * dirty_expire_ms - or any dirty data while more than dirty_bg blocks are
  * dirty, or an inode someone fsyncs. An inode's dirty blocks go together,
- * sorted, as one io_writeback(): one batch of pool writes (chained WRs on
+ * sorted, as one io_writeback_files(): one batch of pool writes (chained WRs on
  * RDMA) straight out of the slots, then the commit of the blocks they
  * filled. Batches are taken under the lock (their blocks become WRITEBACK),
  * so several threads - the write-back threads, an fsync - write disjoint batches of

@@ -17,6 +17,7 @@
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -26,6 +27,7 @@
 
 #include "extent.h"
 #include "remote.h"
+#include "units.h"
 
 #define IO_BS ((uint64_t)META_BLOCK_SIZE)
 #define IO_CHUNK (1U << 20) /* bytes per step */
@@ -371,18 +373,16 @@ static void io_touch_atime(struct io *io, uint64_t ino, const struct meta_attr *
 
 /* ---- public ---- */
 
-int io_create(struct meta *m, struct remote *r, bool update_atime, struct io **out)
+struct io *io_create(struct meta *m, struct remote *r, bool update_atime)
 {
-	struct io *io;
+	struct io *io = g_new0(struct io, 1);
 
-	io = g_new0(struct io, 1);
 	io->meta = m;
 	io->remote = r;
 	io->update_atime = update_atime;
 	pthread_mutex_init(&io->locks_mutex, NULL);
 	io->locks = g_hash_table_new(g_int64_hash, g_int64_equal);
-	*out = io;
-	return 0;
+	return io;
 }
 
 void io_destroy(struct io *io)
@@ -394,24 +394,6 @@ void io_destroy(struct io *io)
 	g_hash_table_destroy(io->locks);
 	pthread_mutex_destroy(&io->locks_mutex);
 	g_free(io);
-}
-
-ssize_t io_read(struct io *io, uint64_t ino, uint64_t off, size_t len, void *buf)
-{
-	struct meta_attr attr;
-	struct io_lock *l;
-	ssize_t n;
-
-	l = io_lock_read(io, ino);
-	n = io_read_locked(io, ino, off, len, buf, &attr);
-	if (n > 0 && io->update_atime)
-		io_touch_atime(io, ino, &attr);
-	io_unlock(io, l);
-	if (n >= 0) {
-		io_count(&io->stats.reads, 1);
-		io_count(&io->stats.bytes_read, n);
-	}
-	return n;
 }
 
 ssize_t io_write(struct io *io, uint64_t ino, uint64_t off, const void *buf, size_t len)
@@ -784,7 +766,7 @@ static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
 		if (!p[k].len)
 			continue;
 		if (k && round_up(p[k - 1].off + p[k - 1].len) > round_down(off)) {
-			g_warning("io_writeback(ino %" G_GUINT64_FORMAT
+			g_warning("io_writeback_files(ino %" G_GUINT64_FORMAT
 				  "): pieces overlap or share a block",
 				  f->ino);
 			return -EINVAL;
@@ -883,15 +865,6 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 	return rc;
 }
 
-int io_writeback(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool *gone)
-{
-	struct io_wb_file f = { .ino = ino, .p = p, .n = n };
-
-	io_writeback_files(io, &f, 1);
-	*gone = f.gone;
-	return f.rc;
-}
-
 void io_note_read(struct io *io, uint64_t ino, const struct meta_attr *attr)
 {
 	if (io->update_atime)
@@ -908,4 +881,28 @@ void io_get_stats(struct io *io, struct io_stats *out)
 	out->hole_bytes_read = __atomic_load_n(&io->stats.hole_bytes_read, __ATOMIC_RELAXED);
 	out->copies = __atomic_load_n(&io->stats.copies, __ATOMIC_RELAXED);
 	out->bytes_copied = __atomic_load_n(&io->stats.bytes_copied, __ATOMIC_RELAXED);
+}
+
+ssize_t io_stats_text(struct io *io, char *buf, size_t cap)
+{
+	struct io_stats st;
+	int n;
+
+	io_get_stats(io, &st);
+	n = snprintf(buf, cap,
+		     "remote_bytes_read %" G_GUINT64_FORMAT "\nremote_bytes_written %" G_GUINT64_FORMAT
+		     "\nremote_bytes_zeroed %" G_GUINT64_FORMAT "\n",
+		     st.bytes_read, st.bytes_written, st.bytes_zeroed);
+	return n < 0 || (size_t)n >= cap ? -ERANGE : n;
+}
+
+void io_describe(struct io *io, char *buf, size_t cap)
+{
+	char rd[32], wr[32];
+	struct io_stats st;
+
+	io_get_stats(io, &st);
+	units_format_size(st.bytes_read, rd, sizeof(rd));
+	units_format_size(st.bytes_written, wr, sizeof(wr));
+	snprintf(buf, cap, "pool: %s read, %s written", rd, wr);
 }

@@ -19,13 +19,14 @@
  * Concurrency: one rwlock per inode (a refcounted table ino -> lock). Reads
  * take it shared; writes, truncates, fallocate and the destination of a copy
  * take it exclusive, so a reader never sees half-zeroed fresh blocks nor
- * blocks that a truncate is freeing. Two inodes are locked in ascending inode
- * order. io's locks are taken before meta's internal mutex, never after.
+ * blocks that a truncate is freeing. The cache's fetches and write-backs run
+ * outside any request of the inode, so these locks, not the cache's, keep
+ * them apart from a truncate. The lock order is stated in cache_int.h.
  *
  * The block cache (cache.h) sits above this module: it fetches with
  * io_readv, reserves blocks with io_reserve when it accepts a write, and
- * writes back with io_writeback (data first, then extent_write_commit: the
- * ordered-mode rule holds for cached writes too). All functions are
+ * writes back with io_writeback_files (data first, then extent_write_commit:
+ * the ordered-mode rule holds for cached writes too). All functions are
  * thread-safe and return 0 / a byte count or -errno.
  */
 #ifndef RMEM_IO_H
@@ -51,12 +52,12 @@ struct io_stats {
 	uint64_t bytes_copied;
 };
 
-/* update_atime: keep atime with relatime rules (off for read-only mounts) */
-int io_create(struct meta *m, struct remote *r, bool update_atime, struct io **out);
+/*
+ * update_atime: keep atime with relatime rules (off for read-only mounts).
+ * Allocation failure aborts (GLib), as in the layers below.
+ */
+struct io *io_create(struct meta *m, struct remote *r, bool update_atime);
 void io_destroy(struct io *io); /* NULL-tolerant */
-
-/* read up to len bytes at off into buf; returns the bytes read (0 at or past EOF) */
-ssize_t io_read(struct io *io, uint64_t ino, uint64_t off, size_t len, void *buf);
 
 /* write len bytes at off; returns len, or -errno (-ENOSPC when the pool is full) */
 ssize_t io_write(struct io *io, uint64_t ino, uint64_t off, const void *buf, size_t len);
@@ -88,6 +89,10 @@ ssize_t io_copy_range(struct io *io, uint64_t ino_in, uint64_t off_in, uint64_t 
 		      uint64_t off_out, size_t len);
 
 void io_get_stats(struct io *io, struct io_stats *out);
+/* the pool traffic as "key value" lines for the stats xattr; bytes or -ERANGE */
+ssize_t io_stats_text(struct io *io, char *buf, size_t cap);
+/* one line for the unmount summary */
+void io_describe(struct io *io, char *buf, size_t cap);
 
 /* ---- for the block cache (cache.c) ---- */
 
@@ -116,7 +121,7 @@ int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n);
 
 /*
  * Allocate the blocks [off, off+len) will need without writing them (they
- * stay fresh: nothing durable points at them until io_writeback commits
+ * stay fresh: nothing durable points at them until write-back commits
  * them). The block cache calls it when it accepts a write, so that a full
  * pool is -ENOSPC for that write, not a surprise at write-back.
  */
@@ -126,23 +131,17 @@ int io_reserve(struct io *io, uint64_t ino, uint64_t off, uint64_t len);
 int io_block_written(struct io *io, uint64_t ino, uint64_t off);
 
 /*
- * Write back n pieces of one file (sorted by offset; no two share a
- * META_BLOCK_SIZE block) as one batch: the parts of fresh blocks outside
- * the pieces are zeroed in the same batch. Once all of it is in the pool,
- * each piece is committed (extent_write_commit: the times stay those of the
- * write). An open reference on the inode is held meanwhile, so the inode's
- * blocks cannot be freed (and reused) under a write in flight; *gone is set
- * when dropping that reference freed the inode (it was unlinked meanwhile).
- * -ENOENT: the inode no longer exists (nothing written).
- */
-int io_writeback(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool *gone);
-
-/*
- * io_writeback for several files in ONE batch of pool writes (the write-back thread's
- * way with many small files). f[] sorted by ascending, distinct inode; each
- * entry's rc and gone are set as io_writeback would return them (a file
- * whose mapping failed is skipped, the others still go). Returns 0, or the
- * error of the batch itself (then every file not failed before has it).
+ * Write back several files in ONE batch of pool writes. f[] is sorted by
+ * ascending, distinct inode; each file's pieces are sorted by offset and no
+ * two share a META_BLOCK_SIZE block. The parts of fresh blocks outside the
+ * pieces are zeroed in the same batch. Once all of it is in the pool, each
+ * piece is committed (extent_write_commit: the times stay those of the
+ * write). An open reference on each inode is held meanwhile, so its blocks
+ * cannot be freed (and reused) under a write in flight. Per file: rc is 0,
+ * -ENOENT (the inode no longer exists: nothing written) or the error; gone
+ * is set when dropping the reference freed the inode (unlinked meanwhile).
+ * A file whose mapping failed is skipped, the others still go. Returns 0,
+ * or the error of the batch itself (then every file not failed before has it).
  */
 struct io_wb_file {
 	uint64_t ino;

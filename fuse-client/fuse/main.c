@@ -168,12 +168,13 @@ static const char *connect_hint(int rc)
 	}
 }
 
-static void print_stats(struct cache *cache)
+static void print_stats(struct cache *cache, struct io *io)
 {
-	char line[512];
+	char line[512], pool[128];
 
 	cache_describe(cache, line, sizeof(line));
-	fprintf(stderr, "rmemfs: %s\n", line);
+	io_describe(io, pool, sizeof(pool));
+	fprintf(stderr, "rmemfs: %s; %s\n", line, pool);
 }
 
 int main(int argc, char **argv)
@@ -273,7 +274,7 @@ int main(int argc, char **argv)
 		goto out_remote;
 	}
 
-	io_create(meta, remote, !o.read_only, &io);
+	io = io_create(meta, remote, !o.read_only);
 	memset(&cache_cfg, 0, sizeof(cache_cfg));
 	cache_cfg.size = o.cache_size;
 	cache_cfg.block_size = o.block_size;
@@ -341,7 +342,7 @@ out_meta:
 	fuse_session_destroy(se);
 	se = NULL;
 	if (o.debug && cache)
-		print_stats(cache);
+		print_stats(cache, io);
 	cache_destroy(cache);
 	io_destroy(io);
 	rc = mount_close(meta);

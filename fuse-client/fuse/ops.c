@@ -734,22 +734,27 @@ static bool is_stats_xattr(fuse_ino_t ino, const char *name)
 	return ino == META_ROOT_INO && strcmp(name, CACHE_STATS_XATTR) == 0;
 }
 
+/* n bytes of stats text so far, plus a part's length or error */
+static ssize_t stats_add(ssize_t n, ssize_t part)
+{
+	return part < 0 ? part : n + part;
+}
+
 static void reply_stats(fuse_req_t req, size_t size)
 {
 	struct ops_ctx *ctx = req_ctx(req);
 	char *buf = g_malloc(CACHE_STATS_MAX);
-	ssize_t n, m = 0;
+	ssize_t n = 0;
 
 	/* the pool's state first: "state up|away|failed" is what a user looks for */
 	if (ctx->remote)
-		m = remote_state_text(ctx->remote, buf, CACHE_STATS_MAX);
-	if (m >= 0) {
-		n = swapmode_text(ctx->swap, buf + m, CACHE_STATS_MAX - (size_t)m);
-		m = n < 0 ? n : m + n;
-	}
-	n = m < 0 ? m : cache_stats_text(ctx->cache, buf + m, CACHE_STATS_MAX - (size_t)m);
+		n = remote_state_text(ctx->remote, buf, CACHE_STATS_MAX);
 	if (n >= 0)
-		n += m;
+		n = stats_add(n, swapmode_text(ctx->swap, buf + n, CACHE_STATS_MAX - (size_t)n));
+	if (n >= 0)
+		n = stats_add(n, cache_stats_text(ctx->cache, buf + n, CACHE_STATS_MAX - (size_t)n));
+	if (n >= 0)
+		n = stats_add(n, io_stats_text(ctx->io, buf + n, CACHE_STATS_MAX - (size_t)n));
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else if (size == 0)
