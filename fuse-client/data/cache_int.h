@@ -6,48 +6,28 @@
  *   cache_write.c      writes (write-back and write-through)
  *   cache_index.c      slots, the (inode, block) index, per-inode records, CLOCK eviction
  *   cache_fetch.c      filling slots from the pool (demand fetches and fills, in one batch)
- *   cache_writeback.c    write-back: the write-back thread threads and synchronous flushes (fsync)
+ *   cache_writeback.c  the write-back threads and synchronous write-back (fsync)
  *   cache_readahead.c  sequential detection and the readahead threads
+ *   cache_wait.c       the waits, each on its own condition, and their wake-ups
  *   cache_stats.c      counters, latency histograms, the stats text
  *
- * The model (docs/ARCHITECTURE.md, "The block cache", has the whole story):
+ * docs/ARCHITECTURE.md ("The block cache") describes the model: the arena,
+ * sub-block validity, fills, write-back and readahead. The block states are
+ * written down once, at enum cache_state below.
  *
- * The arena is one mapping of nslots * bs bytes, registered with every
- * channel of the pool (remote_register_arena), so fetches land in slots and
- * write-back leaves from them without a copy. struct cache_block describes
- * slot i; a block, while it holds data, belongs to (ino, blk) - file bytes
- * [blk * bs, (blk + 1) * bs) - and is in the index and on its inode's list.
+ * Locking, the one statement of the order:
  *
- * Validity is per META_BLOCK_SIZE sub-block: valid[] marks the sub-blocks
- * the slot holds a copy of; the rest of the slot means nothing. A block is
- * fetched whole for a sequential reader, only where a random read needs it
- * otherwise; a write makes the sub-blocks it covers valid without reading
- * (a sub-block it covers only partly is fetched first when it lies inside
- * the file: a read-modify-write of at most two sub-blocks), and a reader
- * that needs sub-blocks that are not valid fetches just those (a fill).
- * dirty[] marks sub-blocks holding data newer than the pool; a dirty
- * sub-block is always valid, and is written back whole.
- *
- * States: EMPTY (free slot), FETCHING (a fetch or fill is in flight: exactly
- * one per block; everybody else who needs its bytes waits on c->cond), CLEAN,
- * DIRTY, WRITEBACK (being written to the pool; writers wait until it is
- * done: the bytes in flight are stable). busy: a writer is copying into the
- * block (other writers, the write-back thread, fills and eviction keep off; readers of
- * valid bytes do not). pins: readers copying out of it or replying from it
- * (no eviction, no drop). A block with dirty bits is on the dirty list
- * (oldest first) whatever its state.
+ *   ci->rw (one inode; two in ascending inode order)
+ *     -> io's inode lock (io.c) -> meta's locks (meta_int.h)
+ *   c->lock: a leaf; nothing is taken and nothing calls io, meta or remote
+ *     under it. It protects every field of every block and inode record;
+ *     the slot bytes follow the block states instead.
  *
  * Per inode (struct cache_inode, created on demand): the blocks, the
- * remembered write-back error (reported to the next fsync/flush/close),
- * the readahead state, and rw: data operations hold it shared; truncate,
+ * remembered write-back error (reported to the next fsync/flush/close), the
+ * readahead state, and rw: data operations hold it shared; truncate,
  * fallocate, copy_file_range hold it exclusive (cache_begin_exclusive), with
  * every fetch and write-back of the inode finished before they proceed.
- *
- * Locking: c->lock protects every field of every block and inode record
- * except the slot bytes, which follow the states above. It is a leaf lock:
- * nothing calls io, meta or remote while holding it. Lock order:
- * ci->rw (one inode; two in ascending inode order) -> io's inode lock ->
- * meta's lock; c->lock may be taken anywhere but nothing is taken under it.
  */
 #ifndef RMEM_CACHE_INT_H
 #define RMEM_CACHE_INT_H
