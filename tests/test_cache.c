@@ -671,7 +671,7 @@ static void test_writeback_error(struct fx *f, gconstpointer d)
 
 	/* the write-back thread meets the error: the next close reports it */
 	f->c->expire_ns = 1000000; /* (the test owns the cache: no lock needed for a policy knob) */
-	cache_writeback_kick(f->c);
+	cache_wake_writeback(f->c);
 	deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
 	while (counter(&f->c->st.wb_errors) < 2 && g_get_monotonic_time() < deadline)
 		g_usleep(10000);

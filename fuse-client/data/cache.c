@@ -275,7 +275,6 @@ wait_block:
 	cache_wait_block(c, b[k]);
 	goto again;
 wait_slot:
-	cache_writeback_kick(c);
 	cache_wait_slot(c);
 	goto again;
 }
@@ -497,7 +496,7 @@ int cache_flush(struct cache *c, uint64_t ino)
 	ci->urgent++; /* the write-back threads write this inode's blocks too, in parallel with us */
 	seq = c->dirty_seq;
 	if (ci->ndirty > 1)
-		cache_writeback_kick(c);
+		cache_wake_writeback(c);
 	pthread_mutex_unlock(&c->lock);
 
 	rc = cache_writeback_inode(c, ci, seq, false);

@@ -342,14 +342,16 @@ void cache_wait_destroy(struct cache *c);
 void cache_wait_block(struct cache *c, struct cache_block *b);
 /* until a block of ci changes, or ci's exclusive section ends */
 void cache_wait_inode(struct cache *c, struct cache_inode *ci);
-/* until a slot is freed or a block becomes evictable */
+/* until a slot is freed or a block becomes evictable (write-back is woken first) */
 void cache_wait_slot(struct cache *c);
-/* until fewer than dirty_max blocks are dirty, or the cache stops */
+/* until fewer than dirty_max blocks are dirty, or the cache stops (write-back is woken first) */
 void cache_wait_dirty(struct cache *c);
 void cache_wake_block(struct cache *c, struct cache_block *b);
 void cache_wake_inode(struct cache *c, struct cache_inode *ci);
 void cache_wake_slot(struct cache *c);
 void cache_wake_dirty(struct cache *c);
+/* the write-back threads, now rather than at their next period (any lock state) */
+void cache_wake_writeback(struct cache *c);
 
 /* ---- cache_fetch.c ---- */
 
@@ -367,7 +369,6 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 
 int cache_writeback_start(struct cache *c);
 void cache_writeback_stop(struct cache *c);
-void cache_writeback_kick(struct cache *c);
 /*
  * Write back the dirty blocks of ci that became dirty at or before seq
  * (UINT64_MAX: all), waiting for those in flight; returns 0 or the first

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * cache_wait.c - the cache's waits, each on its own condition, and the
- * wake-ups that end them. Every function here runs with c->lock held; a
- * waker broadcasts only where its counter says somebody waits.
+ * wake-ups that end them. Every function here runs with c->lock held
+ * (cache_wake_writeback with or without it); a waker broadcasts only where
+ * a counter says somebody waits.
  */
+#define G_LOG_DOMAIN "rmemfs-cache"
+
+#include <errno.h>
+#include <unistd.h>
+
 #include "cache_int.h"
 
 static pthread_cond_t *block_cond(struct cache *c, const struct cache_block *b)
@@ -27,6 +33,7 @@ void cache_wait_inode(struct cache *c, struct cache_inode *ci)
 
 void cache_wait_slot(struct cache *c)
 {
+	cache_wake_writeback(c); /* it makes dirty blocks clean, so evictable */
 	c->slot_waiters++;
 	pthread_cond_wait(&c->slot_cond, &c->lock);
 	c->slot_waiters--;
@@ -34,6 +41,7 @@ void cache_wait_slot(struct cache *c)
 
 void cache_wait_dirty(struct cache *c)
 {
+	cache_wake_writeback(c);
 	c->dirty_waiters++;
 	pthread_cond_wait(&c->dirty_cond, &c->lock);
 	c->dirty_waiters--;
@@ -52,6 +60,14 @@ void cache_wake_block(struct cache *c, struct cache_block *b)
 		pthread_cond_broadcast(&b->ci->cond);
 	if (c->slot_waiters && evictable(b))
 		pthread_cond_broadcast(&c->slot_cond);
+}
+
+void cache_wake_writeback(struct cache *c)
+{
+	uint64_t one = 1;
+
+	if (c->wb_efd >= 0 && write(c->wb_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		g_message("waking the write-back threads: write(eventfd): %s", g_strerror(errno));
 }
 
 void cache_wake_inode(struct cache *c, struct cache_inode *ci)

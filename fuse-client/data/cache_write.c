@@ -187,7 +187,6 @@ wait_block:
 	cache_wait_block(c, b[k]);
 	goto again;
 wait_slot:
-	cache_writeback_kick(c);
 	cache_wait_slot(c);
 	goto again;
 fetch:
@@ -272,10 +271,8 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 	pthread_mutex_lock(&c->lock);
 	if (c->ndirty >= c->dirty_max)
 		cache_count(&c->st.throttled, 1);
-	while (c->ndirty >= c->dirty_max && !c->stopping) {
-		cache_writeback_kick(c);
+	while (c->ndirty >= c->dirty_max && !c->stopping)
 		cache_wait_dirty(c);
-	}
 	pthread_mutex_unlock(&c->lock);
 
 	rc = meta_getattr(c->meta, ino, &attr);

@@ -382,14 +382,6 @@ int cache_writeback_start(struct cache *c)
 	return 0;
 }
 
-void cache_writeback_kick(struct cache *c)
-{
-	uint64_t one = 1;
-
-	if (c->wb_efd >= 0 && write(c->wb_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		g_message("write-back kick: write(eventfd): %s", g_strerror(errno));
-}
-
 void cache_writeback_stop(struct cache *c)
 {
 	unsigned int i;
@@ -399,7 +391,7 @@ void cache_writeback_stop(struct cache *c)
 	cache_wake_dirty(c);
 	pthread_mutex_unlock(&c->lock);
 	if (c->nwb_threads)
-		cache_writeback_kick(c);
+		cache_wake_writeback(c);
 	for (i = 0; i < c->nwb_threads; i++)
 		pthread_join(c->wb_threads[i], NULL);
 	c->nwb_threads = 0;
