@@ -162,6 +162,17 @@ static int check_extents(uint64_t ino, uint64_t off, uint64_t len, const struct 
 	return -EIO;
 }
 
+/* extent_map of [off, off+len), checked to cover it all: the extents' count or -errno */
+static int map_checked(struct io *io, uint64_t ino, uint64_t off, size_t len, bool alloc,
+		       struct meta_extent *ext)
+{
+	int n = extent_map(io->meta, ino, off, len, alloc, ext, IO_MAX_EXT);
+
+	if (n < 0)
+		return n;
+	return check_extents(ino, off, len, ext, n) < 0 ? -EIO : n;
+}
+
 /* one read step: [off, off+len) with len <= IO_CHUNK, all inside the file */
 static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
 {
@@ -170,12 +181,9 @@ static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, c
 	struct iovec iov[IO_MAX_EXT];
 	int n, i, cnt = 0, rc;
 
-	n = extent_map(io->meta, ino, off, len, false, ext, IO_MAX_EXT);
+	n = map_checked(io, ino, off, len, false, ext);
 	if (n < 0)
 		return n;
-	rc = check_extents(ino, off, len, ext, n);
-	if (rc < 0)
-		return rc;
 
 	for (i = 0; i < n; i++) {
 		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
@@ -255,12 +263,9 @@ static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, 
 	struct iovec iov[IO_MAX_PIECES];
 	int n, i, cnt = 0, rc;
 
-	n = extent_map(io->meta, ino, off, len, true, ext, IO_MAX_EXT);
+	n = map_checked(io, ino, off, len, true, ext);
 	if (n < 0)
 		return n;
-	rc = check_extents(ino, off, len, ext, n);
-	if (rc < 0)
-		return rc;
 
 	for (i = 0; i < n; i++) {
 		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
