@@ -28,6 +28,7 @@
 #include <glib.h>
 
 #include "net.h"
+#include "clock.h"
 
 static int net_gai_errno(int gai)
 {
@@ -52,14 +53,6 @@ static int net_gai_errno(int gai)
 	default:
 		return -EINVAL;
 	}
-}
-
-static int64_t net_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int net_set_nonblock(int fd, bool on)
@@ -96,7 +89,7 @@ static int net_connect_one(const struct addrinfo *ai, int64_t deadline)
 			int wait = -1;
 
 			if (deadline >= 0) {
-				int64_t left = deadline - net_now_ms();
+				int64_t left = deadline - clock_now_ms();
 
 				if (left <= 0) {
 					rc = -ETIMEDOUT;
@@ -146,7 +139,7 @@ int net_connect(const char *host, uint16_t port, int timeout_ms)
 		.ai_flags = AI_NUMERICSERV,
 	};
 	struct addrinfo *res, *ai;
-	int64_t deadline = timeout_ms > 0 ? net_now_ms() + timeout_ms : -1;
+	int64_t deadline = timeout_ms > 0 ? clock_now_ms() + timeout_ms : -1;
 	char portstr[8];
 	int rc, fd = -ENOENT;
 

@@ -18,6 +18,7 @@
 #define G_LOG_DOMAIN "rmemfs-verbs"
 
 #include "verbs.h"
+#include "clock.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -603,14 +604,9 @@ int verbs_cq_arm(struct verbs_cq *cq, bool solicited_only)
 	return rc;
 }
 
-static int64_t verbs_now_ms(void)
-{
-	return g_get_monotonic_time() / 1000;
-}
-
 int verbs_cq_wait(struct verbs_cq *cq, int timeout_ms)
 {
-	int64_t deadline = timeout_ms >= 0 ? verbs_now_ms() + timeout_ms : -1;
+	int64_t deadline = timeout_ms >= 0 ? clock_now_ms() + timeout_ms : -1;
 	struct pollfd pfd;
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
@@ -625,7 +621,7 @@ int verbs_cq_wait(struct verbs_cq *cq, int timeout_ms)
 	for (;;) {
 		wait_ms = -1;
 		if (deadline >= 0) {
-			int64_t left = deadline - verbs_now_ms();
+			int64_t left = deadline - clock_now_ms();
 
 			wait_ms = left > 0 ? (int)left : 0;
 		}

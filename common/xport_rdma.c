@@ -63,6 +63,7 @@
 #include "proto.h"
 #include "verbs.h"
 #include "xport.h"
+#include "clock.h"
 
 #define XRDMA_NRECV 2 /* control receive buffers (one request is outstanding at a time) */
 #define XRDMA_CTRL_BUF (sizeof(struct proto_hdr) + PROTO_MAX_CTRL)
@@ -142,14 +143,9 @@ struct xrdma {
 	struct xrdma_mr *mrs;
 };
 
-static int64_t xrdma_now_us(void)
-{
-	return g_get_monotonic_time();
-}
-
 static int xrdma_ms_left(int64_t deadline_us)
 {
-	int64_t left = deadline_us - xrdma_now_us();
+	int64_t left = deadline_us - clock_now_us();
 
 	if (left <= 0)
 		return 0;
@@ -254,7 +250,7 @@ static void xrdma_handle_wc(struct xrdma *x, const struct ibv_wc *wc, struct xpo
 		return;
 	/* in-order completion: everything older succeeded (unsignalled) */
 	x->tail = seq + 1;
-	x->last_progress_us = xrdma_now_us();
+	x->last_progress_us = clock_now_us();
 	slot = &x->slots[seq % x->base.depth];
 	err = wc->status == IBV_WC_SUCCESS ? 0 : xrdma_wc_errno(wc->status);
 	if ((err || slot->report) && cqes) {
@@ -346,7 +342,7 @@ static void xrdma_check_conn(struct xrdma *x)
 {
 	struct rdma_cm_event *ev;
 
-	x->next_conn_check_us = xrdma_now_us() + XRDMA_CONN_CHECK_US;
+	x->next_conn_check_us = clock_now_us() + XRDMA_CONN_CHECK_US;
 	if (x->ec) {
 		while (rdma_get_cm_event(x->ec, &ev) == 0) {
 			xrdma_cm_event_after_connect(x, ev);
@@ -409,7 +405,7 @@ static int xrdma_block(struct xrdma *x, int timeout_ms)
  */
 static int xrdma_wait(struct xrdma *x, int64_t deadline_us, int64_t spin_until_us)
 {
-	int64_t now = xrdma_now_us();
+	int64_t now = clock_now_us();
 	int64_t until = deadline_us;
 
 	if (now >= deadline_us)
@@ -432,7 +428,7 @@ static void xrdma_check_op_timeout(struct xrdma *x)
 {
 	if (x->dead || x->head == x->tail)
 		return;
-	if (xrdma_now_us() - x->last_progress_us > (int64_t)x->base.op_timeout_ms * 1000)
+	if (clock_now_us() - x->last_progress_us > (int64_t)x->base.op_timeout_ms * 1000)
 		xrdma_mark_dead(x, -ETIMEDOUT, "no progress within the op timeout");
 }
 
@@ -568,7 +564,7 @@ static int xrdma_post(struct xport *xb, const struct xport_op *ops, unsigned int
 		xrdma_build_wr(x, op, x->head + i, &x->wrs[i], &x->sges[i], flags);
 	}
 	if (x->head == x->tail)
-		x->last_progress_us = xrdma_now_us();
+		x->last_progress_us = clock_now_us();
 	if (limit < n && !x->fail_pending) {
 		x->fail_pending = true;
 		x->fail_seq = x->head + limit;
@@ -632,7 +628,7 @@ static void xrdma_fail_due(struct xrdma *x, struct xport_cqe *cqes, unsigned int
 static int xrdma_poll(struct xport *xb, struct xport_cqe *cqes, unsigned int max, int timeout_ms)
 {
 	struct xrdma *x = container_of(xb, struct xrdma, base);
-	int64_t now = xrdma_now_us();
+	int64_t now = clock_now_us();
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now + (int64_t)timeout_ms * 1000;
 	int64_t spin_until = now;
 	unsigned int filled = 0;
@@ -658,7 +654,7 @@ static int xrdma_poll(struct xport *xb, struct xport_cqe *cqes, unsigned int max
 			return (int)filled;
 		if (x->head == x->tail) {
 			/* nothing in flight; still notice a lost connection */
-			if (xrdma_now_us() >= x->next_conn_check_us)
+			if (clock_now_us() >= x->next_conn_check_us)
 				xrdma_check_conn(x);
 			return x->dead ? -ENOTCONN : 0;
 		}
@@ -773,7 +769,7 @@ static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint
 
 	spin_until = x->base.poll_mode == XPORT_POLL_EVENT ? 0 :
 		     x->base.poll_mode == XPORT_POLL_BUSY ? deadline_us :
-							    xrdma_now_us() + x->base.spin_us;
+							    clock_now_us() + x->base.spin_us;
 	for (;;) {
 		unsigned int i;
 
@@ -878,7 +874,7 @@ static int xrdma_sock_io(int fd, struct iovec *iov, int iovcnt, bool write, int6
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return errno == EPIPE ? -ECONNRESET : -errno;
-		if (xrdma_now_us() >= deadline_us)
+		if (clock_now_us() >= deadline_us)
 			return -ETIMEDOUT;
 		if (poll(&pfd, 1, xrdma_ms_left(deadline_us)) < 0 && errno != EINTR)
 			return -errno;
@@ -925,7 +921,7 @@ static int xrdma_tcp_read_response(struct xrdma *x, uint16_t type, uint64_t id,
 static int xrdma_call_tcp(struct xrdma *x, uint16_t type, const void *req, uint32_t req_len,
 			  void *resp, uint32_t resp_cap, uint32_t *resp_len)
 {
-	int64_t deadline = xrdma_now_us() + (int64_t)x->base.op_timeout_ms * 1000;
+	int64_t deadline = clock_now_us() + (int64_t)x->base.op_timeout_ms * 1000;
 	struct proto_hdr hdr;
 	struct iovec iov[2];
 	struct proto_msg m;
@@ -974,7 +970,7 @@ static int xrdma_call(struct xport *xb, uint16_t type, const void *req, uint32_t
 	if (x->oob)
 		return xrdma_call_tcp(x, type, req, req_len, resp, resp_cap, resp_len);
 	return xrdma_call_rdma(x, type, req, req_len, resp, resp_cap, resp_len,
-			       xrdma_now_us() + (int64_t)x->base.op_timeout_ms * 1000);
+			       clock_now_us() + (int64_t)x->base.op_timeout_ms * 1000);
 }
 
 /* ---- setup shared by both paths ---- */
@@ -1087,7 +1083,7 @@ static int xrdma_cm_expect(struct xrdma *x, enum rdma_cm_event_type want, int64_
 			xrdma_setup_msg(x, "rdma_get_cm_event failed: %s", g_strerror(-rc));
 			return rc;
 		}
-		if (xrdma_now_us() >= deadline_us) {
+		if (clock_now_us() >= deadline_us) {
 			xrdma_setup_msg(x, "%s: timed out waiting for %s", x->base.peer,
 					   rdma_event_str(want));
 			return -ETIMEDOUT;
@@ -1229,7 +1225,7 @@ static int xrdma_cm_qp_up(struct xrdma *x, unsigned int rd_atomic)
 
 static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 {
-	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
+	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	struct proto_cm_priv_wire priv;
 	struct rdma_conn_param param, resp;
 	struct proto_hello h;
@@ -1303,7 +1299,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	}
 	x->established = true;
-	x->last_progress_us = xrdma_now_us();
+	x->last_progress_us = clock_now_us();
 	g_debug("%s: connected, QP 0x%x, depth %u, inline %u, atomics %s", x->base.peer,
 		x->qp->qp_num, x->base.depth, x->max_inline, x->dev.atomics ? "yes" : "no");
 	return 0;
@@ -1312,7 +1308,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 /* PROTO_HELLO over SEND/RECV: the pool descriptor with this device's rkeys */
 static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 {
-	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
+	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	struct proto_hello_wire hello;
 	struct proto_hello h;
 	uint32_t len = 0;
@@ -1352,7 +1348,7 @@ static int xrdma_first_active_port(struct xrdma *x, struct verbs_port_attr *patt
 
 static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 {
-	int64_t deadline = xrdma_now_us() + (int64_t)p->connect_timeout_ms * 1000;
+	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
 	const size_t qp_len = sizeof(struct proto_qp_info_wire);
 	struct proto_qp_exchange_wire ex;
 	struct proto_qp_info mine, theirs;
@@ -1462,7 +1458,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	rc = verbs_qp_to_rts(x->qp, &rts);
 	if (rc)
 		goto free_payload;
-	x->last_progress_us = xrdma_now_us();
+	x->last_progress_us = clock_now_us();
 	g_debug("%s: QP 0x%x up by hand toward QP 0x%x (psn %u/%u, mtu %d)", x->base.peer,
 		x->qp->qp_num, theirs.qpn, mine.psn, theirs.psn, verbs_mtu_to_bytes(peer.mtu));
 free_payload:

@@ -57,6 +57,7 @@
 #include "net.h"
 #include "proto.h"
 #include "xport.h"
+#include "clock.h"
 
 #define TCP_HDR_LEN sizeof(struct proto_hdr)
 #define TCP_FRAME_MAX (sizeof(struct proto_hdr) + sizeof(struct proto_atomic_wire))
@@ -117,11 +118,6 @@ struct xport_tcp {
 
 	struct tcp_mr *mrs; /* registered regions, for owner checks and cleanup */
 };
-
-static int64_t tcp_now_us(void)
-{
-	return g_get_monotonic_time();
-}
 
 /* milliseconds to wait until deadline_us, rounded up, capped at INT_MAX */
 static int tcp_wait_ms(int64_t deadline_us, int64_t now_us)
@@ -368,7 +364,7 @@ static ssize_t tcp_rx_recv(struct xport_tcp *xt)
 	} else {
 		xt->rend += n;
 	}
-	xt->last_progress_us = tcp_now_us();
+	xt->last_progress_us = clock_now_us();
 	return n;
 }
 
@@ -403,14 +399,14 @@ static int tcp_progress(struct xport_tcp *xt)
  */
 static int tcp_send_all(struct xport_tcp *xt, struct iovec *iov, int niov, int timeout_ms)
 {
-	int64_t last = tcp_now_us();
+	int64_t last = clock_now_us();
 
 	while (niov > 0) {
 		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = MIN(niov, IOV_MAX) };
 		ssize_t n = sendmsg(xt->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n > 0) {
-			last = tcp_now_us();
+			last = clock_now_us();
 			if (xt->count)
 				xt->last_progress_us = last;
 			while (n > 0) {
@@ -434,7 +430,7 @@ static int tcp_send_all(struct xport_tcp *xt, struct iovec *iov, int niov, int t
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			struct pollfd pfd = { .fd = xt->fd, .events = POLLOUT };
-			int64_t now = tcp_now_us();
+			int64_t now = clock_now_us();
 			int64_t deadline;
 
 			if (xt->count) {
@@ -492,7 +488,7 @@ static int tcp_recv_exact(struct xport_tcp *xt, void *buf, size_t len, int64_t d
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		now = tcp_now_us();
+		now = clock_now_us();
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (poll(&pfd, 1, tcp_wait_ms(deadline, now)) < 0 && errno != EINTR)
@@ -540,7 +536,7 @@ static int tcp_request(struct xport_tcp *xt, uint16_t type, const void *req, uin
 	rc = tcp_send_all(xt, iov, req_len ? 2 : 1, timeout_ms);
 	if (rc)
 		return rc;
-	deadline = tcp_now_us() + (int64_t)timeout_ms * 1000;
+	deadline = clock_now_us() + (int64_t)timeout_ms * 1000;
 	rc = tcp_recv_exact(xt, &h, sizeof(h), deadline);
 	if (rc) {
 		tcp_fail_all(xt, rc == -ETIMEDOUT ? rc : -EIO, "response", rc);
@@ -625,7 +621,7 @@ static int tcp_connect(const struct xport_params *p, struct xport **out)
 		goto err_close;
 	}
 	rc = tcp_recv_exact(xt, payload, m.len,
-			    tcp_now_us() + (int64_t)p->connect_timeout_ms * 1000);
+			    clock_now_us() + (int64_t)p->connect_timeout_ms * 1000);
 	if (rc == 0)
 		rc = proto_pool_unpack(payload, m.len, &xt->base.pool);
 	free(payload);
@@ -770,7 +766,7 @@ static int tcp_post(struct xport *x, const struct xport_op *ops, unsigned int n)
 			return -EAGAIN;
 	}
 	if (xt->count == 0)
-		xt->last_progress_us = tcp_now_us();
+		xt->last_progress_us = clock_now_us();
 
 	for (i = 0; i < n; i++) {
 		const struct xport_op *op = &ops[i];
@@ -813,7 +809,7 @@ static int tcp_post(struct xport *x, const struct xport_op *ops, unsigned int n)
 static int tcp_poll(struct xport *x, struct xport_cqe *cqes, unsigned int max, int timeout_ms)
 {
 	struct xport_tcp *xt = container_of(x, struct xport_tcp, base);
-	int64_t start = tcp_now_us();
+	int64_t start = clock_now_us();
 	int64_t deadline = timeout_ms >= 0 ? start + (int64_t)timeout_ms * 1000 : INT64_MAX;
 	int64_t op_timeout_us = (int64_t)x->op_timeout_ms * 1000;
 
@@ -828,7 +824,7 @@ static int tcp_poll(struct xport *x, struct xport_cqe *cqes, unsigned int max, i
 		if (!xt->count)
 			return xt->dead ? -ENOTCONN : 0;
 
-		now = tcp_now_us();
+		now = clock_now_us();
 		if (now - xt->last_progress_us >= op_timeout_us) {
 			tcp_fail_all(xt, -ETIMEDOUT, "waiting for responses", -ETIMEDOUT);
 			continue;
@@ -870,7 +866,7 @@ static int tcp_call(struct xport *x, uint16_t type, const void *req, uint32_t re
 		return rc;
 	*resp_len = m.len;
 	copy = MIN(m.len, resp_cap);
-	deadline = tcp_now_us() + (int64_t)x->op_timeout_ms * 1000;
+	deadline = clock_now_us() + (int64_t)x->op_timeout_ms * 1000;
 	rc = tcp_recv_exact(xt, resp, copy, deadline);
 	if (rc == 0)
 		rc = tcp_recv_discard(xt, m.len - copy, deadline);

@@ -26,6 +26,7 @@
 
 #include <glib.h>
 
+#include "clock.h"
 #include "perf_engine.h"
 #include "perf_pattern.h"
 
@@ -226,7 +227,7 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 {
 	unsigned int qd = w->cfg->qd, inflight = 0, nb, i;
 	int stall_ms = (w->x->op_timeout_ms > 0 ? w->x->op_timeout_ms : 10000) + STALL_EXTRA_MS;
-	uint64_t t, last_progress = perf_now_ns();
+	uint64_t t, last_progress = clock_now_ns();
 	bool posting = true;
 	int n, rc;
 
@@ -234,7 +235,7 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 	for (;;) {
 		if (perf_worker_aborted(w))
 			return -ECANCELED;
-		if (posting && deadline_ns && perf_now_ns() >= deadline_ns)
+		if (posting && deadline_ns && clock_now_ns() >= deadline_ns)
 			posting = false;
 
 		nb = 0;
@@ -246,7 +247,7 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 			}
 		}
 		if (nb) {
-			t = perf_now_ns();
+			t = clock_now_ns();
 			rc = xport_post(w->x, w->batch, nb);
 			if (rc && rc != -EAGAIN)
 				return perf_worker_fail(
@@ -279,7 +280,7 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 		if (n < 0)
 			return perf_worker_fail(w, n, "xport_poll with %u op(s) in flight",
 						inflight);
-		t = perf_now_ns();
+		t = clock_now_ns();
 		if (!n) {
 			if (t - last_progress > (uint64_t)stall_ms * 1000000ULL)
 				return perf_worker_fail(

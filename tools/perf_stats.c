@@ -113,11 +113,3 @@ double perf_hist_mean(const struct perf_hist *h)
 		return 0.0;
 	return (double)h->sum_ns / (double)h->count;
 }
-
-uint64_t perf_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}

@@ -41,9 +41,6 @@ uint64_t perf_hist_percentile(const struct perf_hist *h, double pct);
 /* mean in ns, 0 for an empty histogram */
 double perf_hist_mean(const struct perf_hist *h);
 
-/* CLOCK_MONOTONIC in ns: the clock every latency in the histograms is taken with */
-uint64_t perf_now_ns(void);
-
 /* bucket index of a value, and the lowest value / width of a bucket (exposed for tests) */
 unsigned int perf_hist_bucket(uint64_t ns);
 uint64_t perf_hist_bucket_low(unsigned int idx);

@@ -14,6 +14,7 @@
 
 #include <glib.h>
 
+#include "clock.h"
 #include "perf_engine.h"
 
 /* ---- set-up ---- */
@@ -258,7 +259,7 @@ int perf_worker_measure(struct perf_worker *w, const struct perf_job *job)
 
 	for (s = 0; s < cfg->qd; s++)
 		w->slots[s].quota = cfg->iters ? slot_share(cfg->iters, cfg->qd, s) : UINT64_MAX;
-	w->t_start_ns = perf_now_ns();
+	w->t_start_ns = clock_now_ns();
 	w->t_end_ns = w->t_start_ns;
 	if (!cfg->iters)
 		deadline = w->t_start_ns + (uint64_t)(cfg->duration_s * 1e9);

@@ -45,6 +45,7 @@
 
 #include <glib.h>
 
+#include "clock.h"
 #include "perf_stats.h"
 #include "units.h"
 
@@ -174,7 +175,7 @@ static int page_check(const uint64_t *p, size_t words, size_t body, uint64_t pag
 
 static double elapsed_s(uint64_t t0)
 {
-	return (double)(perf_now_ns() - t0) / 1e9;
+	return (double)(clock_now_ns() - t0) / 1e9;
 }
 
 static void record_error(struct touch_result *r, uint64_t where, const char *what)
@@ -238,27 +239,27 @@ static int touch_run(const struct touch_opts *o, struct touch_result *r)
 	}
 	r->pages = pages;
 
-	t0 = perf_now_ns();
+	t0 = clock_now_ns();
 	for (i = 0; i < pages; i++)
 		page_fill((uint64_t *)(area + i * psize), words, body, i, o->seed);
 	r->fill_s = elapsed_s(t0);
 
 	n = o->touches ? o->touches : o->passes * pages;
 	faults(&maj0, &min0);
-	t0 = perf_now_ns();
+	t0 = clock_now_ns();
 	for (i = 0; i < n; i++) {
 		uint64_t *p;
 
 		page = o->pattern == TOUCH_SEQ ? i % pages : rng_below(&rng, pages);
 		p = (uint64_t *)(area + page * psize);
-		t = perf_now_ns();
+		t = clock_now_ns();
 		if (page_check(p, words, body, page, o->seed, gen[page], &what))
 			record_error(r, page, what);
 		if (o->write) {
 			gen[page]++;
 			p[0] = p[words - 1] = page_stamp(page, o->seed, gen[page]);
 		}
-		perf_hist_add(&r->hist, perf_now_ns() - t);
+		perf_hist_add(&r->hist, clock_now_ns() - t);
 	}
 	r->run_s = elapsed_s(t0);
 	faults(&r->majflt, &r->minflt);
@@ -384,7 +385,7 @@ static int sort_run(const struct touch_opts *o, struct touch_result *r)
 		return -ENOMEM;
 	r->pages = (n * sizeof(uint64_t) + 4095) / 4096;
 
-	t0 = perf_now_ns();
+	t0 = clock_now_ns();
 	for (i = 0; i < n; i++) {
 		a[i] = rng_next(&rng);
 		sum += a[i];
@@ -395,14 +396,14 @@ static int sort_run(const struct touch_opts *o, struct touch_result *r)
 	for (i = n; i > 1; i >>= 1)
 		depth += 2;
 	faults(&maj0, &min0);
-	t0 = perf_now_ns();
+	t0 = clock_now_ns();
 	sort_intro(a, n, depth);
 	r->run_s = elapsed_s(t0);
 	faults(&r->majflt, &r->minflt);
 	r->majflt -= maj0;
 	r->minflt -= min0;
 
-	t0 = perf_now_ns();
+	t0 = clock_now_ns();
 	for (i = 0; i < n; i++) {
 		if (i && a[i - 1] > a[i])
 			record_error(r, i, "order");

@@ -20,6 +20,7 @@
 #include <glib.h>
 
 #include "cache_int.h"
+#include "clock.h"
 #include "io.h"
 
 /* runs of wanted, not yet valid sub-blocks of x: an upper bound of its pieces */
@@ -78,11 +79,11 @@ int cache_fetch(struct cache *c, struct cache_inode *ci, struct cache_block **b,
 				nfill++;
 			np += fetch_pieces(c, b[i], lim, p + np);
 		}
-		t0 = cache_now_ns();
+		t0 = clock_now_ns();
 		if (np)
 			rc = io_readv(c->io, ci->ino, p, (int)np);
 		if (np && rc == 0) {
-			cache_hist_add(&c->lat[CACHE_LAT_FETCH], cache_now_ns() - t0);
+			cache_hist_add(&c->lat[CACHE_LAT_FETCH], clock_now_ns() - t0);
 			cache_count(&c->st.fetch_batches, 1);
 		}
 	}

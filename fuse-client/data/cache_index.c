@@ -17,14 +17,7 @@
 #include <time.h>
 
 #include "cache_int.h"
-
-uint64_t cache_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 static unsigned int hash_of(const struct cache *c, uint64_t ino, uint64_t blk)
 {
@@ -192,7 +185,7 @@ void cache_mark_dirty(struct cache *c, struct cache_block *b, uint32_t from, uin
 {
 	cache_mask_set(b->dirty, from / CACHE_SUB, (to + CACHE_SUB - 1) / CACHE_SUB);
 	if (!b->on_dirty_list) {
-		b->dirty_ns = cache_now_ns();
+		b->dirty_ns = clock_now_ns();
 		b->dirty_seq = ++c->dirty_seq;
 		b->failures = 0;
 		dirty_list_add(c, b);

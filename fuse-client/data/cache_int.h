@@ -280,7 +280,6 @@ static inline bool cache_has_dirty(const struct cache_block *b)
 }
 
 
-uint64_t cache_now_ns(void);
 
 /* bytes of block blk that [off, end) covers, as [*s, *e) inside the block */
 static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_t off,

@@ -35,6 +35,7 @@
 #include <glib.h>
 
 #include "cache_int.h"
+#include "clock.h"
 #include "io.h"
 #include "remote.h"
 
@@ -158,7 +159,7 @@ static unsigned int finish(struct cache *c, struct cache_inode *ci, struct cache
 		cache_count(&c->st.wb_errors, 1);
 		if (!ci->wb_err)
 			ci->wb_err = rc;
-		ci->retry_ns = cache_now_ns() + (WB_RETRY_NS << MIN(failures, 4U));
+		ci->retry_ns = clock_now_ns() + (WB_RETRY_NS << MIN(failures, 4U));
 	}
 	if (gone || rc == -ENOENT)
 		drop_idle(c, ci);
@@ -196,9 +197,9 @@ static int write_back(struct cache *c, struct cache_block **b, unsigned int n)
 		nf++;
 	}
 	gfirst[nf] = n;
-	t0 = cache_now_ns();
+	t0 = clock_now_ns();
 	io_writeback_files(c->io, f, (int)nf);
-	cache_hist_add(&c->lat[CACHE_LAT_WRITEBACK], cache_now_ns() - t0);
+	cache_hist_add(&c->lat[CACHE_LAT_WRITEBACK], clock_now_ns() - t0);
 	cache_count(&c->st.wb_batches, 1);
 
 	/* (finish may drop a vanished inode's blocks: from here on only gci/gfirst) */
@@ -241,7 +242,7 @@ static unsigned int collect_due(struct cache *c, struct cache_block **out,
 				struct cache_inode **cis, unsigned int *ncis)
 {
 	unsigned int n = 0, max = batch_max(c), k;
-	uint64_t now = cache_now_ns();
+	uint64_t now = clock_now_ns();
 	bool pressure = c->ndirty > c->dirty_bg;
 	struct cache_block *x;
 

@@ -24,6 +24,7 @@
 #define G_LOG_DOMAIN "rmemfs-ops"
 
 #include "ops.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,14 +54,6 @@
 static struct ops_ctx *req_ctx(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* who asks; with default_permissions the kernel checked the request already */
@@ -541,7 +534,7 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct ops_ctx *ctx = req_ctx(req);
 	struct cache_read_ref ref;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_now_ns();
 	ssize_t n;
 
 	if (off < 0) {
@@ -557,14 +550,14 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_iov(req, ref.iov, ref.niov);
 		cache_read_done(ctx->cache, &ref);
 	}
-	cache_note_latency(ctx->cache, CACHE_OP_READ, now_ns() - t0);
+	cache_note_latency(ctx->cache, CACHE_OP_READ, clock_now_ns() - t0);
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_now_ns();
 	ssize_t n;
 
 	if (off < 0) {
@@ -576,7 +569,7 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, -n);
 	else
 		fuse_reply_write(req, n);
-	cache_note_latency(ctx->cache, CACHE_OP_WRITE, now_ns() - t0);
+	cache_note_latency(ctx->cache, CACHE_OP_WRITE, clock_now_ns() - t0);
 }
 
 /* close: a write-back error of this file not reported yet is reported here */
@@ -600,7 +593,7 @@ static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_now_ns();
 	int rc;
 
 	/* data first (ordered mode), then every journal transaction so far */
@@ -608,7 +601,7 @@ static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	if (rc == 0)
 		rc = commit_sync(ctx->meta);
 	fuse_reply_err(req, -rc);
-	cache_note_latency(ctx->cache, CACHE_OP_FSYNC, now_ns() - t0);
+	cache_note_latency(ctx->cache, CACHE_OP_FSYNC, clock_now_ns() - t0);
 }
 
 static void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -54,6 +54,7 @@
 #define G_LOG_DOMAIN "rmemfs-remote"
 
 #include "remote.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -112,14 +113,6 @@ struct remote {
 	unsigned int outages;
 	uint64_t away_ns; /* total time the server was away (ended outages) */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static bool conn_error(int rc)
 {
@@ -238,7 +231,7 @@ static void chan_put(struct remote *r, struct remote_chan *c)
 /* wait on state_cond for at most ms (state_lock held) */
 static void state_wait_ms(struct remote *r, uint64_t ms)
 {
-	uint64_t t = now_ns() + ms * 1000000ULL;
+	uint64_t t = clock_now_ns() + ms * 1000000ULL;
 	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
 			       .tv_nsec = (long)(t % 1000000000ULL) };
 
@@ -262,12 +255,12 @@ static int write_allowed(struct remote *r)
 
 	if (atomic_load(&r->failed))
 		return -EIO;
-	if (!dl || now_ns() <= dl)
+	if (!dl || clock_now_ns() <= dl)
 		return 0;
 	pthread_mutex_lock(&r->state_lock);
-	t0 = now_ns();
+	t0 = clock_now_ns();
 	for (;;) {
-		now = now_ns();
+		now = clock_now_ns();
 		dl = atomic_load(&r->deadline_ns);
 		if (r->failure || !dl || now <= dl)
 			break;
@@ -312,7 +305,7 @@ static void server_answers(struct remote *r)
 	pthread_mutex_lock(&r->state_lock);
 	since = atomic_load(&r->down_since_ns);
 	if (since) {
-		uint64_t away = now_ns() - since;
+		uint64_t away = clock_now_ns() - since;
 
 		atomic_store(&r->down_since_ns, 0);
 		r->away_ns += away;
@@ -361,7 +354,7 @@ static int outage_wait(struct remote *r, int err, unsigned int attempt)
 
 	limit_ns = (uint64_t)r->reconnect_ms * 1000000ULL;
 	pthread_mutex_lock(&r->state_lock);
-	now = now_ns();
+	now = clock_now_ns();
 	since = atomic_load(&r->down_since_ns);
 	if (!since && !r->failure) {
 		since = now;
@@ -868,7 +861,7 @@ bool remote_failed(const struct remote *r)
 
 ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 {
-	uint64_t now = now_ns(), since, away;
+	uint64_t now = clock_now_ns(), since, away;
 	const char *state;
 	unsigned int outages;
 	char *failure;

@@ -22,6 +22,7 @@
 #define G_LOG_DOMAIN "rmemfs-super"
 
 #include "super.h"
+#include "clock.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -45,22 +46,6 @@ struct super {
 	struct worker hb; /* the heartbeat thread */
 	bool self_fence; /* write deadline and owner check (off: RMEM_TEST_NO_SELF_FENCE) */
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void random_bytes(void *buf, size_t len)
 {
@@ -145,7 +130,7 @@ static void push_deadline(struct super *s)
 {
 	if (!s->self_fence)
 		return;
-	remote_set_write_deadline(s->r, mono_ns() + (uint64_t)s->takeover_ms * 500000ULL);
+	remote_set_write_deadline(s->r, clock_now_ns() + (uint64_t)s->takeover_ms * 500000ULL);
 }
 
 static int write_holder(struct super *s, const char *holder)
@@ -274,7 +259,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 		rc = read_heartbeat(s, &hb0);
 		if (rc < 0)
 			goto err_io;
-		since = mono_ms();
+		since = clock_now_ms();
 		for (;;) {
 			g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
 			rc = take_free(s, me, &old);
@@ -296,7 +281,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 				g_free(who);
 				return -EBUSY;
 			}
-			if (mono_ms() - since >= (uint64_t)s->takeover_ms) {
+			if (clock_now_ms() - since >= (uint64_t)s->takeover_ms) {
 				rc = take_from(s, me, x, how, holder, err_msg);
 				if (rc != -EAGAIN)
 					return rc;
@@ -330,8 +315,8 @@ int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
 	rc = read_heartbeat(s, &hb0);
 	if (rc < 0)
 		return rc;
-	since = mono_ms();
-	while (mono_ms() - since < (uint64_t)watch_ms) {
+	since = clock_now_ms();
+	while (clock_now_ms() - since < (uint64_t)watch_ms) {
 		g_usleep(100 * 1000);
 		rc = read_heartbeat(s, &hb);
 		if (rc < 0)
