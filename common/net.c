@@ -246,105 +246,93 @@ int net_is_loopback(const char *addr)
 	return loop;
 }
 
-/* wait until fd is ready for events after an EAGAIN; 0 or -errno */
-static int net_wait(int fd, short events)
+int net_ms_until(int64_t deadline_us)
 {
-	struct pollfd pfd = { .fd = fd, .events = events };
+	int64_t left;
 
-	for (;;) {
-		int rc = poll(&pfd, 1, -1);
+	if (deadline_us < 0)
+		return -1;
+	left = deadline_us - clock_now_us();
+	if (left <= 0)
+		return 0;
+	return left / 1000 + 1 > INT_MAX ? INT_MAX : (int)(left / 1000 + 1);
+}
 
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -errno;
+/* drop the first n bytes of *iov (consumed entries get length 0), and empty entries */
+static void net_iov_advance(struct iovec **iov, int *iovcnt, size_t n)
+{
+	while (*iovcnt > 0 && n >= (*iov)->iov_len) {
+		n -= (*iov)->iov_len;
+		(*iov)->iov_len = 0;
+		(*iov)++;
+		(*iovcnt)--;
+	}
+	if (*iovcnt > 0 && n) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + n;
+		(*iov)->iov_len -= n;
 	}
 }
 
-int net_read_full(int fd, void *buf, size_t len)
+/* one transfer, never blocking on a socket; a descriptor that is not one falls back */
+static ssize_t net_io_once(int fd, struct iovec *iov, int iovcnt, bool write, bool *is_sock)
 {
-	size_t got = 0;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = iovcnt > IOV_MAX ? IOV_MAX : iovcnt };
+	ssize_t n;
 
-	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
+	if (*is_sock) {
+		n = write ? sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) :
+			    recvmsg(fd, &msg, MSG_DONTWAIT);
+		if (n >= 0 || errno != ENOTSOCK)
+			return n;
+		*is_sock = false;
+	}
+	return write ? writev(fd, iov, (int)msg.msg_iovlen) : readv(fd, iov, (int)msg.msg_iovlen);
+}
+
+int net_io_full(int fd, struct iovec *iov, int iovcnt, bool write, int64_t deadline_us)
+{
+	bool is_sock = true;
+
+	net_iov_advance(&iov, &iovcnt, 0);
+	while (iovcnt > 0) {
+		struct pollfd pfd = { .fd = fd, .events = write ? POLLOUT : POLLIN };
+		ssize_t n = net_io_once(fd, iov, iovcnt, write, &is_sock);
 
 		if (n > 0) {
-			got += n;
+			net_iov_advance(&iov, &iovcnt, (size_t)n);
 			continue;
 		}
 		if (n == 0)
 			return -ECONNRESET;
 		if (errno == EINTR)
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			int rc = net_wait(fd, POLLIN);
-
-			if (rc)
-				return rc;
-			continue;
-		}
-		return -errno;
+		if (errno == EPIPE || errno == ECONNRESET)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (deadline_us >= 0 && clock_now_us() >= deadline_us)
+			return -ETIMEDOUT;
+		if (poll(&pfd, 1, net_ms_until(deadline_us)) < 0 && errno != EINTR)
+			return -errno;
 	}
 	return 0;
+}
+
+int net_read_full(int fd, void *buf, size_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return net_io_full(fd, &iov, 1, false, -1);
 }
 
 int net_write_full(int fd, const void *buf, size_t len)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
-	return net_writev_full(fd, &iov, 1);
+	return net_io_full(fd, &iov, 1, true, -1);
 }
 
 int net_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
-	bool is_sock = true;
-
-	while (iovcnt > 0) {
-		struct msghdr msg = {
-			.msg_iov = iov,
-			.msg_iovlen = iovcnt > IOV_MAX ? IOV_MAX : iovcnt,
-		};
-		ssize_t n;
-
-		if (iov->iov_len == 0) {
-			iov++;
-			iovcnt--;
-			continue;
-		}
-		if (is_sock)
-			n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-		else
-			n = writev(fd, msg.msg_iov, msg.msg_iovlen);
-		if (n < 0) {
-			if (errno == ENOTSOCK && is_sock) {
-				is_sock = false;
-				continue;
-			}
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				int rc = net_wait(fd, POLLOUT);
-
-				if (rc)
-					return rc;
-				continue;
-			}
-			if (errno == EPIPE)
-				return -ECONNRESET;
-			return -errno;
-		}
-		while (n > 0 && iovcnt > 0) {
-			if ((size_t)n >= iov->iov_len) {
-				n -= iov->iov_len;
-				iov->iov_len = 0;
-				iov++;
-				iovcnt--;
-			} else {
-				iov->iov_base = (char *)iov->iov_base + n;
-				iov->iov_len -= n;
-				n = 0;
-			}
-		}
-	}
-	return 0;
+	return net_io_full(fd, iov, iovcnt, true, -1);
 }

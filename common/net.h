@@ -38,13 +38,19 @@ int net_is_loopback(const char *addr);
 int net_set_nonblock(int fd, bool on);
 
 /*
- * read/write exactly len bytes; 0, -ECONNRESET on EOF (before the first byte
- * too) or a peer that has gone away, or -errno. On a non-blocking descriptor
- * they wait in poll() without a time limit.
+ * The one full-transfer loop: move every byte of iov (modified in place:
+ * consumed entries end with length 0) from fd (write false) or to it (write
+ * true). A socket is never blocked on: when it is not ready the loop waits
+ * in poll() until deadline_us (clock_now_us(); < 0: no limit). Returns 0,
+ * -ECONNRESET on EOF (before the first byte too) or a peer that has gone
+ * away, -ETIMEDOUT at the deadline, or -errno. Works on pipes as well.
  */
+int net_io_full(int fd, struct iovec *iov, int iovcnt, bool write, int64_t deadline_us);
+/* what poll() may wait until deadline_us, in ms: -1 without one (< 0), rounded up, <= INT_MAX */
+int net_ms_until(int64_t deadline_us);
+/* the same without a deadline */
 int net_read_full(int fd, void *buf, size_t len);
 int net_write_full(int fd, const void *buf, size_t len);
-/* write every byte of the iovec array (modified in place); 0 or -errno */
 int net_writev_full(int fd, struct iovec *iov, int iovcnt);
 
 #endif /* RMEM_NET_H */

@@ -143,24 +143,6 @@ struct xrdma {
 	struct xrdma_mr *mrs;
 };
 
-static int xrdma_ms_left(int64_t deadline_us)
-{
-	int64_t left = deadline_us - clock_now_us();
-
-	if (left <= 0)
-		return 0;
-	return left / 1000 + 1 > G_MAXINT ? G_MAXINT : (int)(left / 1000 + 1);
-}
-
-static int xrdma_set_nonblock(int fd)
-{
-	int flags = fcntl(fd, F_GETFL);
-
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
-
 /*
  * The connection is gone or the QP failed: move the QP to ERR so the device
  * stops touching the caller's buffers, and let poll() report what is in
@@ -421,7 +403,7 @@ static int xrdma_wait(struct xrdma *x, int64_t deadline_us, int64_t spin_until_u
 		if (op_deadline < until)
 			until = op_deadline;
 	}
-	return xrdma_block(x, until == INT64_MAX ? -1 : xrdma_ms_left(until));
+	return xrdma_block(x, until == INT64_MAX ? -1 : net_ms_until(until));
 }
 
 static void xrdma_check_op_timeout(struct xrdma *x)
@@ -841,52 +823,13 @@ static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint
 	}
 }
 
-/*
- * Move every byte of iov over the (non-blocking) control socket, or fail with
- * -ETIMEDOUT at deadline_us: a server that stops answering must not hang
- * xport_call (net_read_full/net_writev_full wait without a limit).
- * -ECONNRESET when the peer closes.
- */
-static int xrdma_sock_io(int fd, struct iovec *iov, int iovcnt, bool write, int64_t deadline_us)
-{
-	while (iovcnt > 0) {
-		struct pollfd pfd = { .fd = fd, .events = write ? POLLOUT : POLLIN };
-		ssize_t n;
-
-		n = write ? sendmsg(fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = iovcnt },
-				    MSG_NOSIGNAL) :
-			    readv(fd, iov, iovcnt);
-		if (n > 0) {
-			while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-				n -= (ssize_t)iov->iov_len;
-				iov++;
-				iovcnt--;
-			}
-			if (iovcnt > 0) {
-				iov->iov_base = (char *)iov->iov_base + n;
-				iov->iov_len -= (size_t)n;
-			}
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return errno == EPIPE ? -ECONNRESET : -errno;
-		if (clock_now_us() >= deadline_us)
-			return -ETIMEDOUT;
-		if (poll(&pfd, 1, xrdma_ms_left(deadline_us)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
+/* read len bytes of the control socket, or -ETIMEDOUT at deadline_us: a server that stops
+ * answering must not hang xport_call */
 static int xrdma_sock_read(int fd, void *buf, size_t len, int64_t deadline_us)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 
-	return len ? xrdma_sock_io(fd, &iov, 1, false, deadline_us) : 0;
+	return net_io_full(fd, &iov, 1, false, deadline_us);
 }
 
 /* read one response from the TCP control socket */
@@ -935,7 +878,7 @@ static int xrdma_call_tcp(struct xrdma *x, uint16_t type, const void *req, uint3
 	iov[0].iov_len = sizeof(hdr);
 	iov[1].iov_base = (void *)req;
 	iov[1].iov_len = req_len;
-	rc = xrdma_sock_io(x->ctrl_fd, iov, req_len ? 2 : 1, true, deadline);
+	rc = net_io_full(x->ctrl_fd, iov, req_len ? 2 : 1, true, deadline);
 	if (rc == 0)
 		rc = xrdma_tcp_read_response(x, type, id, &m, &payload, deadline);
 	if (rc) {
@@ -1090,7 +1033,7 @@ static int xrdma_cm_expect(struct xrdma *x, enum rdma_cm_event_type want, int64_
 		}
 		pfd.fd = x->ec->fd;
 		pfd.events = POLLIN;
-		if (poll(&pfd, 1, xrdma_ms_left(deadline_us)) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, net_ms_until(deadline_us)) < 0 && errno != EINTR)
 			return -errno;
 	}
 
@@ -1148,7 +1091,7 @@ static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t 
 		xrdma_setup_msg(x, "cannot resolve %s: %s", p->host, gai_strerror(rc));
 		return rc == EAI_SYSTEM ? -errno : -ENOENT;
 	}
-	rc = rdma_resolve_addr(x->id, NULL, res->ai_addr, xrdma_ms_left(deadline_us));
+	rc = rdma_resolve_addr(x->id, NULL, res->ai_addr, net_ms_until(deadline_us));
 	freeaddrinfo(res);
 	if (rc) {
 		rc = -errno;
@@ -1158,7 +1101,7 @@ static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t 
 	rc = xrdma_cm_expect(x, RDMA_CM_EVENT_ADDR_RESOLVED, deadline_us, NULL);
 	if (rc)
 		return rc;
-	if (rdma_resolve_route(x->id, xrdma_ms_left(deadline_us))) {
+	if (rdma_resolve_route(x->id, net_ms_until(deadline_us))) {
 		rc = -errno;
 		xrdma_setup_msg(x, "rdma_resolve_route(%s) failed: %s", p->host, g_strerror(-rc));
 		return rc == -ENODEV ? rc : -ENETUNREACH;
@@ -1240,7 +1183,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 		/* no /dev/infiniband/rdma_cm: no RDMA here */
 		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
 	}
-	rc = xrdma_set_nonblock(x->ec->fd);
+	rc = net_set_nonblock(x->ec->fd, true);
 	if (rc)
 		return rc;
 	if (rdma_create_id(x->ec, &x->id, x, RDMA_PS_TCP)) {
@@ -1389,7 +1332,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	}
 	x->ctrl_fd = rc;
-	rc = xrdma_set_nonblock(x->ctrl_fd);
+	rc = net_set_nonblock(x->ctrl_fd, true);
 	if (rc)
 		return rc;
 
@@ -1409,7 +1352,7 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	iov[0].iov_len = sizeof(hdr);
 	iov[1].iov_base = &ex;
 	iov[1].iov_len = sizeof(ex);
-	rc = xrdma_sock_io(x->ctrl_fd, iov, 2, true, deadline);
+	rc = net_io_full(x->ctrl_fd, iov, 2, true, deadline);
 	if (rc == 0)
 		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload,
 					     deadline);

@@ -119,16 +119,6 @@ struct xport_tcp {
 	struct tcp_mr *mrs; /* registered regions, for owner checks and cleanup */
 };
 
-/* milliseconds to wait until deadline_us, rounded up, capped at INT_MAX */
-static int tcp_wait_ms(int64_t deadline_us, int64_t now_us)
-{
-	int64_t ms = (deadline_us - now_us + 999) / 1000;
-
-	if (ms < 0)
-		return 0;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
 static uint16_t tcp_proto_type(uint16_t op_type)
 {
 	switch (op_type) {
@@ -442,7 +432,7 @@ static int tcp_send_all(struct xport_tcp *xt, struct iovec *iov, int niov, int t
 				tcp_fail_all(xt, -ETIMEDOUT, "send", -ETIMEDOUT);
 				return -ETIMEDOUT;
 			}
-			if (poll(&pfd, 1, tcp_wait_ms(deadline, now)) < 0 && errno != EINTR) {
+			if (poll(&pfd, 1, net_ms_until(deadline)) < 0 && errno != EINTR) {
 				int rc = -errno;
 
 				tcp_fail_all(xt, -EIO, "poll", rc);
@@ -467,34 +457,18 @@ static int tcp_send_all(struct xport_tcp *xt, struct iovec *iov, int niov, int t
 static int tcp_recv_exact(struct xport_tcp *xt, void *buf, size_t len, int64_t deadline)
 {
 	size_t got = MIN(len, xt->rend - xt->rpos);
+	struct iovec iov;
 
 	if (got) /* buf may be NULL when len is 0 (xport_call without a response buffer) */
 		memcpy(buf, xt->rbuf + xt->rpos, got);
 	xt->rpos += got;
 	if (xt->rpos == xt->rend)
 		xt->rpos = xt->rend = 0;
-	while (got < len) {
-		struct pollfd pfd = { .fd = xt->fd, .events = POLLIN };
-		ssize_t n = recv(xt->fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
-		int64_t now;
-
-		if (n > 0) {
-			got += n;
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		now = clock_now_us();
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		if (poll(&pfd, 1, tcp_wait_ms(deadline, now)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
+	if (got == len)
+		return 0;
+	iov.iov_base = (uint8_t *)buf + got;
+	iov.iov_len = len - got;
+	return net_io_full(xt->fd, &iov, 1, false, deadline);
 }
 
 /* receive and drop len payload bytes */
@@ -835,7 +809,7 @@ static int tcp_poll(struct xport *x, struct xport_cqe *cqes, unsigned int max, i
 		    (x->poll_mode == XPORT_POLL_HYBRID && now - start < (int64_t)x->spin_us))
 			continue;
 		wake = MIN(deadline, xt->last_progress_us + op_timeout_us);
-		if (poll(&pfd, 1, tcp_wait_ms(wake, now)) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, net_ms_until(wake)) < 0 && errno != EINTR)
 			tcp_fail_all(xt, -EIO, "poll", -errno);
 	}
 }

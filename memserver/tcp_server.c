@@ -15,12 +15,12 @@
  *
  * Data path. Requests are processed strictly in order per connection, the way
  * an RC QP executes them. Input goes through a per-connection buffer (one
- * read() usually brings in many pipelined headers); WRITE data already in the
+ * recvmsg() usually brings in many pipelined headers); WRITE data already in the
  * buffer is copied to the pool, the rest is received straight into pool
- * memory with readv() (whose second vector refills the buffer with what
+ * memory with one recvmsg() (whose second vector refills the buffer with what
  * follows). Responses are queued as an iovec list (headers and small payloads
  * in a per-connection output buffer, READ data pointing straight into pool
- * memory) and written with one writev() when the input runs dry, when the
+ * memory) and written with one sendmsg() when the input runs dry, when the
  * list fills, or before an operation that modifies pool memory while queued
  * READ data still points at it (so a READ never sees a later WRITE).
  *
@@ -77,6 +77,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "memserver.h"
 #include "net.h"
 #include "pool.h"
@@ -220,7 +221,7 @@ static int tcp_wait_hello(struct tcp_conn *c)
 	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 
 	for (;;) {
-		gint64 left_ms = (c->hello_deadline - g_get_monotonic_time() + 999) / 1000;
+		gint64 left_ms = (c->hello_deadline - clock_now_us() + 999) / 1000;
 		int n;
 
 		if (left_ms <= 0)
@@ -242,7 +243,7 @@ static int tcp_wait_hello(struct tcp_conn *c)
  */
 static ssize_t tcp_spin_recv(struct tcp_conn *c, struct msghdr *msg)
 {
-	gint64 until = g_get_monotonic_time() + c->srv->spin_us;
+	gint64 until = clock_now_us() + c->srv->spin_us;
 	unsigned int i = 0;
 	ssize_t n;
 
@@ -252,12 +253,12 @@ static ssize_t tcp_spin_recv(struct tcp_conn *c, struct msghdr *msg)
 			return n;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return -errno;
-	} while ((++i & 15) || g_get_monotonic_time() < until);
+	} while ((++i & 15) || clock_now_us() < until);
 	return -EAGAIN;
 }
 
 /*
- * readv() on the socket. While responses are queued it first tries without
+ * recvmsg() on the socket. While responses are queued it first tries without
  * blocking; only when nothing is there does it write the queue out (the
  * client may be waiting for it) and block (before authentication, no longer
  * than the HELLO deadline: -ETIMEDOUT). Returns bytes read, 0 on EOF.
@@ -801,12 +802,12 @@ static void tcp_conn_linger(struct tcp_conn *c)
 {
 	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	size_t drained = 0;
-	gint64 deadline = g_get_monotonic_time() + TCP_LINGER_MS * 1000;
+	gint64 deadline = clock_now_us() + TCP_LINGER_MS * 1000;
 
 	if (shutdown(c->fd, SHUT_WR) < 0)
 		return;
 	while (drained < TCP_LINGER_BYTES) {
-		gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+		gint64 left = (deadline - clock_now_us()) / 1000;
 		ssize_t n;
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
@@ -944,7 +945,7 @@ static void tcp_accept_one(struct tcp_server *srv, int fd, const struct sockaddr
 	c->srv = srv;
 	c->ms = srv->ms;
 	c->fd = fd;
-	c->hello_deadline = g_get_monotonic_time() + (gint64)srv->hello_timeout_ms * 1000;
+	c->hello_deadline = clock_now_us() + (gint64)srv->hello_timeout_ms * 1000;
 	tcp_peer_name(peer, c->peer, sizeof(c->peer));
 
 	pthread_mutex_lock(&srv->lock);
