@@ -130,24 +130,36 @@ err_close:
 	return rc;
 }
 
-/* timeout_ms <= 0: no limit beyond the kernel's own connect timeout */
-int net_connect(const char *host, uint16_t port, int timeout_ms)
+int net_resolve(const char *host, uint16_t port, bool passive, struct addrinfo **out)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
 		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_NUMERICSERV,
+		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
 	};
-	struct addrinfo *res, *ai;
-	int64_t deadline = timeout_ms > 0 ? clock_now_ms() + timeout_ms : -1;
 	char portstr[8];
-	int rc, fd = -ENOENT;
+	int rc;
 
 	snprintf(portstr, sizeof(portstr), "%u", port);
 	errno = 0;
-	rc = getaddrinfo(host ? host : "127.0.0.1", portstr, &hints, &res);
-	if (rc)
+	rc = getaddrinfo(host ? host : "127.0.0.1", portstr, &hints, out);
+	if (rc) {
+		*out = NULL;
 		return net_gai_errno(rc);
+	}
+	return 0;
+}
+
+/* timeout_ms <= 0: no limit beyond the kernel's own connect timeout */
+int net_connect(const char *host, uint16_t port, int timeout_ms)
+{
+	int64_t deadline = timeout_ms > 0 ? clock_now_ms() + timeout_ms : -1;
+	struct addrinfo *res, *ai;
+	int rc, fd = -ENOENT;
+
+	rc = net_resolve(host, port, false, &res);
+	if (rc)
+		return rc;
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = net_connect_one(ai, deadline);
 		if (fd >= 0 || fd == -ETIMEDOUT)
@@ -159,21 +171,13 @@ int net_connect(const char *host, uint16_t port, int timeout_ms)
 
 int net_listen(const char *addr, uint16_t port, int backlog)
 {
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-	};
 	struct addrinfo *res, *ai;
-	char portstr[8];
 	int one = 1;
 	int rc, fd = -EADDRNOTAVAIL;
 
-	snprintf(portstr, sizeof(portstr), "%u", port);
-	errno = 0;
-	rc = getaddrinfo(addr ? addr : "127.0.0.1", portstr, &hints, &res);
+	rc = net_resolve(addr, port, true, &res);
 	if (rc)
-		return net_gai_errno(rc);
+		return rc;
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd < 0) {

@@ -20,6 +20,13 @@
  * -ETIMEDOUT, -EHOSTUNREACH, -ENOENT when the name does not resolve).
  */
 int net_connect(const char *host, uint16_t port, int timeout_ms);
+/*
+ * The addresses of host (NULL: 127.0.0.1) and port, for a stream socket
+ * (passive: to bind). 0 with *out to freeaddrinfo, or -errno (-ENOENT: no
+ * such name).
+ */
+struct addrinfo;
+int net_resolve(const char *host, uint16_t port, bool passive, struct addrinfo **out);
 
 /*
  * Bind and listen on addr:port (addr NULL = 127.0.0.1), SO_REUSEADDR,

@@ -958,6 +958,68 @@ int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params)
 	return verbs_modify(qp, &attr, mask, "RTR->RTS");
 }
 
+void verbs_rts_init(struct verbs_rts_params *rts, uint32_t psn, uint8_t max_rd_atomic)
+{
+	memset(rts, 0, sizeof(*rts));
+	rts->psn = psn;
+	rts->timeout = VERBS_RMEM_ACK_TIMEOUT;
+	rts->retry_cnt = VERBS_RMEM_RETRY_CNT;
+	rts->rnr_retry = VERBS_RMEM_RNR_RETRY;
+	rts->max_rd_atomic = max_rd_atomic;
+}
+
+/* the attributes rdma_cm chose for the QP state */
+static int verbs_cm_qp_attr(struct rdma_cm_id *id, enum ibv_qp_state state,
+			    struct ibv_qp_attr *attr)
+{
+	int mask = 0;
+
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = state;
+	if (rdma_init_qp_attr(id, attr, &mask)) {
+		int rc = -errno;
+
+		g_message("rdma_init_qp_attr(%s): %s", verbs_qp_state_str(state), g_strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int verbs_cm_qp_params(struct rdma_cm_id *id, uint8_t port, struct verbs_peer *peer,
+		       struct verbs_rts_params *rts)
+{
+	struct ibv_qp_attr attr;
+	int rc;
+
+	rc = verbs_cm_qp_attr(id, IBV_QPS_RTR, &attr);
+	if (rc)
+		return rc;
+	memset(peer, 0, sizeof(*peer));
+	peer->qpn = attr.dest_qp_num;
+	peer->psn = attr.rq_psn;
+	peer->lid = attr.ah_attr.dlid;
+	peer->gid = attr.ah_attr.grh.dgid;
+	peer->global = attr.ah_attr.is_global;
+	peer->sgid_index = attr.ah_attr.grh.sgid_index;
+	peer->port = attr.ah_attr.port_num ? attr.ah_attr.port_num : port;
+	peer->mtu = attr.path_mtu;
+	peer->max_dest_rd_atomic = attr.max_dest_rd_atomic ? attr.max_dest_rd_atomic : 1;
+	peer->min_rnr_timer = attr.min_rnr_timer;
+	rc = verbs_cm_qp_attr(id, IBV_QPS_RTS, &attr);
+	if (rc)
+		return rc;
+	verbs_rts_init(rts, attr.sq_psn, attr.max_rd_atomic ? attr.max_rd_atomic : 1);
+	return 0;
+}
+
+int verbs_qp_up(struct ibv_qp *qp, const struct verbs_peer *peer,
+		const struct verbs_rts_params *rts)
+{
+	int rc = verbs_qp_to_rtr(qp, peer);
+
+	return rc ? rc : verbs_qp_to_rts(qp, rts);
+}
+
 int verbs_rd_atomic_depth(uint32_t dev_limit, uint32_t peer_limit, uint32_t cap)
 {
 	uint32_t v = dev_limit ? dev_limit : 1;
@@ -1198,4 +1260,18 @@ int verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 			  qp->qp_num, bad_wr ? (guint64)bad_wr->wr_id : (guint64)0,
 			  g_strerror(-rc));
 	return rc;
+}
+
+int verbs_post_recv_buf(struct ibv_qp *qp, const struct verbs_mr *mr, void *buf, uint32_t len,
+			uint64_t wr_id)
+{
+	struct ibv_recv_wr wr;
+	struct ibv_sge sge;
+	int rc;
+
+	rc = verbs_sge(&sge, mr, buf, len);
+	if (rc)
+		return rc;
+	verbs_wr_recv(&wr, wr_id, &sge, 1);
+	return verbs_post_recv(qp, &wr, NULL);
 }

@@ -19,6 +19,7 @@
 #define RMEM_VERBS_H
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -191,6 +192,27 @@ int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params);
  * capped at cap, and at the peer's limit when it is non-zero.
  */
 int verbs_rd_atomic_depth(uint32_t dev_limit, uint32_t peer_limit, uint32_t cap);
+/*
+ * The retransmission settings of every rmemfs RC QP, client and memserver
+ * alike: a try lasts 4.096 us * 2^16 = 268 ms, 5 retries, so a vanished peer
+ * is noticed in about 1.6 s; RNR retries are infinite, as both sides always
+ * re-post their receives. Fills *rts with them, psn and max_rd_atomic.
+ */
+#define VERBS_RMEM_ACK_TIMEOUT 16
+#define VERBS_RMEM_RETRY_CNT 5
+#define VERBS_RMEM_RNR_RETRY 7
+void verbs_rts_init(struct verbs_rts_params *rts, uint32_t psn, uint8_t max_rd_atomic);
+/*
+ * What rdma_cm negotiated for id's QP (rdma_init_qp_attr for RTR and RTS):
+ * the peer (port: used when rdma_cm names none) and the RTS parameters, with
+ * verbs_rts_init's settings. Either side's rd_atomic depth is rdma_cm's
+ * value or 1; callers adjust them before verbs_qp_up. 0 or -errno.
+ */
+int verbs_cm_qp_params(struct rdma_cm_id *id, uint8_t port, struct verbs_peer *peer,
+		       struct verbs_rts_params *rts);
+/* INIT -> RTR -> RTS; 0 or -errno */
+int verbs_qp_up(struct ibv_qp *qp, const struct verbs_peer *peer,
+		const struct verbs_rts_params *rts);
 /* move to ERR (flushes outstanding WRs with IBV_WC_WR_FLUSH_ERR) */
 int verbs_qp_to_err(struct ibv_qp *qp);
 int verbs_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
@@ -233,5 +255,8 @@ int verbs_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 void verbs_wr_recv(struct ibv_recv_wr *wr, uint64_t wr_id, struct ibv_sge *sge, int nsge);
 void verbs_wr_recv_chain(struct ibv_recv_wr *wrs, int n);
 int verbs_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* post one receive of [buf, buf+len) inside mr as wr_id; 0 or -errno */
+int verbs_post_recv_buf(struct ibv_qp *qp, const struct verbs_mr *mr, void *buf, uint32_t len,
+			uint64_t wr_id);
 
 #endif /* RMEM_VERBS_H */

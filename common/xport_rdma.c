@@ -69,14 +69,7 @@
 #define XRDMA_CTRL_BUF (sizeof(struct proto_hdr) + PROTO_MAX_CTRL)
 #define XRDMA_WC_CAP 32
 #define XRDMA_MAX_RD_ATOMIC 16
-/*
- * RC retransmission: ACK timeout 4.096 us * 2^16 = 268 ms, 5 retries: a peer
- * that vanished without a word is detected (RETRY_EXC) after about 1.6 s.
- */
-#define XRDMA_ACK_TIMEOUT 16
-#define XRDMA_RETRY_CNT 5
-#define XRDMA_RNR_RETRY 7 /* infinite: the server always re-posts its receives */
-#define XRDMA_CM_RETRY 7
+#define XRDMA_CM_RETRY 7 /* RC retransmission: verbs_rts_init */
 #define XRDMA_CONN_CHECK_US 1000 /* busy polling looks at the cm channel this often */
 
 /* wr_id space: data WRs carry their sequence number (< 2^62); control WRs a tag bit */
@@ -175,16 +168,9 @@ static void *xrdma_send_buf(struct xrdma *x)
 
 static int xrdma_post_recv(struct xrdma *x, unsigned int idx)
 {
-	struct ibv_recv_wr wr;
-	struct ibv_sge sge;
-	int rc;
-
-	rc = verbs_sge(&sge, &x->ctrl, xrdma_recv_buf(x, idx), XRDMA_CTRL_BUF);
-	if (rc)
-		return rc;
-	verbs_wr_recv(&wr, XRDMA_WRID_RECV | idx, &sge, 1);
 	x->recv_full[idx] = false;
-	return verbs_post_recv(x->qp, &wr, NULL);
+	return verbs_post_recv_buf(x->qp, &x->ctrl, xrdma_recv_buf(x, idx), XRDMA_CTRL_BUF,
+				   XRDMA_WRID_RECV | idx);
 }
 
 /* ---- completions ---- */
@@ -721,18 +707,15 @@ static void xrdma_dereg_mr(struct xport *xb, struct xport_mr *mr)
  * Caller guarantees nothing is in flight. The response payload goes to
  * resp[0..resp_cap); *resp_len gets its full length.
  */
-static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint32_t req_len,
-			   void *resp, uint32_t resp_cap, uint32_t *resp_len, int64_t deadline_us)
+/* post the request as one signalled SEND from the send buffer */
+static int xrdma_ctrl_send(struct xrdma *x, uint16_t type, const void *req, uint32_t req_len,
+			   uint64_t id)
 {
+	struct proto_hdr *hdr = xrdma_send_buf(x);
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
-	struct proto_hdr *hdr = xrdma_send_buf(x);
-	uint64_t id = ++x->ctrl_id;
-	unsigned int filled = 0;
-	int64_t spin_until;
 	int rc;
 
-	*resp_len = 0;
 	if (x->ctrl_send_busy)
 		return -EBUSY;
 	proto_hdr_pack(hdr, type, PROTO_OK, req_len, id);
@@ -742,65 +725,91 @@ static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint
 	if (rc)
 		return rc;
 	verbs_wr_send(&wr, XRDMA_WRID_CTRL_SEND, &sge, 1, IBV_SEND_SIGNALED);
-	rc = verbs_post_send(x->qp, &wr, NULL);
-	if (rc) {
+	if (verbs_post_send(x->qp, &wr, NULL)) {
 		xrdma_mark_dead(x, -EIO, "control SEND could not be posted");
 		return -ENOTCONN;
 	}
 	x->ctrl_send_busy = true;
+	return 0;
+}
 
+/* re-post receive buffer i; -EIO (the connection is dead) when that fails */
+static int xrdma_ctrl_repost(struct xrdma *x, unsigned int i)
+{
+	if (!xrdma_post_recv(x, i))
+		return 0;
+	xrdma_mark_dead(x, -EIO, "receive could not be re-posted");
+	return -EIO;
+}
+
+/*
+ * Look in receive buffer i for the response to request id of type. 0:
+ * nothing for us (empty, or a late answer to a request that timed out,
+ * dropped); 1: the response, its status as 0/-errno in *status, the payload
+ * in resp; -EIO: malformed, and the connection is dead.
+ */
+static int xrdma_ctrl_take(struct xrdma *x, unsigned int i, uint16_t type, uint64_t id,
+			   void *resp, uint32_t resp_cap, uint32_t *resp_len, int *status)
+{
+	const struct proto_hdr *rh = xrdma_recv_buf(x, i);
+	uint32_t len = x->recv_len[i];
+	struct proto_msg m;
+	int rc;
+
+	if (!x->recv_full[i])
+		return 0;
+	rc = len >= sizeof(*rh) ? proto_hdr_unpack(rh, &m) : -EBADMSG;
+	if (rc == 0 && m.len != len - sizeof(*rh))
+		rc = -EBADMSG;
+	if (rc == 0 && m.id != id) {
+		g_debug("%s: stale control response %" G_GUINT64_FORMAT " dropped", x->base.peer,
+			(guint64)m.id);
+		return xrdma_ctrl_repost(x, i);
+	}
+	if (rc == 0 && m.type != (type | PROTO_RESPONSE))
+		rc = -EBADMSG;
+	if (rc) {
+		g_message("%s: malformed control response: %s", x->base.peer, g_strerror(-rc));
+		xrdma_mark_dead(x, -EIO, "malformed control response");
+		return -EIO;
+	}
+	if (m.status != PROTO_OK) {
+		*status = proto_status_to_errno(m.status);
+	} else {
+		*resp_len = m.len;
+		if (resp_cap)
+			memcpy(resp, rh + 1, MIN(m.len, resp_cap));
+		*status = m.len > resp_cap ? -EMSGSIZE : 0;
+	}
+	return xrdma_ctrl_repost(x, i) ? -EIO : 1;
+}
+
+static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint32_t req_len,
+			   void *resp, uint32_t resp_cap, uint32_t *resp_len, int64_t deadline_us)
+{
+	uint64_t id = ++x->ctrl_id;
+	unsigned int filled = 0, i;
+	int64_t spin_until;
+	int rc, status = 0;
+
+	*resp_len = 0;
+	rc = xrdma_ctrl_send(x, type, req, req_len, id);
+	if (rc)
+		return rc;
 	spin_until = x->base.poll_mode == XPORT_POLL_EVENT ? 0 :
 		     x->base.poll_mode == XPORT_POLL_BUSY ? deadline_us :
 							    clock_now_us() + x->base.spin_us;
 	for (;;) {
-		unsigned int i;
-
-		rc = xrdma_drain_cq(x, NULL, 0, &filled);
-		if (rc)
+		if (xrdma_drain_cq(x, NULL, 0, &filled))
 			xrdma_mark_dead(x, -EIO, "completion queue failure");
 		if (x->dead)
 			return -EIO;
 		for (i = 0; i < XRDMA_NRECV; i++) {
-			const struct proto_hdr *rh = xrdma_recv_buf(x, i);
-			struct proto_msg m;
-			uint32_t len = x->recv_len[i];
-
-			if (!x->recv_full[i])
+			rc = xrdma_ctrl_take(x, i, type, id, resp, resp_cap, resp_len, &status);
+			if (rc < 0)
+				return rc;
+			if (rc == 0)
 				continue;
-			rc = len >= sizeof(*rh) ? proto_hdr_unpack(rh, &m) : -EBADMSG;
-			if (rc == 0 && m.len != len - sizeof(*rh))
-				rc = -EBADMSG;
-			if (rc == 0 && m.id != id) {
-				/* a late answer to a request that timed out */
-				g_debug("%s: stale control response %" G_GUINT64_FORMAT " dropped",
-					x->base.peer, (guint64)m.id);
-				rc = xrdma_post_recv(x, i);
-				if (rc) {
-					xrdma_mark_dead(x, -EIO, "receive could not be re-posted");
-					return -EIO;
-				}
-				continue;
-			}
-			if (rc == 0 && m.type != (type | PROTO_RESPONSE))
-				rc = -EBADMSG;
-			if (rc) {
-				g_message("%s: malformed control response: %s", x->base.peer,
-					  g_strerror(-rc));
-				xrdma_mark_dead(x, -EIO, "malformed control response");
-				return -EIO;
-			}
-			if (m.status != PROTO_OK) {
-				rc = proto_status_to_errno(m.status);
-			} else {
-				*resp_len = m.len;
-				if (resp_cap)
-					memcpy(resp, rh + 1, MIN(m.len, resp_cap));
-				rc = m.len > resp_cap ? -EMSGSIZE : 0;
-			}
-			if (xrdma_post_recv(x, i)) {
-				xrdma_mark_dead(x, -EIO, "receive could not be re-posted");
-				return -EIO;
-			}
 			/* the SEND completes before the response can arrive, in practice */
 			while (x->ctrl_send_busy && !x->dead) {
 				if (xrdma_drain_cq(x, NULL, 0, &filled))
@@ -808,7 +817,7 @@ static int xrdma_call_rdma(struct xrdma *x, uint16_t type, const void *req, uint
 				if (xrdma_wait(x, deadline_us, spin_until) == -ETIMEDOUT)
 					break;
 			}
-			return rc;
+			return status;
 		}
 		rc = xrdma_wait(x, deadline_us, spin_until);
 		if (rc == -ETIMEDOUT) {
@@ -1078,18 +1087,13 @@ static int xrdma_cm_expect(struct xrdma *x, enum rdma_cm_event_type want, int64_
 
 static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t deadline_us)
 {
-	struct addrinfo hints, *res = NULL;
-	char port[8];
+	struct addrinfo *res;
 	int rc;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(port, sizeof(port), "%u", p->port);
-	rc = getaddrinfo(p->host, port, &hints, &res);
+	rc = net_resolve(p->host, p->port, false, &res);
 	if (rc) {
-		xrdma_setup_msg(x, "cannot resolve %s: %s", p->host, gai_strerror(rc));
-		return rc == EAI_SYSTEM ? -errno : -ENOENT;
+		xrdma_setup_msg(x, "cannot resolve %s: %s", p->host, g_strerror(-rc));
+		return rc;
 	}
 	rc = rdma_resolve_addr(x->id, NULL, res->ai_addr, net_ms_until(deadline_us));
 	freeaddrinfo(res);
@@ -1109,61 +1113,21 @@ static int xrdma_resolve(struct xrdma *x, const struct xport_params *p, int64_t 
 	return xrdma_cm_expect(x, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline_us, NULL);
 }
 
-/* the attributes rdma_cm chose for the next QP state */
-static int xrdma_cm_qp_attr(struct xrdma *x, enum ibv_qp_state state, struct ibv_qp_attr *attr)
-{
-	int mask = 0;
-	int rc;
-
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = state;
-	if (rdma_init_qp_attr(x->id, attr, &mask)) {
-		rc = -errno;
-		xrdma_setup_msg(x, "rdma_init_qp_attr(%s) failed: %s", verbs_qp_state_str(state),
-				   g_strerror(-rc));
-		return rc;
-	}
-	return 0;
-}
-
-/* INIT -> RTR -> RTS with what rdma_cm negotiated, our own ACK timeout and retry count */
+/* INIT -> RTR -> RTS with what rdma_cm negotiated, our READ/atomic depth at most rd_atomic */
 static int xrdma_cm_qp_up(struct xrdma *x, unsigned int rd_atomic)
 {
 	struct verbs_rts_params rts;
 	struct verbs_peer peer;
-	struct ibv_qp_attr attr;
 	int rc;
 
-	rc = xrdma_cm_qp_attr(x, IBV_QPS_RTR, &attr);
-	if (rc)
+	rc = verbs_cm_qp_params(x->id, x->port, &peer, &rts);
+	if (rc) {
+		xrdma_setup_msg(x, "rdma_cm QP parameters: %s", g_strerror(-rc));
 		return rc;
-	memset(&peer, 0, sizeof(peer));
-	peer.qpn = attr.dest_qp_num;
-	peer.psn = attr.rq_psn;
-	peer.lid = attr.ah_attr.dlid;
-	peer.gid = attr.ah_attr.grh.dgid;
-	peer.global = attr.ah_attr.is_global;
-	peer.sgid_index = attr.ah_attr.grh.sgid_index;
-	peer.port = attr.ah_attr.port_num ? attr.ah_attr.port_num : x->port;
-	peer.mtu = attr.path_mtu;
-	peer.max_dest_rd_atomic = attr.max_dest_rd_atomic ? attr.max_dest_rd_atomic : 1;
-	peer.min_rnr_timer = attr.min_rnr_timer;
-	rc = verbs_qp_to_rtr(x->qp, &peer);
-	if (rc)
-		return rc;
-
-	rc = xrdma_cm_qp_attr(x, IBV_QPS_RTS, &attr);
-	if (rc)
-		return rc;
-	memset(&rts, 0, sizeof(rts));
-	rts.psn = attr.sq_psn;
-	rts.timeout = XRDMA_ACK_TIMEOUT;
-	rts.retry_cnt = XRDMA_RETRY_CNT;
-	rts.rnr_retry = XRDMA_RNR_RETRY;
-	rts.max_rd_atomic = attr.max_rd_atomic ? attr.max_rd_atomic : 1;
+	}
 	if (rts.max_rd_atomic > rd_atomic)
 		rts.max_rd_atomic = rd_atomic;
-	return verbs_qp_to_rts(x->qp, &rts);
+	return verbs_qp_up(x->qp, &peer, &rts);
 }
 
 static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
@@ -1222,7 +1186,7 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	param.responder_resources =
 	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	param.retry_count = XRDMA_CM_RETRY;
-	param.rnr_retry_count = XRDMA_RNR_RETRY;
+	param.rnr_retry_count = VERBS_RMEM_RNR_RETRY;
 	param.qp_num = x->qp->qp_num;
 	if (rdma_connect(x->id, &param)) {
 		rc = -errno;
@@ -1289,22 +1253,10 @@ static int xrdma_first_active_port(struct xrdma *x, struct verbs_port_attr *patt
 	return -ENODEV;
 }
 
-static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
+/* the oob path's local half: device, QP in INIT, the port and GID to announce */
+static int xrdma_oob_local(struct xrdma *x, const struct xport_params *p,
+			   struct verbs_port_attr *pattr, int *gid_index, union ibv_gid *gid)
 {
-	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
-	const size_t qp_len = sizeof(struct proto_qp_info_wire);
-	struct proto_qp_exchange_wire ex;
-	struct proto_qp_info mine, theirs;
-	struct proto_hello h;
-	struct verbs_port_attr pattr;
-	struct verbs_rts_params rts;
-	struct verbs_peer peer;
-	struct proto_hdr hdr;
-	struct iovec iov[2];
-	struct proto_msg m;
-	union ibv_gid gid;
-	void *payload = NULL;
-	int gid_index;
 	int rc;
 
 	rc = verbs_open_by_name(p->rdma_dev, &x->own_ctx);
@@ -1314,10 +1266,10 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	rc = xrdma_setup_verbs(x, false);
 	if (rc)
 		return rc;
-	rc = xrdma_first_active_port(x, &pattr);
+	rc = xrdma_first_active_port(x, pattr);
 	if (rc)
 		return rc;
-	rc = verbs_find_gid(x->ctx, x->port, &gid_index, &gid);
+	rc = verbs_find_gid(x->ctx, x->port, gid_index, gid);
 	if (rc)
 		return rc == -ENOENT ? -ENODEV : rc;
 	rc = verbs_qp_to_init(x->qp, x->port, IBV_ACCESS_LOCAL_WRITE, 0);
@@ -1325,6 +1277,25 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 		return rc;
 	snprintf(x->base.peer, sizeof(x->base.peer), "rdma-oob %s:%u (%s)", p->host, p->port,
 		 x->dev.name);
+	return 0;
+}
+
+/*
+ * Send HELLO + our QP over a new TCP control connection; the response is
+ * the server's QP and the pool (into x->base.pool). 0 or -errno.
+ */
+static int xrdma_oob_exchange(struct xrdma *x, const struct xport_params *p,
+			      const struct proto_qp_info *mine, struct proto_qp_info *theirs,
+			      int64_t deadline)
+{
+	const size_t qp_len = sizeof(struct proto_qp_info_wire);
+	struct proto_qp_exchange_wire ex;
+	struct proto_hello h;
+	struct proto_hdr hdr;
+	struct iovec iov[2];
+	struct proto_msg m;
+	void *payload = NULL;
+	int rc;
 
 	rc = net_connect(p->host, p->port, p->connect_timeout_ms);
 	if (rc < 0) {
@@ -1335,18 +1306,9 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	rc = net_set_nonblock(x->ctrl_fd, true);
 	if (rc)
 		return rc;
-
-	memset(&mine, 0, sizeof(mine));
-	mine.qpn = x->qp->qp_num;
-	mine.psn = g_random_int() & 0xffffff;
-	memcpy(mine.gid, gid.raw, sizeof(mine.gid));
-	mine.lid = pattr.lid;
-	mine.mtu = (uint8_t)pattr.active_mtu;
-	mine.max_rd_atomic =
-	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	xport_params_hello(p, &h);
 	proto_hello_pack(&ex.hello, &h);
-	proto_qp_info_pack(&ex.qp, &mine);
+	proto_qp_info_pack(&ex.qp, mine);
 	proto_hdr_pack(&hdr, PROTO_QP_EXCHANGE, PROTO_OK, sizeof(ex), ++x->ctrl_id);
 	iov[0].iov_base = &hdr;
 	iov[0].iov_len = sizeof(hdr);
@@ -1369,14 +1331,42 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 			rc = -ECONNREFUSED;
 		goto free_payload;
 	}
-	rc = m.len >= qp_len ? proto_qp_info_unpack(payload, qp_len, &theirs) : -EBADMSG;
+	rc = m.len >= qp_len ? proto_qp_info_unpack(payload, qp_len, theirs) : -EBADMSG;
 	if (rc == 0)
 		rc = proto_pool_unpack((char *)payload + qp_len, m.len - qp_len, &x->base.pool);
-	if (rc) {
+	if (rc)
 		xrdma_setup_msg(x, "%s: malformed QP exchange response: %s", x->base.peer,
 				   g_strerror(-rc));
-		goto free_payload;
-	}
+free_payload:
+	free(payload);
+	return rc;
+}
+
+static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
+{
+	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
+	struct proto_qp_info mine, theirs;
+	struct verbs_port_attr pattr;
+	struct verbs_rts_params rts;
+	struct verbs_peer peer;
+	union ibv_gid gid;
+	int gid_index;
+	int rc;
+
+	rc = xrdma_oob_local(x, p, &pattr, &gid_index, &gid);
+	if (rc)
+		return rc;
+	memset(&mine, 0, sizeof(mine));
+	mine.qpn = x->qp->qp_num;
+	mine.psn = g_random_int() & 0xffffff;
+	memcpy(mine.gid, gid.raw, sizeof(mine.gid));
+	mine.lid = pattr.lid;
+	mine.mtu = (uint8_t)pattr.active_mtu;
+	mine.max_rd_atomic =
+	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
+	rc = xrdma_oob_exchange(x, p, &mine, &theirs, deadline);
+	if (rc)
+		return rc;
 
 	memset(&peer, 0, sizeof(peer));
 	peer.qpn = theirs.qpn;
@@ -1388,25 +1378,16 @@ static int xrdma_connect_oob(struct xrdma *x, const struct xport_params *p)
 	peer.port = x->port;
 	peer.mtu = MIN(pattr.active_mtu, (enum ibv_mtu)theirs.mtu);
 	peer.max_dest_rd_atomic = mine.max_rd_atomic;
-	rc = verbs_qp_to_rtr(x->qp, &peer);
+	verbs_rts_init(&rts, mine.psn,
+		       (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_init_rd_atom, theirs.max_rd_atomic,
+						      XRDMA_MAX_RD_ATOMIC));
+	rc = verbs_qp_up(x->qp, &peer, &rts);
 	if (rc)
-		goto free_payload;
-	memset(&rts, 0, sizeof(rts));
-	rts.psn = mine.psn;
-	rts.timeout = XRDMA_ACK_TIMEOUT;
-	rts.retry_cnt = XRDMA_RETRY_CNT;
-	rts.rnr_retry = XRDMA_RNR_RETRY;
-	rts.max_rd_atomic = (uint8_t)verbs_rd_atomic_depth(
-	    x->dev.max_qp_init_rd_atom, theirs.max_rd_atomic, XRDMA_MAX_RD_ATOMIC);
-	rc = verbs_qp_to_rts(x->qp, &rts);
-	if (rc)
-		goto free_payload;
+		return rc;
 	x->last_progress_us = clock_now_us();
 	g_debug("%s: QP 0x%x up by hand toward QP 0x%x (psn %u/%u, mtu %d)", x->base.peer,
 		x->qp->qp_num, theirs.qpn, mine.psn, theirs.psn, verbs_mtu_to_bytes(peer.mtu));
-free_payload:
-	free(payload);
-	return rc;
+	return 0;
 }
 
 /* ---- teardown, in the order STYLE.md gives ---- */

@@ -69,6 +69,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "memserver.h"
+#include "net.h"
 #include "pool.h"
 #include "proto.h"
 #include "units.h"
@@ -78,9 +79,6 @@
 #define RS_CTRL_BUF (sizeof(struct proto_hdr) + PROTO_MAX_CTRL)
 #define RS_BACKLOG 64
 #define RS_MAX_RD_ATOMIC 16
-#define RS_ACK_TIMEOUT 16 /* 268 ms, as the client: a vanished client is noticed in ~1.6 s */
-#define RS_RETRY_CNT 5
-#define RS_RNR_RETRY 7
 #define RS_MR_ALIGN (1ULL << 20) /* RDMA region pieces are whole MiBs (proto_pool_resolve) */
 #define RS_GID_SCAN_GAP 8 /* stop scanning a GID table after this many empty entries */
 #define RS_EPOLL_STOP 0 /* epoll data of the stop eventfd; clients have serials >= 1 */
@@ -89,8 +87,8 @@
 #define RS_WRID_SEND 0x200U
 
 /* one RDMA device the pool is registered with */
-struct rdma_dev {
-	struct rdma_dev *next;
+struct rs_dev {
+	struct rs_dev *next;
 	struct ibv_context *ctx; /* our own */
 	struct verbs_device_attr attr;
 	struct ibv_pd *pd;
@@ -107,10 +105,10 @@ struct rdma_dev {
 	struct verbs_port_attr oob_pattr;
 };
 
-struct rdma_client {
-	struct rdma_client *next;
+struct rs_client {
+	struct rs_client *next;
 	uint64_t serial;
-	struct rdma_dev *dev;
+	struct rs_dev *dev;
 	struct rdma_cm_id *id; /* NULL on the out-of-band path */
 	struct verbs_cq cq;
 	struct ibv_qp *qp;
@@ -124,7 +122,7 @@ struct rdma_client {
 };
 
 /* a FENCE request the completion thread carries out after releasing rs->lock */
-struct rdma_fence_req {
+struct rs_fence_req {
 	bool pending;
 	uint64_t serial; /* the requesting client */
 	unsigned int i; /* its receive (and send) buffer */
@@ -145,9 +143,9 @@ struct rdma_server {
 	char devices[256];
 
 	pthread_mutex_t lock; /* protects everything below */
-	struct rdma_dev *devs;
-	struct rdma_client *clients; /* rdma_cm clients */
-	struct rdma_client *oob_clients;
+	struct rs_dev *devs;
+	struct rs_client *clients; /* rdma_cm clients */
+	struct rs_client *oob_clients;
 	uint64_t next_serial;
 };
 
@@ -158,7 +156,7 @@ static void rs_uncount(uint64_t *counter)
 
 /* ---- per-device state: PD and the registered pool ---- */
 
-static void rdma_dev_free(struct rdma_dev *d)
+static void rs_dev_free(struct rs_dev *d)
 {
 	unsigned int i;
 
@@ -174,7 +172,7 @@ static void rdma_dev_free(struct rdma_dev *d)
 	free(d);
 }
 
-static void rdma_explain_memlock(size_t len, int rc)
+static void rs_explain_memlock(size_t len, int rc)
 {
 	struct rlimit rl;
 	char cur[32] = "unknown";
@@ -199,7 +197,7 @@ static void rdma_explain_memlock(size_t len, int rc)
  * MR size (rounded down to whole MiBs), and describe the pieces as the
  * regions of this device's pool descriptor.
  */
-static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
+static int rs_dev_register_pool(struct rs_dev *d, const struct pool *pool)
 {
 	const char *cap = getenv("RMEM_RDMA_MAX_MR_SIZE");
 	uint64_t piece = d->attr.max_mr_size;
@@ -247,7 +245,7 @@ static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 			rc = verbs_mr_reg(d->pd, addr, len, VERBS_ACCESS_REMOTE_ALL, &d->mrs[k]);
 			if (rc) {
 				if (rc == -ENOMEM || rc == -EPERM || rc == -EAGAIN)
-					rdma_explain_memlock(len, rc);
+					rs_explain_memlock(len, rc);
 				return rc;
 			}
 			d->nmrs = k + 1;
@@ -276,10 +274,10 @@ static int rdma_dev_register_pool(struct rdma_dev *d, const struct pool *pool)
 }
 
 /* the state for device @name (NULL: the first with an ACTIVE port), made on first use */
-static int rdma_dev_get(struct rdma_server *rs, const char *name, struct rdma_dev **out)
+static int rs_dev_get(struct rdma_server *rs, const char *name, struct rs_dev **out)
 {
 	struct ibv_context *ctx = NULL;
-	struct rdma_dev *d;
+	struct rs_dev *d;
 	const char *dev_name;
 	int rc;
 
@@ -313,7 +311,7 @@ static int rdma_dev_get(struct rdma_server *rs, const char *name, struct rdma_de
 	rc = verbs_pd_alloc(ctx, &d->pd);
 	if (rc)
 		goto free_dev;
-	rc = rdma_dev_register_pool(d, rs->ms->pool);
+	rc = rs_dev_register_pool(d, rs->ms->pool);
 	if (rc)
 		goto free_dev;
 	g_debug("%s: pool registered as %u region(s), atomics %s", d->attr.name, d->pool.nregions,
@@ -324,37 +322,30 @@ static int rdma_dev_get(struct rdma_server *rs, const char *name, struct rdma_de
 	return 0;
 
 free_dev:
-	rdma_dev_free(d);
+	rs_dev_free(d);
 	return rc;
 }
 
 /* ---- clients ---- */
 
-static void *rdma_client_recv_buf(struct rdma_client *c, unsigned int i)
+static void *rs_client_recv_buf(struct rs_client *c, unsigned int i)
 {
 	return (char *)c->ctrl.addr + (size_t)i * RS_CTRL_BUF;
 }
 
-static void *rdma_client_send_buf(struct rdma_client *c, unsigned int i)
+static void *rs_client_send_buf(struct rs_client *c, unsigned int i)
 {
 	return (char *)c->ctrl.addr + (size_t)(RS_NRECV + i) * RS_CTRL_BUF;
 }
 
-static int rdma_client_post_recv(struct rdma_client *c, unsigned int i)
+static int rs_client_post_recv(struct rs_client *c, unsigned int i)
 {
-	struct ibv_recv_wr wr;
-	struct ibv_sge sge;
-	int rc;
-
-	rc = verbs_sge(&sge, &c->ctrl, rdma_client_recv_buf(c, i), RS_CTRL_BUF);
-	if (rc)
-		return rc;
-	verbs_wr_recv(&wr, RS_WRID_RECV | i, &sge, 1);
-	return verbs_post_recv(c->qp, &wr, NULL);
+	return verbs_post_recv_buf(c->qp, &c->ctrl, rs_client_recv_buf(c, i), RS_CTRL_BUF,
+				   RS_WRID_RECV | i);
 }
 
 /* NULL-tolerant; the caller holds rs->lock and has unlinked c */
-static void rdma_client_destroy(struct rdma_server *rs, struct rdma_client *c)
+static void rs_client_destroy(struct rdma_server *rs, struct rs_client *c)
 {
 	if (!c)
 		return;
@@ -374,9 +365,9 @@ static void rdma_client_destroy(struct rdma_server *rs, struct rdma_client *c)
 	free(c);
 }
 
-static void rdma_client_unlink(struct rdma_client **list, struct rdma_client *c)
+static void rs_client_unlink(struct rs_client **list, struct rs_client *c)
 {
-	struct rdma_client **pp;
+	struct rs_client **pp;
 
 	for (pp = list; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
@@ -387,7 +378,7 @@ static void rdma_client_unlink(struct rdma_client **list, struct rdma_client *c)
 }
 
 /* CQ, QP (RESET) and, with @ctrl, the control buffers */
-static int rdma_client_setup(struct rdma_client *c, bool ctrl)
+static int rs_client_setup(struct rs_client *c, bool ctrl)
 {
 	struct verbs_qp_caps caps;
 	int rc;
@@ -415,10 +406,10 @@ static int rdma_client_setup(struct rdma_client *c, bool ctrl)
 
 /* ---- control messages (completion thread, rs->lock held) ---- */
 
-static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t type,
+static void rs_client_respond(struct rs_client *c, unsigned int i, uint16_t type,
 				uint32_t status, uint64_t id, const void *payload, uint32_t len)
 {
-	struct proto_hdr *hdr = rdma_client_send_buf(c, i);
+	struct proto_hdr *hdr = rs_client_send_buf(c, i);
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 
@@ -433,14 +424,14 @@ static void rdma_client_respond(struct rdma_client *c, unsigned int i, uint16_t 
 	if (verbs_post_send(c->qp, &wr, NULL) == 0)
 		return;
 	/* no SEND completion will re-post the receive: do it now */
-	if (rdma_client_post_recv(c, i))
+	if (rs_client_post_recv(c, i))
 		g_message("%s: control receive not re-posted", c->peer);
 }
 
 /* note a FENCE for the completion thread; answer it at once if it cannot be carried out */
-static void rdma_client_fence_request(struct rdma_server *rs, struct rdma_client *c,
+static void rs_client_fence_request(struct rdma_server *rs, struct rs_client *c,
 				      unsigned int i, const struct proto_msg *m,
-				      const void *payload, struct rdma_fence_req *req)
+				      const void *payload, struct rs_fence_req *req)
 {
 	uint32_t status = PROTO_OK;
 	uint64_t victim;
@@ -456,7 +447,7 @@ static void rdma_client_fence_request(struct rdma_server *rs, struct rdma_client
 	}
 	if (status != PROTO_OK) {
 		memserver_count(&rs->ms->stats.bad_requests, 1);
-		rdma_client_respond(c, i, m->type, status, m->id, NULL, 0);
+		rs_client_respond(c, i, m->type, status, m->id, NULL, 0);
 		return;
 	}
 	req->pending = true;
@@ -466,11 +457,11 @@ static void rdma_client_fence_request(struct rdma_server *rs, struct rdma_client
 	req->victim = victim;
 }
 
-static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, unsigned int i,
-				uint32_t len, struct rdma_fence_req *fence)
+static void rs_client_request(struct rdma_server *rs, struct rs_client *c, unsigned int i,
+				uint32_t len, struct rs_fence_req *fence)
 {
 	struct memserver *ms = rs->ms;
-	const struct proto_hdr *hdr = rdma_client_recv_buf(c, i);
+	const struct proto_hdr *hdr = rs_client_recv_buf(c, i);
 	const void *payload = hdr + 1;
 	struct proto_hello hello;
 	struct proto_stats_wire sw;
@@ -486,7 +477,7 @@ static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, u
 		g_message("%s: malformed control message (%u bytes): %s", c->peer, len,
 			  g_strerror(-rc));
 		memserver_count(&ms->stats.bad_requests, 1);
-		rdma_client_respond(c, i, m.type & ~PROTO_RESPONSE,
+		rs_client_respond(c, i, m.type & ~PROTO_RESPONSE,
 				    rc == -EPROTONOSUPPORT ? PROTO_E_VERSION : PROTO_E_MALFORMED,
 				    m.id, NULL, 0);
 		return;
@@ -496,41 +487,41 @@ static void rdma_client_request(struct rdma_server *rs, struct rdma_client *c, u
 	case PROTO_HELLO:
 		if (proto_hello_unpack(payload, m.len, &hello)) {
 			memserver_count(&ms->stats.bad_requests, 1);
-			rdma_client_respond(c, i, m.type, PROTO_E_MALFORMED, m.id, NULL, 0);
+			rs_client_respond(c, i, m.type, PROTO_E_MALFORMED, m.id, NULL, 0);
 			return;
 		}
 		if (ms->have_token && !proto_token_equal(hello.token_hash, ms->token_hash)) {
 			g_message("%s: HELLO with a wrong token, refused", c->peer);
 			memserver_count(&ms->stats.auth_failures, 1);
-			rdma_client_respond(c, i, m.type, PROTO_E_AUTH, m.id, NULL, 0);
+			rs_client_respond(c, i, m.type, PROTO_E_AUTH, m.id, NULL, 0);
 			return;
 		}
-		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, c->dev->pool_wire,
+		rs_client_respond(c, i, m.type, PROTO_OK, m.id, c->dev->pool_wire,
 				    (uint32_t)c->dev->pool_wire_len);
 		return;
 	case PROTO_PING:
-		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, payload, m.len);
+		rs_client_respond(c, i, m.type, PROTO_OK, m.id, payload, m.len);
 		return;
 	case PROTO_FENCE:
-		rdma_client_fence_request(rs, c, i, &m, payload, fence);
+		rs_client_fence_request(rs, c, i, &m, payload, fence);
 		return;
 	case PROTO_STATS:
 		memserver_stats_snapshot(ms, &st);
 		proto_stats_pack(&sw, &st);
-		rdma_client_respond(c, i, m.type, PROTO_OK, m.id, &sw, sizeof(sw));
+		rs_client_respond(c, i, m.type, PROTO_OK, m.id, &sw, sizeof(sw));
 		return;
 	default:
 		/* data travels one-sided; the TCP emulation's messages have no place here */
 		g_message("%s: %s over RDMA SEND is not supported", c->peer,
 			  proto_type_str(m.type));
 		memserver_count(&ms->stats.bad_requests, 1);
-		rdma_client_respond(c, i, m.type, PROTO_E_UNSUPPORTED, m.id, NULL, 0);
+		rs_client_respond(c, i, m.type, PROTO_E_UNSUPPORTED, m.id, NULL, 0);
 		return;
 	}
 }
 
-static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c,
-				struct rdma_fence_req *fence)
+static void rs_client_service(struct rdma_server *rs, struct rs_client *c,
+				struct rs_fence_req *fence)
 {
 	int rc, n, k;
 
@@ -554,8 +545,8 @@ static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c,
 				continue;
 			}
 			if (wc->wr_id & RS_WRID_RECV) {
-				rdma_client_request(rs, c, i, wc->byte_len, fence);
-			} else if (rdma_client_post_recv(c, i)) {
+				rs_client_request(rs, c, i, wc->byte_len, fence);
+			} else if (rs_client_post_recv(c, i)) {
 				g_message("%s: control receive not re-posted", c->peer);
 			}
 		}
@@ -563,9 +554,9 @@ static void rdma_client_service(struct rdma_server *rs, struct rdma_client *c,
 }
 
 /* the cm client with this serial, or NULL (rs->lock held) */
-static struct rdma_client *rdma_client_find(struct rdma_server *rs, uint64_t serial)
+static struct rs_client *rs_client_find(struct rdma_server *rs, uint64_t serial)
 {
-	struct rdma_client *c;
+	struct rs_client *c;
 
 	for (c = rs->clients; c; c = c->next) {
 		if (c->serial == serial)
@@ -575,15 +566,15 @@ static struct rdma_client *rdma_client_find(struct rdma_server *rs, uint64_t ser
 }
 
 /* carry out a FENCE that arrived as a SEND (rs->lock not held), then answer it */
-static void rdma_server_fence(struct rdma_server *rs, const struct rdma_fence_req *req)
+static void rdma_server_fence(struct rdma_server *rs, const struct rs_fence_req *req)
 {
 	int rc = memserver_fence(rs->ms, req->victim);
-	struct rdma_client *c;
+	struct rs_client *c;
 
 	pthread_mutex_lock(&rs->lock);
-	c = rdma_client_find(rs, req->serial);
+	c = rs_client_find(rs, req->serial);
 	if (c)
-		rdma_client_respond(c, req->i, PROTO_FENCE, proto_errno_to_status(rc), req->id,
+		rs_client_respond(c, req->i, PROTO_FENCE, proto_errno_to_status(rc), req->id,
 				    NULL, 0);
 	pthread_mutex_unlock(&rs->lock);
 }
@@ -604,15 +595,15 @@ static void *rdma_server_comp_thread(void *arg)
 			return NULL;
 		}
 		for (i = 0; i < n; i++) {
-			struct rdma_fence_req fence = { .pending = false };
-			struct rdma_client *c;
+			struct rs_fence_req fence = { .pending = false };
+			struct rs_client *c;
 
 			if (evs[i].data.u64 == RS_EPOLL_STOP)
 				return NULL;
 			pthread_mutex_lock(&rs->lock);
-			c = rdma_client_find(rs, evs[i].data.u64);
+			c = rs_client_find(rs, evs[i].data.u64);
 			if (c)
-				rdma_client_service(rs, c, &fence);
+				rs_client_service(rs, c, &fence);
 			pthread_mutex_unlock(&rs->lock);
 			if (fence.pending)
 				rdma_server_fence(rs, &fence);
@@ -622,64 +613,25 @@ static void *rdma_server_comp_thread(void *arg)
 
 /* ---- rdma_cm: connection requests (cm thread) ---- */
 
-static int rdma_cm_qp_attr(struct rdma_cm_id *id, enum ibv_qp_state state,
-			   struct ibv_qp_attr *attr)
-{
-	int mask = 0;
-	int rc;
-
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = state;
-	if (rdma_init_qp_attr(id, attr, &mask)) {
-		rc = -errno;
-		g_message("rdma_init_qp_attr(%s) failed: %s", verbs_qp_state_str(state),
-			  g_strerror(-rc));
-		return rc;
-	}
-	return 0;
-}
-
 /* INIT -> RTR -> RTS before rdma_accept, with what the REQ negotiated */
-static int rdma_client_cm_qp_up(struct rdma_client *c, uint8_t resp_res, uint8_t init_depth)
+static int rs_client_cm_qp_up(struct rs_client *c, uint8_t resp_res, uint8_t init_depth)
 {
 	struct verbs_rts_params rts;
 	struct verbs_peer peer;
-	struct ibv_qp_attr attr;
 	int rc;
 
 	rc = verbs_qp_to_init(c->qp, c->id->port_num, VERBS_ACCESS_REMOTE_ALL, 0);
 	if (rc)
 		return rc;
-	rc = rdma_cm_qp_attr(c->id, IBV_QPS_RTR, &attr);
+	rc = verbs_cm_qp_params(c->id, c->id->port_num, &peer, &rts);
 	if (rc)
 		return rc;
-	memset(&peer, 0, sizeof(peer));
-	peer.qpn = attr.dest_qp_num;
-	peer.psn = attr.rq_psn;
-	peer.lid = attr.ah_attr.dlid;
-	peer.gid = attr.ah_attr.grh.dgid;
-	peer.global = attr.ah_attr.is_global;
-	peer.sgid_index = attr.ah_attr.grh.sgid_index;
-	peer.port = attr.ah_attr.port_num ? attr.ah_attr.port_num : c->id->port_num;
-	peer.mtu = attr.path_mtu;
 	peer.max_dest_rd_atomic = resp_res;
-	peer.min_rnr_timer = attr.min_rnr_timer;
-	rc = verbs_qp_to_rtr(c->qp, &peer);
-	if (rc)
-		return rc;
-	rc = rdma_cm_qp_attr(c->id, IBV_QPS_RTS, &attr);
-	if (rc)
-		return rc;
-	memset(&rts, 0, sizeof(rts));
-	rts.psn = attr.sq_psn;
-	rts.timeout = RS_ACK_TIMEOUT;
-	rts.retry_cnt = RS_RETRY_CNT;
-	rts.rnr_retry = RS_RNR_RETRY;
 	rts.max_rd_atomic = init_depth;
-	return verbs_qp_to_rts(c->qp, &rts);
+	return verbs_qp_up(c->qp, &peer, &rts);
 }
 
-static void rdma_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
+static void rs_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
 {
 	struct sockaddr *sa = rdma_get_peer_addr(id);
 	char host[INET6_ADDRSTRLEN] = "?";
@@ -698,8 +650,8 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 {
 	struct rdma_cm_id *id = ev->id;
 	struct rdma_conn_param param;
-	struct rdma_client *c;
-	struct rdma_dev *d;
+	struct rs_client *c;
+	struct rs_dev *d;
 	struct epoll_event pev;
 	uint8_t resp_res, init_depth;
 	unsigned int i;
@@ -710,7 +662,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 		return -EKEYREVOKED;
 	}
 	*status = PROTO_E_INTERNAL;
-	rc = rdma_dev_get(rs, ibv_get_device_name(id->verbs->device), &d);
+	rc = rs_dev_get(rs, ibv_get_device_name(id->verbs->device), &d);
 	if (rc) {
 		*status = rc == -ENOMEM ? PROTO_E_NOMEM : PROTO_E_INTERNAL;
 		return rc;
@@ -726,7 +678,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	c->client_id = client_id;
 	g_strlcpy(c->peer, peer, sizeof(c->peer));
 
-	rc = rdma_client_setup(c, true);
+	rc = rs_client_setup(c, true);
 	if (rc)
 		goto destroy_client;
 	/* what the client may have outstanding against us, and we against it */
@@ -734,11 +686,11 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 						  ev->param.conn.initiator_depth, RS_MAX_RD_ATOMIC);
 	init_depth = (uint8_t)verbs_rd_atomic_depth(
 	    d->attr.max_qp_init_rd_atom, ev->param.conn.responder_resources, RS_MAX_RD_ATOMIC);
-	rc = rdma_client_cm_qp_up(c, resp_res, init_depth);
+	rc = rs_client_cm_qp_up(c, resp_res, init_depth);
 	if (rc)
 		goto destroy_client;
 	for (i = 0; i < RS_NRECV; i++) {
-		rc = rdma_client_post_recv(c, i);
+		rc = rs_client_post_recv(c, i);
 		if (rc)
 			goto destroy_client;
 	}
@@ -755,7 +707,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	memset(&param, 0, sizeof(param));
 	param.responder_resources = resp_res;
 	param.initiator_depth = init_depth;
-	param.rnr_retry_count = RS_RNR_RETRY;
+	param.rnr_retry_count = VERBS_RMEM_RNR_RETRY;
 	param.qp_num = c->qp->qp_num;
 	if (rdma_accept(id, &param)) {
 		rc = -errno;
@@ -778,7 +730,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 
 destroy_client:
 	c->id = NULL; /* the caller rejects and destroys the id */
-	rdma_client_destroy(rs, c);
+	rs_client_destroy(rs, c);
 	return rc;
 }
 
@@ -794,7 +746,7 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 	size_t len;
 	int rc;
 
-	rdma_peer_str(ev->id, peer, sizeof(peer));
+	rs_peer_str(ev->id, peer, sizeof(peer));
 	len = cp->private_data_len;
 	if (len > sizeof(struct proto_cm_priv_wire))
 		len = sizeof(struct proto_cm_priv_wire);
@@ -833,8 +785,8 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 
 static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *ev)
 {
-	struct rdma_client *c = ev->id && ev->id != rs->listen_id ? ev->id->context : NULL;
-	struct rdma_client *doomed = NULL;
+	struct rs_client *c = ev->id && ev->id != rs->listen_id ? ev->id->context : NULL;
+	struct rs_client *doomed = NULL;
 	struct rdma_cm_id *doomed_id = NULL;
 
 	switch (ev->event) {
@@ -862,7 +814,7 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 		}
 		g_debug("%s: %s", c->peer, rdma_event_str(ev->event));
 		pthread_mutex_lock(&rs->lock);
-		rdma_client_unlink(&rs->clients, c);
+		rs_client_unlink(&rs->clients, c);
 		pthread_mutex_unlock(&rs->lock);
 		doomed = c;
 		break;
@@ -876,7 +828,7 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 		pthread_mutex_lock(&rs->lock);
 		/* the peer is gone (or never came): no DREQ back */
 		doomed->established = false;
-		rdma_client_destroy(rs, doomed);
+		rs_client_destroy(rs, doomed);
 		pthread_mutex_unlock(&rs->lock);
 	}
 	if (doomed_id)
@@ -913,7 +865,7 @@ static void *rdma_server_cm_thread(void *arg)
 
 /* ---- the out-of-band path (TCP connection threads) ---- */
 
-static bool rdma_ctx_has_gid(struct ibv_context *ctx, const uint8_t gid[16])
+static bool rs_ctx_has_gid(struct ibv_context *ctx, const uint8_t gid[16])
 {
 	struct verbs_device_attr attr;
 	struct verbs_port_attr pattr;
@@ -948,7 +900,7 @@ static bool rdma_ctx_has_gid(struct ibv_context *ctx, const uint8_t gid[16])
  * whose GID table holds the client's GID (client on this host); else NULL,
  * the first device with an ACTIVE port. @buf receives a name.
  */
-static const char *rdma_oob_pick_device(const struct proto_qp_info *client, char *buf,
+static const char *rs_oob_pick_device(const struct proto_qp_info *client, char *buf,
 					size_t cap)
 {
 	const char *env = getenv("RMEM_RDMA_DEV");
@@ -965,7 +917,7 @@ static const char *rdma_oob_pick_device(const struct proto_qp_info *client, char
 
 		if (verbs_open(list.devs[i], &ctx))
 			continue;
-		if (rdma_ctx_has_gid(ctx, client->gid)) {
+		if (rs_ctx_has_gid(ctx, client->gid)) {
 			g_strlcpy(buf, ibv_get_device_name(list.devs[i]), cap);
 			found = buf;
 		}
@@ -975,7 +927,7 @@ static const char *rdma_oob_pick_device(const struct proto_qp_info *client, char
 	return found;
 }
 
-static int rdma_dev_oob_prepare(struct rdma_dev *d)
+static int rs_dev_oob_prepare(struct rs_dev *d)
 {
 	uint8_t port;
 	int rc;
@@ -1006,22 +958,22 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	struct rdma_server *rs = oob_ctx;
 	struct verbs_rts_params rts;
 	struct verbs_peer peer;
-	struct rdma_client *c;
-	struct rdma_dev *d;
+	struct rs_client *c;
+	struct rs_dev *d;
 	const char *name;
 	char buf[64];
 	int rc;
 
 	*handle = NULL;
-	name = rdma_oob_pick_device(client, buf, sizeof(buf));
+	name = rs_oob_pick_device(client, buf, sizeof(buf));
 	pthread_mutex_lock(&rs->lock);
 	rc = memserver_fenced(rs->ms, client_id) ? -EKEYREVOKED : 0;
 	if (rc)
 		goto unlock;
-	rc = rdma_dev_get(rs, name, &d);
+	rc = rs_dev_get(rs, name, &d);
 	if (rc)
 		goto unlock;
-	rc = rdma_dev_oob_prepare(d);
+	rc = rs_dev_oob_prepare(d);
 	if (rc)
 		goto unlock;
 	c = calloc(1, sizeof(*c));
@@ -1033,7 +985,7 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	c->serial = ++rs->next_serial;
 	c->client_id = client_id;
 	snprintf(c->peer, sizeof(c->peer), "rdma-oob QP 0x%x", client->qpn);
-	rc = rdma_client_setup(c, false);
+	rc = rs_client_setup(c, false);
 	if (rc)
 		goto destroy_client;
 	rc = verbs_qp_to_init(c->qp, d->oob_port, VERBS_ACCESS_REMOTE_ALL, 0);
@@ -1059,17 +1011,10 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	peer.port = d->oob_port;
 	peer.mtu = (enum ibv_mtu)server->mtu;
 	peer.max_dest_rd_atomic = server->max_rd_atomic;
-	rc = verbs_qp_to_rtr(c->qp, &peer);
-	if (rc)
-		goto destroy_client;
-	memset(&rts, 0, sizeof(rts));
-	rts.psn = server->psn;
-	rts.timeout = RS_ACK_TIMEOUT;
-	rts.retry_cnt = RS_RETRY_CNT;
-	rts.rnr_retry = RS_RNR_RETRY;
-	rts.max_rd_atomic = (uint8_t)verbs_rd_atomic_depth(d->attr.max_qp_init_rd_atom,
-							   client->max_rd_atomic, RS_MAX_RD_ATOMIC);
-	rc = verbs_qp_to_rts(c->qp, &rts);
+	verbs_rts_init(&rts, server->psn,
+		       (uint8_t)verbs_rd_atomic_depth(d->attr.max_qp_init_rd_atom,
+						      client->max_rd_atomic, RS_MAX_RD_ATOMIC));
+	rc = verbs_qp_up(c->qp, &peer, &rts);
 	if (rc)
 		goto destroy_client;
 	rc = proto_pool_copy(pool, &d->pool);
@@ -1085,7 +1030,7 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	return 0;
 
 destroy_client:
-	rdma_client_destroy(rs, c);
+	rs_client_destroy(rs, c);
 unlock:
 	pthread_mutex_unlock(&rs->lock);
 	return rc;
@@ -1094,21 +1039,21 @@ unlock:
 static void rdma_server_oob_release(void *oob_ctx, void *handle)
 {
 	struct rdma_server *rs = oob_ctx;
-	struct rdma_client *c = handle;
+	struct rs_client *c = handle;
 
 	if (!c)
 		return;
 	pthread_mutex_lock(&rs->lock);
-	rdma_client_unlink(&rs->oob_clients, c);
+	rs_client_unlink(&rs->oob_clients, c);
 	g_debug("out-of-band QP 0x%x released", c->qp ? c->qp->qp_num : 0);
-	rdma_client_destroy(rs, c);
+	rs_client_destroy(rs, c);
 	pthread_mutex_unlock(&rs->lock);
 }
 
 /* ---- fencing ---- */
 
 /* QP to ERR (nothing of the client lands from now on), then disconnect (rs->lock held) */
-static void rdma_client_revoke(struct rdma_client *c)
+static void rs_client_revoke(struct rs_client *c)
 {
 	int rc = verbs_qp_to_err(c->qp);
 
@@ -1122,15 +1067,15 @@ static void rdma_client_revoke(struct rdma_client *c)
 	c->revoked = true;
 }
 
-static unsigned int rdma_revoke_list(struct rdma_client *list, uint64_t client_id)
+static unsigned int rs_revoke_list(struct rs_client *list, uint64_t client_id)
 {
 	unsigned int n = 0;
-	struct rdma_client *c;
+	struct rs_client *c;
 
 	for (c = list; c; c = c->next) {
 		if (c->revoked || c->client_id != client_id)
 			continue;
-		rdma_client_revoke(c);
+		rs_client_revoke(c);
 		n++;
 	}
 	return n;
@@ -1143,8 +1088,8 @@ static unsigned int rdma_server_revoke(void *ctx, uint64_t client_id)
 	unsigned int n;
 
 	pthread_mutex_lock(&rs->lock);
-	n = rdma_revoke_list(rs->clients, client_id);
-	n += rdma_revoke_list(rs->oob_clients, client_id);
+	n = rs_revoke_list(rs->clients, client_id);
+	n += rs_revoke_list(rs->oob_clients, client_id);
 	pthread_mutex_unlock(&rs->lock);
 	return n;
 }
@@ -1153,19 +1098,13 @@ static unsigned int rdma_server_revoke(void *ctx, uint64_t client_id)
 
 static int rdma_server_bind(struct rdma_server *rs, const char *addr, uint16_t port)
 {
-	struct addrinfo hints, *res = NULL;
-	char pstr[8];
+	struct addrinfo *res;
 	int rc;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
-	snprintf(pstr, sizeof(pstr), "%u", port);
-	rc = getaddrinfo(addr ? addr : "127.0.0.1", pstr, &hints, &res);
+	rc = net_resolve(addr, port, true, &res);
 	if (rc) {
-		g_message("cannot resolve %s: %s", addr, gai_strerror(rc));
-		return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+		g_message("cannot resolve %s: %s", addr ? addr : "127.0.0.1", g_strerror(-rc));
+		return rc == -ENOENT ? -EADDRNOTAVAIL : rc;
 	}
 	rc = rdma_bind_addr(rs->listen_id, res->ai_addr);
 	freeaddrinfo(res);
@@ -1207,34 +1146,99 @@ static void rdma_server_release_all(struct rdma_server *rs)
 {
 	pthread_mutex_lock(&rs->lock);
 	while (rs->clients) {
-		struct rdma_client *c = rs->clients;
+		struct rs_client *c = rs->clients;
 
 		rs->clients = c->next;
-		rdma_client_destroy(rs, c);
+		rs_client_destroy(rs, c);
 	}
 	while (rs->oob_clients) {
-		struct rdma_client *c = rs->oob_clients;
+		struct rs_client *c = rs->oob_clients;
 
 		rs->oob_clients = c->next;
 		g_message("out-of-band QP 0x%x still up at stop, released", c->qp->qp_num);
-		rdma_client_destroy(rs, c);
+		rs_client_destroy(rs, c);
 	}
 	while (rs->devs) {
-		struct rdma_dev *d = rs->devs;
+		struct rs_dev *d = rs->devs;
 
 		rs->devs = d->next;
-		rdma_dev_free(d);
+		rs_dev_free(d);
 	}
 	pthread_mutex_unlock(&rs->lock);
+}
+
+/* the event channel and the listening id, bound; nothing is left behind on failure */
+static int rdma_server_listen(struct rdma_server *rs, const char *addr, uint16_t port)
+{
+	int rc;
+
+	errno = 0;
+	rs->ec = rdma_create_event_channel();
+	if (!rs->ec) {
+		rc = errno ? -errno : -ENODEV;
+		g_message("rdma_create_event_channel failed: %s", g_strerror(-rc));
+		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
+	}
+	rc = net_set_nonblock(rs->ec->fd, true);
+	if (rc)
+		goto destroy_channel;
+	if (rdma_create_id(rs->ec, &rs->listen_id, NULL, RDMA_PS_TCP)) {
+		rc = -errno;
+		g_message("rdma_create_id failed: %s", g_strerror(-rc));
+		goto destroy_channel;
+	}
+	rc = rdma_server_bind(rs, addr, port);
+	if (rc)
+		goto destroy_listen_id;
+	return 0;
+
+destroy_listen_id:
+	rdma_destroy_id(rs->listen_id);
+	rs->listen_id = NULL;
+destroy_channel:
+	rdma_destroy_event_channel(rs->ec);
+	rs->ec = NULL;
+	return rc;
+}
+
+/* the stop eventfd and the epoll set the completion thread waits in */
+static int rdma_server_epoll(struct rdma_server *rs)
+{
+	struct epoll_event pev;
+	int rc;
+
+	rs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (rs->stop_fd < 0)
+		return -errno;
+	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (rs->epfd < 0) {
+		rc = -errno;
+		goto close_stop_fd;
+	}
+	memset(&pev, 0, sizeof(pev));
+	pev.events = EPOLLIN;
+	pev.data.u64 = RS_EPOLL_STOP;
+	if (epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->stop_fd, &pev)) {
+		rc = -errno;
+		goto close_epfd;
+	}
+	return 0;
+
+close_epfd:
+	close(rs->epfd);
+	rs->epfd = -1;
+close_stop_fd:
+	close(rs->stop_fd);
+	rs->stop_fd = -1;
+	return rc;
 }
 
 int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 		      struct rdma_server **out)
 {
 	struct verbs_device_list list;
-	struct epoll_event pev;
 	struct rdma_server *rs;
-	struct rdma_dev *d;
+	struct rs_dev *d;
 	int rc;
 
 	*out = NULL;
@@ -1250,57 +1254,23 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	rs->stop_fd = -1;
 	rs->epfd = -1;
 	pthread_mutex_init(&rs->lock, NULL);
-
-	errno = 0;
-	rs->ec = rdma_create_event_channel();
-	if (!rs->ec) {
-		rc = errno ? -errno : -ENODEV;
-		g_message("rdma_create_event_channel failed: %s", g_strerror(-rc));
-		if (rc == -ENOENT || rc == -ENXIO)
-			rc = -ENODEV;
-		goto free_rs;
-	}
-	if (fcntl(rs->ec->fd, F_SETFL, fcntl(rs->ec->fd, F_GETFL) | O_NONBLOCK) < 0) {
-		rc = -errno;
-		goto destroy_channel;
-	}
-	if (rdma_create_id(rs->ec, &rs->listen_id, NULL, RDMA_PS_TCP)) {
-		rc = -errno;
-		g_message("rdma_create_id failed: %s", g_strerror(-rc));
-		goto destroy_channel;
-	}
-	rc = rdma_server_bind(rs, addr, port);
+	rc = rdma_server_listen(rs, addr, port);
 	if (rc)
-		goto destroy_listen_id;
+		goto free_rs;
 	rdma_server_name_devices(rs);
 
 	/* pin the pool now on the listener's device: a memlock problem shows at start */
 	if (rs->listen_id->verbs) {
-		rc = rdma_dev_get(rs, ibv_get_device_name(rs->listen_id->verbs->device), &d);
+		rc = rs_dev_get(rs, ibv_get_device_name(rs->listen_id->verbs->device), &d);
 		if (rc)
 			goto free_devs;
 	}
-
-	rs->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (rs->stop_fd < 0) {
-		rc = -errno;
+	rc = rdma_server_epoll(rs);
+	if (rc)
 		goto free_devs;
-	}
-	rs->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (rs->epfd < 0) {
-		rc = -errno;
-		goto close_stop_fd;
-	}
-	memset(&pev, 0, sizeof(pev));
-	pev.events = EPOLLIN;
-	pev.data.u64 = RS_EPOLL_STOP;
-	if (epoll_ctl(rs->epfd, EPOLL_CTL_ADD, rs->stop_fd, &pev)) {
-		rc = -errno;
-		goto close_epfd;
-	}
 	rc = -pthread_create(&rs->comp_thread, NULL, rdma_server_comp_thread, rs);
 	if (rc)
-		goto close_epfd;
+		goto close_epoll;
 	rs->comp_running = true;
 	rc = -pthread_create(&rs->cm_thread, NULL, rdma_server_cm_thread, rs);
 	if (rc)
@@ -1317,15 +1287,12 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 stop_threads:
 	rdma_server_stop(rs);
 	return rc;
-close_epfd:
+close_epoll:
 	close(rs->epfd);
-close_stop_fd:
 	close(rs->stop_fd);
 free_devs:
 	rdma_server_release_all(rs);
-destroy_listen_id:
 	rdma_destroy_id(rs->listen_id);
-destroy_channel:
 	rdma_destroy_event_channel(rs->ec);
 free_rs:
 	pthread_mutex_destroy(&rs->lock);
