@@ -97,6 +97,57 @@ static void write_done(struct cache *c, struct cache_block *x, uint32_t s, uint3
 }
 
 /*
+ * Copy [off, end) into blocks b[0..n) of file blocks first.. (src, or zeros
+ * when NULL), marked busy meanwhile, then mark it dirty. c->lock held; it is
+ * dropped for the copy.
+ */
+static void copy_in(struct cache *c, struct cache_block **b, uint64_t first, uint64_t n,
+		    uint64_t off, uint64_t end, const char *src)
+{
+	uint64_t k;
+	uint32_t s, e;
+
+	for (k = 0; k < n; k++) {
+		b[k]->busy = true;
+		b[k]->ref = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (k = 0; k < n; k++) {
+		cache_block_span(c, first + k, off, end, &s, &e);
+		if (src)
+			memcpy(b[k]->data + s, src + (cache_blk_off(c, first + k) + s - off), e - s);
+		else
+			memset(b[k]->data + s, 0, e - s);
+	}
+	pthread_mutex_lock(&c->lock);
+	for (k = 0; k < n; k++) {
+		cache_block_span(c, first + k, off, end, &s, &e);
+		write_done(c, b[k], s, e);
+		cache_block_unbusy(c, b[k]);
+	}
+}
+
+/* fetch the partly covered edges of fills[0..nfill) first (c->lock held, dropped meanwhile) */
+static int fill_edges(struct cache *c, struct cache_inode *ci, struct cache_block **fills,
+		      unsigned int nfill, uint64_t off, uint64_t end, uint64_t size0)
+{
+	unsigned int k;
+	int rc;
+
+	for (k = 0; k < nfill; k++) {
+		uint32_t s, e;
+
+		cache_block_span(c, fills[k]->blk, off, end, &s, &e);
+		edges_to_fill(c, fills[k], s, e, size0, true);
+		cache_set_state(c, fills[k], CACHE_FETCHING);
+	}
+	pthread_mutex_unlock(&c->lock);
+	rc = cache_fetch(c, ci, fills, nfill);
+	pthread_mutex_lock(&c->lock);
+	return rc;
+}
+
+/*
  * Put [off, end) (at most max_req blocks) into the cache as dirty data:
  * src, or zeros when src is NULL. size0 is the file size before this write
  * (sub-blocks past it need no fill: they read as zeros). The pool blocks
@@ -154,30 +205,7 @@ again:
 	}
 	if (nfill)
 		goto fetch;
-	for (k = 0; k < n; k++) {
-		b[k]->busy = true;
-		b[k]->ref = true;
-	}
-	pthread_mutex_unlock(&c->lock);
-
-	for (k = 0; k < n; k++) {
-		uint32_t s, e;
-
-		cache_block_span(c, first + k, off, end, &s, &e);
-		if (src)
-			memcpy(b[k]->data + s, src + (cache_blk_off(c, first + k) + s - off), e - s);
-		else
-			memset(b[k]->data + s, 0, e - s);
-	}
-
-	pthread_mutex_lock(&c->lock);
-	for (k = 0; k < n; k++) {
-		uint32_t s, e;
-
-		cache_block_span(c, first + k, off, end, &s, &e);
-		write_done(c, b[k], s, e);
-		cache_block_unbusy(c, b[k]);
-	}
+	copy_in(c, b, first, n, off, end, src);
 out:
 	pthread_mutex_unlock(&c->lock);
 	if (b != stack)
@@ -190,16 +218,7 @@ wait_slot:
 	cache_wait_slot(c);
 	goto again;
 fetch:
-	for (k = 0; k < nfill; k++) {
-		uint32_t s, e;
-
-		cache_block_span(c, fills[k]->blk, off, end, &s, &e);
-		edges_to_fill(c, fills[k], s, e, size0, true);
-		cache_set_state(c, fills[k], CACHE_FETCHING);
-	}
-	pthread_mutex_unlock(&c->lock);
-	rc = cache_fetch(c, ci, fills, nfill);
-	pthread_mutex_lock(&c->lock);
+	rc = fill_edges(c, ci, fills, nfill, off, end, size0);
 	if (rc < 0)
 		goto out;
 	goto again;
