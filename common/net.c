@@ -340,3 +340,56 @@ int net_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
 	return net_io_full(fd, iov, iovcnt, true, -1);
 }
+
+static int net_parse_port(const char *s, uint16_t *port)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || !g_ascii_isdigit(*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > 65535)
+		return -EINVAL;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int net_parse_server(const char *s, char **host, uint16_t *port)
+{
+	const char *colon;
+
+	*host = NULL;
+	*port = 0;
+	if (!s || !*s)
+		return -EINVAL;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close || close == s + 1)
+			return -EINVAL;
+		if (close[1] != '\0') {
+			if (close[1] != ':' || net_parse_port(close + 2, port) < 0)
+				return -EINVAL;
+		}
+		*host = g_strndup(s + 1, close - s - 1);
+		return 0;
+	}
+
+	colon = strchr(s, ':');
+	if (colon && strchr(colon + 1, ':')) {
+		/* two or more colons and no brackets: a bare IPv6 literal */
+		*host = g_strdup(s);
+		return 0;
+	}
+	if (colon) {
+		if (colon == s || net_parse_port(colon + 1, port) < 0)
+			return -EINVAL;
+		*host = g_strndup(s, colon - s);
+		return 0;
+	}
+	*host = g_strdup(s);
+	return 0;
+}

@@ -60,4 +60,11 @@ int net_read_full(int fd, void *buf, size_t len);
 int net_write_full(int fd, const void *buf, size_t len);
 int net_writev_full(int fd, struct iovec *iov, int iovcnt);
 
+/*
+ * SERVER[:PORT] of every client program: "host", "host:port", "[v6]",
+ * "[v6]:port" or a bare IPv6 literal. *host is g_malloc'd; *port is 0 when
+ * absent. -EINVAL on a malformed string or a port outside 1..65535.
+ */
+int net_parse_server(const char *s, char **host, uint16_t *port);
+
 #endif /* RMEM_NET_H */

@@ -199,6 +199,15 @@ extern const struct xport_ops xport_rdma_ops;
 
 /* fill params with the defaults above (host NULL, no token, client id 0) */
 void xport_params_init(struct xport_params *params);
+/*
+ * What every client program does first: the defaults, host and port (0:
+ * the default port), and the hash of the token in token_file (NULL: no
+ * token). A token file that cannot be read, or holds no token, is reported
+ * on stderr as "PROG: TOKEN_OPT FILE: why" (token_opt: how the program's
+ * option is spelled, e.g. "token_file=") and returns -errno.
+ */
+int xport_params_client(struct xport_params *params, const char *host, uint16_t port,
+			const char *token_file, const char *prog, const char *token_opt);
 /* what a connection authenticates with (HELLO, CM private data): token hash and client id */
 void xport_params_hello(const struct xport_params *params, struct proto_hello *hello);
 

@@ -36,6 +36,24 @@ void xport_params_init(struct xport_params *params)
 	params->op_timeout_ms = XPORT_DEFAULT_OP_TIMEOUT_MS;
 }
 
+int xport_params_client(struct xport_params *params, const char *host, uint16_t port,
+			const char *token_file, const char *prog, const char *token_opt)
+{
+	int rc;
+
+	xport_params_init(params);
+	params->host = host;
+	if (port)
+		params->port = port;
+	if (!token_file)
+		return 0;
+	rc = proto_token_load(token_file, params->token_hash);
+	if (rc < 0)
+		fprintf(stderr, "%s: %s%s: %s\n", prog, token_opt, token_file,
+			rc == -EINVAL ? "the file holds no token" : g_strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
+
 /* the zero values documented in xport.h mean "default": implementations see real values */
 static void xport_params_fill(struct xport_params *p, const struct xport_params *in)
 {

@@ -16,6 +16,7 @@
 #include <glib.h>
 
 #include "perf_opts.h"
+#include "net.h"
 #include "proto.h"
 #include "units.h"
 
@@ -176,41 +177,18 @@ static int parse_sweep(const char *arg, struct perf_opts *o)
 	return 0;
 }
 
-/* "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address */
 static int parse_server(const char *arg, struct perf_opts *o)
 {
-	const char *port = NULL;
-	uint64_t p;
-	int rc;
+	uint16_t port;
 
-	if (arg[0] == '[') {
-		const char *close = strchr(arg, ']');
-
-		if (!close || close == arg + 1 || (close[1] && close[1] != ':'))
-			return usage_error("server '%s': expected [ADDRESS] or [ADDRESS]:PORT",
-					   arg);
-		o->host = g_strndup(arg + 1, close - arg - 1);
-		if (close[1] == ':')
-			port = close + 2;
-	} else if (strchr(arg, ':') && strchr(arg, ':') == strrchr(arg, ':')) {
-		const char *colon = strchr(arg, ':');
-
-		if (colon == arg)
-			return usage_error("server '%s': the host name is empty", arg);
-		o->host = g_strndup(arg, colon - arg);
-		port = colon + 1;
-	} else {
-		if (!arg[0])
-			return usage_error("server: the host name is empty");
-		o->host = g_strdup(arg);
+	g_free(o->host);
+	if (net_parse_server(arg, &o->host, &port) == 0) {
+		if (port)
+			o->port = port;
+		return 0;
 	}
-	if (port) {
-		rc = parse_uint("server port", port, 1, 65535, &p);
-		if (rc)
-			return rc;
-		o->port = (uint16_t)p;
-	}
-	return 0;
+	return usage_error("server '%s': expected [ADDRESS], [ADDRESS]:PORT, HOST or HOST:PORT "
+			   "(ports 1..65535)", arg);
 }
 
 enum {

@@ -345,23 +345,15 @@ int main(int argc, char **argv)
 		goto free_opts;
 	}
 
-	xport_params_init(&params);
-	params.host = o.host;
-	params.port = o.port;
+	if (xport_params_client(&params, o.host, o.port, o.token_file, "rmem-perf",
+				"--token-file ") < 0)
+		goto free_opts;
 	params.poll_mode = o.poll;
 	params.queue_depth = o.qd;
 	params.quiet = o.json;
 	if (o.timeout_ms) {
 		params.op_timeout_ms = o.timeout_ms;
 		params.connect_timeout_ms = o.timeout_ms;
-	}
-	if (o.token_file) {
-		rc = proto_token_load(o.token_file, params.token_hash);
-		if (rc) {
-			g_printerr("rmem-perf: proto_token_load(%s): %s (errno %d)\n", o.token_file,
-				   g_strerror(-rc), -rc);
-			goto free_opts;
-		}
 	}
 
 	if (!strcmp(o.transport, "rdma") && !xport_available("rdma")) {

@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "fsck.h"
+#include "net.h"
 #include "mount.h"
 #include "proto.h"
 #include "remote.h"
@@ -33,39 +34,6 @@ struct fsck_cli {
 	char *token_file;
 	int takeover_ms;
 };
-
-static int parse_server(const char *arg, struct fsck_cli *cli)
-{
-	const char *colon;
-	char *end;
-	unsigned long port;
-
-	if (arg[0] == '[') {
-		const char *close = strchr(arg, ']');
-
-		if (!close)
-			return -EINVAL;
-		cli->host = g_strndup(arg + 1, (gsize)(close - arg - 1));
-		colon = close[1] == ':' ? close + 1 : NULL;
-		if (close[1] && !colon)
-			return -EINVAL;
-	} else {
-		colon = strrchr(arg, ':');
-		if (colon && strchr(arg, ':') != colon)
-			colon = NULL; /* a bare IPv6 address */
-		cli->host = colon ? g_strndup(arg, (gsize)(colon - arg)) : g_strdup(arg);
-	}
-	if (!cli->host[0])
-		return -EINVAL;
-	if (!colon)
-		return 0;
-	errno = 0;
-	port = strtoul(colon + 1, &end, 10);
-	if (errno || *end || !colon[1] || port == 0 || port > 65535)
-		return -EINVAL;
-	cli->port = (uint16_t)port;
-	return 0;
-}
 
 static int parse_o(const char *opts, struct fsck_cli *cli)
 {
@@ -146,7 +114,7 @@ int main(int argc, char **argv)
 	}
 	if (verbose)
 		g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
-	if (parse_server(argv[1], &cli) < 0) {
+	if (net_parse_server(argv[1], &cli.host, &cli.port) < 0) {
 		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT])\n", argv[1]);
 		goto out_opts;
 	}
@@ -155,21 +123,13 @@ int main(int argc, char **argv)
 			goto out_opts;
 
 	memset(&cfg, 0, sizeof(cfg));
-	xport_params_init(&cfg.params);
-	cfg.params.host = cli.host;
-	cfg.params.port = cli.port;
+	if (xport_params_client(&cfg.params, cli.host, cli.port, cli.token_file, "rmemfs-fsck",
+				"token_file=") < 0)
+		goto out_opts;
 	cfg.params.quiet = true;
 	cfg.transport = cli.transport ? cli.transport : "auto";
 	cfg.qps = 1;
 	cfg.bounce_size = 4U << 20;
-	if (cli.token_file) {
-		rc = proto_token_load(cli.token_file, cfg.params.token_hash);
-		if (rc < 0) {
-			fprintf(stderr, "rmemfs-fsck: token file %s: %s\n", cli.token_file,
-				g_strerror(-rc));
-			goto out_opts;
-		}
-	}
 	rc = remote_open(&cfg, &r);
 	if (rc < 0) {
 		fprintf(stderr, "rmemfs-fsck: connecting to %s: %s\n", argv[1], g_strerror(-rc));

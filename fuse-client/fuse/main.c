@@ -212,19 +212,12 @@ int main(int argc, char **argv)
 	}
 
 	memset(&rcfg, 0, sizeof(rcfg));
-	xport_params_init(&rcfg.params);
-	if (o.token_file) {
-		rc = proto_token_load(o.token_file, rcfg.params.token_hash);
-		if (rc < 0) {
-			fprintf(stderr, "rmemfs: token_file=%s: %s\n", o.token_file,
-				rc == -EINVAL ? "the file holds no token" : g_strerror(-rc));
-			options_free(&o);
-			return 1;
-		}
+	if (xport_params_client(&rcfg.params, o.host, o.port, o.token_file, "rmemfs",
+				"token_file=") < 0) {
+		options_free(&o);
+		return 1;
 	}
 	rcfg.transport = o.transport;
-	rcfg.params.host = o.host;
-	rcfg.params.port = o.port;
 	rcfg.params.poll_mode = o.poll_mode;
 	rcfg.qps = o.qps;
 	rcfg.bounce_size = MAIN_BOUNCE_SIZE;

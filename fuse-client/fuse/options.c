@@ -12,6 +12,7 @@
 #define G_LOG_DOMAIN "rmemfs-options"
 
 #include "options.h"
+#include "net.h"
 
 #include <errno.h>
 #include <math.h>
@@ -110,59 +111,6 @@ static int options_proc(void *data, const char *arg, int key, struct fuse_args *
 	}
 }
 
-static int parse_port(const char *s, uint16_t *port)
-{
-	char *end;
-	unsigned long v;
-
-	if (!*s || !g_ascii_isdigit(*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v == 0 || v > 65535)
-		return -EINVAL;
-	*port = (uint16_t)v;
-	return 0;
-}
-
-int options_split_server(const char *s, char **host, uint16_t *port)
-{
-	const char *colon;
-
-	*host = NULL;
-	*port = 0;
-	if (!s || !*s)
-		return -EINVAL;
-
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-
-		if (!close || close == s + 1)
-			return -EINVAL;
-		if (close[1] != '\0') {
-			if (close[1] != ':' || parse_port(close + 2, port) < 0)
-				return -EINVAL;
-		}
-		*host = g_strndup(s + 1, close - s - 1);
-		return 0;
-	}
-
-	colon = strchr(s, ':');
-	if (colon && strchr(colon + 1, ':')) {
-		/* two or more colons and no brackets: a bare IPv6 literal */
-		*host = g_strdup(s);
-		return 0;
-	}
-	if (colon) {
-		if (colon == s || parse_port(colon + 1, port) < 0)
-			return -EINVAL;
-		*host = g_strndup(s, colon - s);
-		return 0;
-	}
-	*host = g_strdup(s);
-	return 0;
-}
-
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
 	char *end;
@@ -236,7 +184,7 @@ static int validate(struct options *o)
 		fprintf(stderr, "rmemfs: missing SERVER[:PORT] (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options]; try --help)\n");
 		return -EINVAL;
 	}
-	if (options_split_server(o->server, &o->host, &o->port) < 0) {
+	if (net_parse_server(o->server, &o->host, &o->port) < 0) {
 		fprintf(stderr, "rmemfs: '%s' is not SERVER[:PORT] (ports are 1..65535; write IPv6 as [addr]:port)\n",
 			o->server);
 		return -EINVAL;

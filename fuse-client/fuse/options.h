@@ -101,11 +101,4 @@ void options_free(struct options *o);
 /* the usage text of rmemfs followed by libfuse's own option help */
 void options_print_help(const char *prog);
 
-/*
- * Split "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 literal.
- * *host is g_malloc'd; *port is 0 when absent. -EINVAL on a malformed
- * string or a port outside 1..65535.
- */
-int options_split_server(const char *s, char **host, uint16_t *port);
-
 #endif /* RMEM_OPTIONS_H */
