@@ -232,7 +232,7 @@ static bool net_sockaddr_is_loopback(const struct sockaddr *sa)
 }
 
 /* every address the name resolves to must be a loopback address */
-int net_is_loopback(const char *addr)
+bool net_is_loopback(const char *addr)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res, *ai;

@@ -39,7 +39,7 @@ int net_listen(const char *addr, uint16_t port, int backlog);
 int net_local_port(int fd);
 
 /* true if addr (numeric or name) is a loopback address */
-int net_is_loopback(const char *addr);
+bool net_is_loopback(const char *addr);
 
 /* set or clear O_NONBLOCK; 0 or -errno from fcntl */
 int net_set_nonblock(int fd, bool on);

@@ -74,3 +74,20 @@ void units_format_size(uint64_t bytes, char *buf, size_t cap)
 	}
 	snprintf(buf, cap, "%.1f %s", v, names[i]);
 }
+
+int units_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	uint64_t v;
+
+	if (!s || !g_ascii_isdigit(s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = g_ascii_strtoull(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno || v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}

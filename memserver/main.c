@@ -113,33 +113,18 @@ static int memserver_bad_size(const char *opt, const char *arg, int rc)
 	return -EINVAL;
 }
 
-/* 0, -EINVAL after printing what is wrong, or 1 when --help/--version was handled */
-static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
+/* a whole-number option in [min, max]; what and range say what it must be */
+static int memserver_uint(const char *opt, const char *arg, uint64_t min, uint64_t max,
+			  const char *what, const char *range, uint64_t *out)
 {
-	enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US, OPT_MLOCK };
-	static const struct option longopts[] = {
-		{ "size", required_argument, NULL, 's' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "transport", required_argument, NULL, 't' },
-		{ "token-file", required_argument, NULL, 'k' },
-		{ "backing-file", required_argument, NULL, 'b' },
-		{ "hugepages", no_argument, NULL, 'H' },
-		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
-		{ "insecure", no_argument, NULL, OPT_INSECURE },
-		{ "mlock", no_argument, NULL, OPT_MLOCK },
-		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
-		{ "spin-us", required_argument, NULL, OPT_SPIN_US },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	unsigned long port, secs;
-	char *end;
-	int c, rc;
+	if (units_parse_uint(arg, min, max, out) == 0)
+		return 0;
+	fprintf(stderr, "memserver: %s '%s' is not %s (%s)\n", opt, arg, what, range);
+	return -EINVAL;
+}
 
-	/* defaults first */
+static void memserver_defaults(struct memserver_opts *o)
+{
 	memset(o, 0, sizeof(*o));
 	o->size = 1ULL << 30;
 	o->chunk_size = POOL_DEFAULT_CHUNK;
@@ -148,130 +133,89 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 	o->transport = MEMSERVER_AUTO;
 	o->hello_timeout_s = TCP_SERVER_HELLO_TIMEOUT_MS / 1000;
 	o->spin_us = TCP_SERVER_SPIN_US;
+}
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			rc = units_parse_size(optarg, &o->size);
-			if (rc)
-				return memserver_bad_size("--size", optarg, rc);
-			break;
-		case OPT_CHUNK_SIZE:
-			rc = units_parse_size(optarg, &o->chunk_size);
-			if (rc)
-				return memserver_bad_size("--chunk-size", optarg, rc);
-			if (o->chunk_size < POOL_MIN_CHUNK ||
-			    (o->chunk_size & (o->chunk_size - 1))) {
-				fprintf(stderr,
-					"memserver: --chunk-size '%s' must be a power of two of at "
-					"least 1M\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'l':
-			if (!*optarg) {
-				fprintf(stderr, "memserver: --listen needs an address\n");
-				return -EINVAL;
-			}
-			o->listen = optarg;
-			break;
-		case 'p':
-			errno = 0;
-			port = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno || port > 65535 || optarg[0] == '-') {
-				fprintf(stderr,
-					"memserver: --port '%s' is not a port number (0-65535; 0 "
-					"picks a free port)\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->port = port;
-			break;
-		case 't':
-			if (!strcmp(optarg, "tcp")) {
-				o->transport = MEMSERVER_TCP;
-			} else if (!strcmp(optarg, "rdma")) {
-				o->transport = MEMSERVER_RDMA;
-			} else if (!strcmp(optarg, "auto")) {
-				o->transport = MEMSERVER_AUTO;
-			} else {
-				fprintf(stderr,
-					"memserver: --transport '%s' is unknown: use tcp, rdma or "
-					"auto\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'k':
-			o->token_file = optarg;
-			break;
-		case 'b':
-			o->backing_file = optarg;
-			break;
-		case 'H':
-			o->hugepages = true;
-			break;
-		case OPT_INSECURE:
-			o->insecure = true;
-			break;
-		case OPT_MLOCK:
-			o->mlock = true;
-			break;
-		case OPT_HELLO_TIMEOUT:
-			errno = 0;
-			secs = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno || optarg[0] == '-' || secs < 1 ||
-			    secs > 3600) {
-				fprintf(stderr,
-					"memserver: --hello-timeout '%s' is not a number of "
-					"seconds (1-3600)\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->hello_timeout_s = secs;
-			break;
-		case OPT_SPIN_US:
-			errno = 0;
-			secs = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno || optarg[0] == '-' || secs > 10000) {
-				fprintf(stderr,
-					"memserver: --spin-us '%s' is not a number of "
-					"microseconds (0-10000)\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->spin_us = secs;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
-			memserver_usage(stdout);
-			return 1;
-		case 'V':
-			printf("memserver (rmemfs) %s\n", RMEM_VERSION);
-			return 1;
-		case ':':
-			fprintf(stderr, "memserver: %s needs a value\n", argv[optind - 1]);
-			return -EINVAL;
-		default:
-			if (optopt)
-				fprintf(stderr, "memserver: unknown option '-%c'\n", optopt);
-			else
-				fprintf(stderr, "memserver: unknown option '%s'\n",
-					argv[optind - 1]);
-			fprintf(stderr, "Try 'memserver --help'.\n");
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "memserver: unexpected argument '%s'\n", argv[optind]);
+static int memserver_opt_chunk(struct memserver_opts *o, const char *arg)
+{
+	int rc = units_parse_size(arg, &o->chunk_size);
+
+	if (rc)
+		return memserver_bad_size("--chunk-size", arg, rc);
+	if (o->chunk_size < POOL_MIN_CHUNK || (o->chunk_size & (o->chunk_size - 1))) {
+		fprintf(stderr, "memserver: --chunk-size '%s' must be a power of two of at least 1M\n",
+			arg);
 		return -EINVAL;
 	}
+	return 0;
+}
 
-	/* combinations */
+static int memserver_opt_transport(struct memserver_opts *o, const char *arg)
+{
+	if (!strcmp(arg, "tcp"))
+		o->transport = MEMSERVER_TCP;
+	else if (!strcmp(arg, "rdma"))
+		o->transport = MEMSERVER_RDMA;
+	else if (!strcmp(arg, "auto"))
+		o->transport = MEMSERVER_AUTO;
+	else {
+		fprintf(stderr, "memserver: --transport '%s' is unknown: use tcp, rdma or auto\n",
+			arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US, OPT_MLOCK };
+
+/* one option with a value; 0 or -EINVAL after saying what is wrong */
+static int memserver_opt_value(struct memserver_opts *o, int c, const char *arg)
+{
+	uint64_t v;
+	int rc;
+
+	switch (c) {
+	case 's':
+		rc = units_parse_size(arg, &o->size);
+		return rc ? memserver_bad_size("--size", arg, rc) : 0;
+	case OPT_CHUNK_SIZE:
+		return memserver_opt_chunk(o, arg);
+	case 'l':
+		if (!*arg) {
+			fprintf(stderr, "memserver: --listen needs an address\n");
+			return -EINVAL;
+		}
+		o->listen = arg;
+		return 0;
+	case 'p':
+		rc = memserver_uint("--port", arg, 0, 65535, "a port number",
+				    "0-65535; 0 picks a free port", &v);
+		o->port = (uint16_t)v;
+		return rc;
+	case 't':
+		return memserver_opt_transport(o, arg);
+	case 'k':
+		o->token_file = arg;
+		return 0;
+	case 'b':
+		o->backing_file = arg;
+		return 0;
+	case OPT_HELLO_TIMEOUT:
+		rc = memserver_uint("--hello-timeout", arg, 1, 3600, "a number of seconds",
+				    "1-3600", &v);
+		o->hello_timeout_s = (unsigned int)v;
+		return rc;
+	case OPT_SPIN_US:
+		rc = memserver_uint("--spin-us", arg, 0, 10000, "a number of microseconds",
+				    "0-10000", &v);
+		o->spin_us = (unsigned int)v;
+		return rc;
+	}
+	return -EINVAL;
+}
+
+/* the combinations that cannot work; 0 or -EINVAL after saying why */
+static int memserver_check(const struct memserver_opts *o)
+{
 	if (o->size < POOL_MIN_SIZE) {
 		fprintf(stderr, "memserver: --size must be at least 1M\n");
 		return -EINVAL;
@@ -290,7 +234,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 		return -EINVAL;
 	}
 #endif
-	if (net_is_loopback(o->listen) <= 0 && !o->token_file && !o->insecure) {
+	if (!net_is_loopback(o->listen) && !o->token_file && !o->insecure) {
 		fprintf(stderr,
 			"memserver: refusing to listen on %s without --token-file: anyone who can "
 			"reach it could read and write the pool. Give a token (--token-file FILE), "
@@ -299,6 +243,85 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static int memserver_bad_option(int c, char **argv)
+{
+	if (c == ':')
+		fprintf(stderr, "memserver: %s needs a value\n", argv[optind - 1]);
+	else if (optopt)
+		fprintf(stderr, "memserver: unknown option '-%c'\n", optopt);
+	else
+		fprintf(stderr, "memserver: unknown option '%s'\n", argv[optind - 1]);
+	if (c != ':')
+		fprintf(stderr, "Try 'memserver --help'.\n");
+	return -EINVAL;
+}
+
+/*
+ * The command line into *o: 0, or -EINVAL after printing what is wrong.
+ * *done is set when --help or --version was answered (nothing to run).
+ */
+static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool *done)
+{
+	static const struct option longopts[] = {
+		{ "size", required_argument, NULL, 's' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "token-file", required_argument, NULL, 'k' },
+		{ "backing-file", required_argument, NULL, 'b' },
+		{ "hugepages", no_argument, NULL, 'H' },
+		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
+		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "mlock", no_argument, NULL, OPT_MLOCK },
+		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
+		{ "spin-us", required_argument, NULL, OPT_SPIN_US },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	memserver_defaults(o);
+	*done = false;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			o->hugepages = true;
+			break;
+		case OPT_INSECURE:
+			o->insecure = true;
+			break;
+		case OPT_MLOCK:
+			o->mlock = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			memserver_usage(stdout);
+			*done = true;
+			return 0;
+		case 'V':
+			printf("memserver (rmemfs) %s\n", RMEM_VERSION);
+			*done = true;
+			return 0;
+		case ':':
+		case '?':
+			return memserver_bad_option(c, argv);
+		default:
+			if (memserver_opt_value(o, c, optarg))
+				return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "memserver: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	return memserver_check(o);
 }
 
 static void memserver_setup_logging(bool verbose)
@@ -472,12 +495,12 @@ int main(int argc, char **argv)
 #endif
 	sigset_t sigs;
 	int rc, sig, status = EXIT_FAILURE;
+	bool done;
 
-	rc = memserver_parse(argc, argv, &o);
-	if (rc > 0)
-		return EXIT_SUCCESS;
-	if (rc < 0)
+	if (memserver_parse(argc, argv, &o, &done) < 0)
 		return MEMSERVER_EXIT_USAGE;
+	if (done)
+		return EXIT_SUCCESS;
 #ifndef RMEM_HAVE_RDMA
 	if (o.transport != MEMSERVER_TCP)
 		snprintf(rdma_note, sizeof(rdma_note), " (rdma: not built)");
