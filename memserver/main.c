@@ -326,10 +326,8 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool
 
 static void memserver_setup_logging(bool verbose)
 {
-#if GLIB_CHECK_VERSION(2, 68, 0)
 	/* stdout carries the ready line and nothing else */
 	g_log_writer_default_set_use_stderr(TRUE);
-#endif
 	if (!verbose)
 		return;
 #if GLIB_CHECK_VERSION(2, 72, 0)
@@ -483,12 +481,63 @@ static int memserver_wait_for_signal(const sigset_t *set)
 	return sig;
 }
 
+/* the pool, resident (and locked with --mlock); 0, or -errno after saying why */
+static int memserver_open_pool(struct memserver *ms, const struct memserver_opts *o)
+{
+	struct pool_params pp;
+	char why[512];
+	int rc;
+
+	memset(&pp, 0, sizeof(pp));
+	pp.size = o->size;
+	pp.chunk_size = o->chunk_size;
+	pp.hugepages = o->hugepages;
+	pp.backing_file = o->backing_file;
+	rc = pool_open(&pp, &ms->pool, why, sizeof(why));
+	if (rc) {
+		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
+		return rc;
+	}
+	/* the pool is resident now; MCL_FUTURE also locks each connection's stack */
+	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0) {
+		rc = -errno;
+		fprintf(stderr, "memserver: --mlock: mlockall: %s (needs CAP_IPC_LOCK or 'ulimit -l' above the pool size)\n",
+			g_strerror(-rc));
+		pool_close(ms->pool);
+		return rc;
+	}
+	return 0;
+}
+
+/* the TCP listener (not serving yet); 0, or -errno after saying why */
+static int memserver_listen_tcp(struct memserver *ms, const struct memserver_opts *o,
+				struct tcp_server **ts)
+{
+	int rc = tcp_server_create(ms, o->listen, o->port, ts);
+
+	if (rc == -EADDRINUSE)
+		fprintf(stderr,
+			"memserver: port %u on %s is already in use (another memserver?); pick "
+			"another with --port\n",
+			o->port, o->listen);
+	else if (rc == -EADDRNOTAVAIL || rc == -ENOENT)
+		fprintf(stderr, "memserver: cannot listen on %s: %s\n", o->listen,
+			rc == -ENOENT ? "no such host" : "this host has no such address");
+	else if (rc)
+		fprintf(stderr, "memserver: cannot listen on %s port %u: %s\n", o->listen, o->port,
+			g_strerror(-rc));
+	if (rc)
+		return rc;
+	tcp_server_set_hello_timeout(*ts, (int)o->hello_timeout_s * 1000);
+	tcp_server_set_spin(*ts, o->spin_us);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	char why[512], size_str[32], hp[96], rdma_note[160] = "";
+	char size_str[32], hp[96], rdma_note[160] = "";
 	struct memserver_opts o;
 	struct memserver ms;
-	struct pool_params pp;
 	struct tcp_server *ts = NULL;
 #ifdef RMEM_HAVE_RDMA
 	struct rdma_server *rs = NULL;
@@ -522,42 +571,10 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	memserver_fence_init(&ms);
 
-	memset(&pp, 0, sizeof(pp));
-	pp.size = o.size;
-	pp.chunk_size = o.chunk_size;
-	pp.hugepages = o.hugepages;
-	pp.backing_file = o.backing_file;
-	rc = pool_open(&pp, &ms.pool, why, sizeof(why));
-	if (rc) {
-		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
+	if (memserver_open_pool(&ms, &o))
 		goto destroy_fence;
-	}
-
-	/* the pool is resident now; MCL_FUTURE also locks each connection's stack */
-	if (o.mlock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0) {
-		fprintf(stderr, "memserver: --mlock: mlockall: %s (needs CAP_IPC_LOCK or 'ulimit -l' above the pool size)\n",
-			g_strerror(errno));
+	if (memserver_listen_tcp(&ms, &o, &ts))
 		goto close_pool;
-	}
-
-	rc = tcp_server_create(&ms, o.listen, o.port, &ts);
-	if (rc == -EADDRINUSE) {
-		fprintf(stderr,
-			"memserver: port %u on %s is already in use (another memserver?); pick "
-			"another with --port\n",
-			o.port, o.listen);
-		goto close_pool;
-	} else if (rc == -EADDRNOTAVAIL || rc == -ENOENT) {
-		fprintf(stderr, "memserver: cannot listen on %s: %s\n", o.listen,
-			rc == -ENOENT ? "no such host" : "this host has no such address");
-		goto close_pool;
-	} else if (rc) {
-		fprintf(stderr, "memserver: cannot listen on %s port %u: %s\n", o.listen, o.port,
-			g_strerror(-rc));
-		goto close_pool;
-	}
-	tcp_server_set_hello_timeout(ts, (int)o.hello_timeout_s * 1000);
-	tcp_server_set_spin(ts, o.spin_us);
 
 #ifdef RMEM_HAVE_RDMA
 	rc = memserver_start_rdma(&ms, &o, tcp_server_port(ts), &rs, rdma_note,
