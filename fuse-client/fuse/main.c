@@ -102,13 +102,8 @@ static GLogWriterOutput syslog_writer(GLogLevelFlags level, const GLogField *fie
 		else if (!strcmp(fields[i].key, "MESSAGE"))
 			message = fields[i].value;
 	}
-#if GLIB_CHECK_VERSION(2, 68, 0)
 	if (g_log_writer_default_would_drop(level, domain))
 		return G_LOG_WRITER_HANDLED; /* debug output not asked for by G_MESSAGES_DEBUG */
-#else
-	if ((level & (G_LOG_LEVEL_DEBUG | G_LOG_LEVEL_INFO)) && !g_getenv("G_MESSAGES_DEBUG"))
-		return G_LOG_WRITER_HANDLED;
-#endif
 	if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
 		prio = LOG_ERR;
 	else if (level & G_LOG_LEVEL_WARNING)
@@ -177,10 +172,143 @@ static void print_stats(struct cache *cache, struct io *io)
 	fprintf(stderr, "rmemfs: %s; %s\n", line, pool);
 }
 
+/* the pool connection the options ask for; -errno after saying why */
+static int remote_config(const struct options *o, struct remote_config *rcfg)
+{
+	memset(rcfg, 0, sizeof(*rcfg));
+	if (xport_params_client(&rcfg->params, o->host, o->port, o->token_file, "rmemfs",
+				"token_file=") < 0)
+		return -EINVAL;
+	rcfg->transport = o->transport;
+	rcfg->params.poll_mode = o->poll_mode;
+	rcfg->qps = o->qps;
+	rcfg->bounce_size = MAIN_BOUNCE_SIZE;
+	rcfg->reconnect_timeout_ms = o->reconnect_timeout_ms;
+	return 0;
+}
+
+static void ops_config(const struct options *o, struct ops_ctx *ctx)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->entry_timeout = o->entry_timeout;
+	ctx->attr_timeout = o->attr_timeout;
+	ctx->direct_io = o->direct_io;
+	ctx->writeback_cache = o->writeback_cache;
+	ctx->default_permissions = o->default_permissions;
+}
+
+/* mount the filesystem in the pool (taking its lease); -errno after saying why */
+static int open_meta(const struct options *o, struct remote *remote, struct meta **meta)
+{
+	struct mount_opts mo;
+	char *err_msg = NULL;
+	int rc;
+
+	memset(&mo, 0, sizeof(mo));
+	mo.holder_name = g_strdup_printf("%s pid %d", g_get_host_name(), (int)getpid());
+	mo.format = o->format;
+	mo.read_only = o->read_only;
+	mo.lease_takeover_ms = MAIN_LEASE_TAKEOVER_MS;
+	rc = mount_open(remote, &mo, meta, &err_msg);
+	if (rc < 0)
+		fprintf(stderr, "rmemfs: cannot mount the pool at %s: %s\n", o->server,
+			err_msg ? err_msg : g_strerror(-rc));
+	g_free((char *)mo.holder_name);
+	g_free(err_msg);
+	return rc;
+}
+
+/* --help or --version */
+static void print_info(const struct options *o, const char *prog)
+{
+	if (o->show_help) {
+		options_print_help(prog);
+		return;
+	}
+	printf("rmemfs version %s\n", RMEM_VERSION);
+	fflush(stdout);
+	fuse_lowlevel_version();
+}
+
+static int open_cache(const struct options *o, struct io *io, struct cache **cache)
+{
+	struct cache_config cfg;
+	int rc;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.size = o->cache_size;
+	cfg.block_size = o->block_size;
+	cfg.readahead = o->readahead;
+	cfg.writeback = o->writeback;
+	rc = cache_create(&cfg, io, cache);
+	if (rc < 0)
+		fprintf(stderr, "rmemfs: cache_create: %s\n", g_strerror(-rc));
+	return rc;
+}
+
+/* serve until unmounted or signalled: > 0 the signal, 0, or -errno */
+static int session_loop(struct fuse_session *se, const struct options *o)
+{
+	int rc;
+
+	if (o->singlethread)
+		return fuse_session_loop(se);
+#if FUSE_USE_VERSION >= 312
+	struct fuse_loop_config *loop_cfg = fuse_loop_cfg_create();
+
+	fuse_loop_cfg_set_clone_fd(loop_cfg, o->clone_fd);
+	/* UINT_MAX: not given on the command line, keep libfuse's default */
+	if (o->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(loop_cfg, o->max_idle_threads);
+	if (o->max_threads > 0 && o->max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(loop_cfg, o->max_threads);
+	rc = fuse_session_loop_mt(se, loop_cfg);
+	fuse_loop_cfg_destroy(loop_cfg);
+#else
+	struct fuse_loop_config loop_cfg = {
+		.clone_fd = o->clone_fd,
+		.max_idle_threads = o->max_idle_threads,
+	};
+
+	rc = fuse_session_loop_mt(se, &loop_cfg);
+#endif
+	return rc;
+}
+
+/* mount on the mountpoint and serve until unmounted or signalled: the exit status */
+static int serve(struct fuse_session *se, const struct options *o, struct remote *remote,
+		 int *notify_fd)
+{
+	int rc, status = 1;
+
+	if (fuse_set_signal_handlers(se) != 0) {
+		fprintf(stderr, "rmemfs: cannot install signal handlers\n");
+		return 1;
+	}
+	if (fuse_session_mount(se, o->mountpoint) != 0) {
+		fprintf(stderr, "rmemfs: cannot mount on %s (see the message above)\n",
+			o->mountpoint);
+		goto out_signals;
+	}
+	g_message("mounted %s (%s, %s) on %s", o->server, remote_transport(remote),
+		  o->read_only ? "read-only" : "read-write", o->mountpoint);
+	if (*notify_fd >= 0) {
+		daemon_ready(*notify_fd);
+		*notify_fd = -1;
+	}
+	rc = session_loop(se, o);
+	/* > 0: ended by that signal, which is a normal way to stop */
+	status = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		g_message("fuse_session_loop: %s", g_strerror(-rc));
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
-	struct mount_opts mount_opts;
-	struct cache_config cache_cfg;
 	struct remote_config rcfg;
 	struct swapmode swap;
 	struct fuse_session *se;
@@ -190,45 +318,21 @@ int main(int argc, char **argv)
 	struct io *io = NULL;
 	struct ops_ctx ctx;
 	struct options o;
-	char *err_msg = NULL, *holder = NULL;
 	int notify_fd = -1, status = 1, rc;
 
 	rc = options_parse(&o, argc, argv);
-	if (rc < 0) {
+	if (rc < 0 || o.show_help || o.show_version) {
+		if (rc == 0)
+			print_info(&o, argv[0]);
 		options_free(&o);
-		return 2;
-	}
-	if (o.show_help) {
-		options_print_help(argv[0]);
-		options_free(&o);
-		return 0;
-	}
-	if (o.show_version) {
-		printf("rmemfs version %s\n", RMEM_VERSION);
-		fflush(stdout);
-		fuse_lowlevel_version();
-		options_free(&o);
-		return 0;
+		return rc < 0 ? 2 : 0;
 	}
 
-	memset(&rcfg, 0, sizeof(rcfg));
-	if (xport_params_client(&rcfg.params, o.host, o.port, o.token_file, "rmemfs",
-				"token_file=") < 0) {
+	if (remote_config(&o, &rcfg) < 0) {
 		options_free(&o);
 		return 1;
 	}
-	rcfg.transport = o.transport;
-	rcfg.params.poll_mode = o.poll_mode;
-	rcfg.qps = o.qps;
-	rcfg.bounce_size = MAIN_BOUNCE_SIZE;
-	rcfg.reconnect_timeout_ms = o.reconnect_timeout_ms;
-
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.entry_timeout = o.entry_timeout;
-	ctx.attr_timeout = o.attr_timeout;
-	ctx.direct_io = o.direct_io;
-	ctx.writeback_cache = o.writeback_cache;
-	ctx.default_permissions = o.default_permissions;
+	ops_config(&o, &ctx);
 
 	se = fuse_session_new(&o.args, &ops_lowlevel, sizeof(ops_lowlevel), &ctx);
 	if (!se) {
@@ -254,82 +358,18 @@ int main(int argc, char **argv)
 		goto out_session;
 	}
 
-	memset(&mount_opts, 0, sizeof(mount_opts));
-	holder = g_strdup_printf("%s pid %d", g_get_host_name(), (int)getpid());
-	mount_opts.format = o.format;
-	mount_opts.read_only = o.read_only;
-	mount_opts.lease_takeover_ms = MAIN_LEASE_TAKEOVER_MS;
-	mount_opts.holder_name = holder;
-	rc = mount_open(remote, &mount_opts, &meta, &err_msg);
-	if (rc < 0) {
-		fprintf(stderr, "rmemfs: cannot mount the pool at %s: %s\n", o.server,
-			err_msg ? err_msg : g_strerror(-rc));
+	if (open_meta(&o, remote, &meta) < 0)
 		goto out_remote;
-	}
 
 	io = io_create(meta, remote, !o.read_only);
-	memset(&cache_cfg, 0, sizeof(cache_cfg));
-	cache_cfg.size = o.cache_size;
-	cache_cfg.block_size = o.block_size;
-	cache_cfg.readahead = o.readahead;
-	cache_cfg.writeback = o.writeback;
-	rc = cache_create(&cache_cfg, io, &cache);
-	if (rc < 0) {
-		fprintf(stderr, "rmemfs: cache_create: %s\n", g_strerror(-rc));
+	if (open_cache(&o, io, &cache) < 0)
 		goto out_meta;
-	}
 	ctx.meta = meta;
 	ctx.io = io;
 	ctx.cache = cache;
 	ctx.remote = remote;
 
-	if (fuse_set_signal_handlers(se) != 0) {
-		fprintf(stderr, "rmemfs: cannot install signal handlers\n");
-		goto out_meta;
-	}
-	if (fuse_session_mount(se, o.mountpoint) != 0) {
-		fprintf(stderr, "rmemfs: cannot mount on %s (see the message above)\n",
-			o.mountpoint);
-		goto out_signals;
-	}
-	g_message("mounted %s (%s, %s) on %s", o.server, remote_transport(remote),
-		  o.read_only ? "read-only" : "read-write", o.mountpoint);
-	if (notify_fd >= 0) {
-		daemon_ready(notify_fd);
-		notify_fd = -1;
-	}
-
-	if (o.singlethread) {
-		rc = fuse_session_loop(se);
-	} else {
-#if FUSE_USE_VERSION >= 312
-		struct fuse_loop_config *loop_cfg = fuse_loop_cfg_create();
-
-		fuse_loop_cfg_set_clone_fd(loop_cfg, o.clone_fd);
-		/* UINT_MAX: not given on the command line, keep libfuse's default */
-		if (o.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(loop_cfg, o.max_idle_threads);
-		if (o.max_threads > 0 && o.max_threads != UINT_MAX)
-			fuse_loop_cfg_set_max_threads(loop_cfg, o.max_threads);
-		rc = fuse_session_loop_mt(se, loop_cfg);
-		fuse_loop_cfg_destroy(loop_cfg);
-#else
-		struct fuse_loop_config loop_cfg = {
-			.clone_fd = o.clone_fd,
-			.max_idle_threads = o.max_idle_threads,
-		};
-
-		rc = fuse_session_loop_mt(se, &loop_cfg);
-#endif
-	}
-	/* > 0: ended by that signal, which is a normal way to stop */
-	status = rc < 0 ? 1 : 0;
-	if (rc < 0)
-		g_message("fuse_session_loop: %s", g_strerror(-rc));
-	fuse_session_unmount(se);
-
-out_signals:
-	fuse_remove_signal_handlers(se);
+	status = serve(se, &o, remote, &notify_fd);
 out_meta:
 	/* the session goes first: its destroy callback flushes the cache */
 	fuse_session_destroy(se);
@@ -349,8 +389,6 @@ out_remote:
 out_session:
 	if (se)
 		fuse_session_destroy(se);
-	g_free(holder);
-	g_free(err_msg);
 	options_free(&o);
 	if (notify_fd >= 0)
 		close(notify_fd); /* the parent sees EOF and reports our status */
