@@ -111,21 +111,6 @@ static int options_proc(void *data, const char *arg, int key, struct fuse_args *
 	}
 }
 
-static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || !g_ascii_isdigit(*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static int parse_on_off(const char *name, const char *s, bool *out)
 {
 	if (!s)
@@ -173,13 +158,9 @@ static int parse_timeout(const char *name, const char *s, bool allow_inf, double
 	return 0;
 }
 
-static int validate(struct options *o)
+/* SERVER[:PORT], transport= and token_file= */
+static int validate_server(struct options *o)
 {
-	double secs = 0;
-	unsigned long long v;
-	uint64_t sz;
-	int rc;
-
 	if (!o->server) {
 		fprintf(stderr, "rmemfs: missing SERVER[:PORT] (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options]; try --help)\n");
 		return -EINVAL;
@@ -192,27 +173,31 @@ static int validate(struct options *o)
 	if (!o->port)
 		o->port = PROTO_DEFAULT_PORT;
 
-	if (o->transport) {
-		if (strcmp(o->transport, "auto") && strcmp(o->transport, "tcp") &&
-		    strcmp(o->transport, "rdma")) {
-			fprintf(stderr, "rmemfs: transport=%s: expected auto, tcp or rdma\n",
-				o->transport);
-			return -EINVAL;
-		}
-		if (!strcmp(o->transport, "rdma") && !xport_available("rdma")) {
-			fprintf(stderr, "rmemfs: transport=rdma: this rmemfs was built without RDMA support (rebuild with -Drdma=enabled)\n");
-			return -EINVAL;
-		}
-	} else {
-		o->transport = strdup("auto");
-		if (!o->transport)
-			return -ENOMEM;
-	}
-
 	if (o->token_file && !*o->token_file) {
 		fprintf(stderr, "rmemfs: token_file= needs a file name\n");
 		return -EINVAL;
 	}
+	if (!o->transport) {
+		o->transport = strdup("auto");
+		return o->transport ? 0 : -ENOMEM;
+	}
+	if (strcmp(o->transport, "auto") && strcmp(o->transport, "tcp") &&
+	    strcmp(o->transport, "rdma")) {
+		fprintf(stderr, "rmemfs: transport=%s: expected auto, tcp or rdma\n", o->transport);
+		return -EINVAL;
+	}
+	if (!strcmp(o->transport, "rdma") && !xport_available("rdma")) {
+		fprintf(stderr, "rmemfs: transport=rdma: this rmemfs was built without RDMA support (rebuild with -Drdma=enabled)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* block_size=, cache_size= (-o swap changes their defaults) and readahead= */
+static int validate_cache(struct options *o)
+{
+	uint64_t sz;
+	int rc;
 
 	if (o->swap) {
 		o->block_size = OPTIONS_SWAP_BLOCK_SIZE;
@@ -227,7 +212,6 @@ static int validate(struct options *o)
 		}
 		o->block_size = (uint32_t)sz;
 	}
-
 	if (o->cache_size_str) {
 		rc = units_parse_size(o->cache_size_str, &sz);
 		if (rc < 0) {
@@ -246,21 +230,6 @@ static int validate(struct options *o)
 			cs, bs);
 		return -EINVAL;
 	}
-
-	if (o->qps_str) {
-		if (parse_uint(o->qps_str, OPTIONS_MAX_QPS, &v) < 0 || v == 0) {
-			fprintf(stderr, "rmemfs: qps=%s: expected a number of connections from 1 to %u\n",
-				o->qps_str, OPTIONS_MAX_QPS);
-			return -EINVAL;
-		}
-		o->qps = (unsigned int)v;
-	}
-
-	if (o->poll_str && xport_poll_mode_parse(o->poll_str, &o->poll_mode) < 0) {
-		fprintf(stderr, "rmemfs: poll=%s: expected busy, event or hybrid\n", o->poll_str);
-		return -EINVAL;
-	}
-
 	if (o->readahead_str) {
 		rc = units_parse_size(o->readahead_str, &sz);
 		if (rc < 0 || sz > (1ULL << 30)) {
@@ -270,18 +239,50 @@ static int validate(struct options *o)
 		}
 		o->readahead = sz;
 	}
+	return 0;
+}
 
+/* qps=, poll=, the on/off switches and the timeouts */
+static int validate_tuning(struct options *o)
+{
+	double secs = 0;
+	uint64_t v;
+
+	if (o->qps_str) {
+		if (units_parse_uint(o->qps_str, 1, OPTIONS_MAX_QPS, &v) < 0) {
+			fprintf(stderr, "rmemfs: qps=%s: expected a number of connections from 1 to %u\n",
+				o->qps_str, OPTIONS_MAX_QPS);
+			return -EINVAL;
+		}
+		o->qps = (unsigned int)v;
+	}
+	if (o->poll_str && xport_poll_mode_parse(o->poll_str, &o->poll_mode) < 0) {
+		fprintf(stderr, "rmemfs: poll=%s: expected busy, event or hybrid\n", o->poll_str);
+		return -EINVAL;
+	}
 	if (parse_on_off("writeback", o->writeback_str, &o->writeback) < 0 ||
 	    parse_on_off("writeback_cache", o->writeback_cache_str, &o->writeback_cache) < 0)
 		return -EINVAL;
-
 	if (parse_timeout("entry_timeout", o->entry_timeout_str, false, &o->entry_timeout) < 0 ||
 	    parse_timeout("attr_timeout", o->attr_timeout_str, false, &o->attr_timeout) < 0 ||
 	    parse_timeout("reconnect_timeout", o->reconnect_timeout_str, true, &secs) < 0)
 		return -EINVAL;
 	if (o->reconnect_timeout_str)
 		o->reconnect_timeout_ms = isinf(secs) ? -1 : (int)(secs * 1000);
+	return 0;
+}
 
+static int validate(struct options *o)
+{
+	int rc;
+
+	rc = validate_server(o);
+	if (rc == 0)
+		rc = validate_cache(o);
+	if (rc == 0)
+		rc = validate_tuning(o);
+	if (rc)
+		return rc;
 	/* combinations */
 	if (o->format && o->read_only) {
 		fprintf(stderr, "rmemfs: -o format cannot be combined with -o ro (formatting writes the pool)\n");
