@@ -73,22 +73,14 @@ static int G_GNUC_PRINTF(1, 2) usage_error(const char *fmt, ...)
 
 static int parse_uint(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end = NULL;
-	uint64_t v;
+	int rc = units_parse_uint(arg, min, max, out);
 
-	errno = 0;
-	if (!arg[0] || arg[0] == '-' || !g_ascii_isdigit(arg[0]))
+	if (rc == -ERANGE)
+		return usage_error("%s: %s is out of range (expected %" PRIu64 "..%" PRIu64 ")", opt,
+				   arg, min, max);
+	if (rc)
 		return usage_error("%s: '%s' is not a number (expected %" PRIu64 "..%" PRIu64 ")",
 				   opt, arg, min, max);
-	v = g_ascii_strtoull(arg, &end, 10);
-	if (errno || *end)
-		return usage_error("%s: '%s' is not a number (expected %" PRIu64 "..%" PRIu64 ")",
-				   opt, arg, min, max);
-	if (v < min || v > max)
-		return usage_error("%s: %" PRIu64 " is out of range (expected %" PRIu64 "..%" PRIu64
-				   ")",
-				   opt, v, min, max);
-	*out = v;
 	return 0;
 }
 
@@ -232,13 +224,8 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-int perf_opts_parse(int argc, char **argv, struct perf_opts *o)
+static void perf_defaults(struct perf_opts *o)
 {
-	bool duration_set = false;
-	uint64_t v;
-	char *end;
-	int c, rc = 0;
-
 	memset(o, 0, sizeof(*o));
 	o->transport = "auto";
 	o->ops[0] = XPORT_READ;
@@ -250,90 +237,100 @@ int perf_opts_parse(int argc, char **argv, struct perf_opts *o)
 	o->warmup = -1;
 	o->poll = XPORT_POLL_BUSY;
 	o->poll_name = "busy";
+}
 
-	opterr = 0;
-	while (!rc && (c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-		switch (c) {
-		case OPT_TRANSPORT:
-			if (strcmp(optarg, "tcp") && strcmp(optarg, "rdma") &&
-			    strcmp(optarg, "auto"))
-				return usage_error("--transport: '%s' is not tcp, rdma or auto",
-						   optarg);
-			o->transport = optarg;
-			break;
-		case OPT_TOKEN_FILE:
-			o->token_file = optarg;
-			break;
-		case OPT_OP:
-			rc = parse_ops(optarg, o);
-			break;
-		case OPT_SIZE:
-			rc = parse_size_arg("--size", optarg, 1, PROTO_MAX_IO, &v);
-			o->size_min = o->size_max = (uint32_t)v;
-			o->size_set = true;
-			break;
-		case OPT_SWEEP:
-			rc = parse_sweep(optarg, o);
-			break;
-		case OPT_QD:
-			rc = parse_uint("--qd", optarg, 1, PERF_MAX_QD, &v);
-			o->qd = (unsigned int)v;
-			break;
-		case OPT_THREADS:
-			rc = parse_uint("--threads", optarg, 1, PERF_MAX_THREADS, &v);
-			o->threads = (unsigned int)v;
-			break;
-		case OPT_ITERS:
-			rc = parse_uint("--iters", optarg, 1, 1ULL << 40, &o->iters);
-			o->iters_set = true;
-			break;
-		case OPT_DURATION:
-			o->duration_s = g_ascii_strtod(optarg, &end);
-			if (!optarg[0] || *end || !(o->duration_s > 0.0) || o->duration_s > 86400.0)
-				return usage_error("--duration: '%s' is not a number of seconds in "
-						   "(0, 86400]",
-						   optarg);
-			duration_set = true;
-			break;
-		case OPT_WARMUP:
-			rc = parse_uint("--warmup", optarg, 0, 1ULL << 40, &v);
-			o->warmup = (int64_t)v;
-			break;
-		case OPT_VERIFY:
-			o->verify = true;
-			break;
-		case OPT_SEED:
-			rc = parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed);
-			o->seed_set = true;
-			break;
-		case OPT_POLL:
-			if (xport_poll_mode_parse(optarg, &o->poll))
-				return usage_error("--poll: '%s' is not busy, event or hybrid",
-						   optarg);
-			o->poll_name = optarg;
-			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_REGION:
-			rc = parse_size_arg("--region", optarg, 4096, UINT64_MAX, &o->region);
-			break;
-		case OPT_TIMEOUT:
-			rc = parse_uint("--timeout", optarg, 1, 3600000, &v);
-			o->timeout_ms = (int)v;
-			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage_text, stdout);
-			return 1;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
-		}
+/* one option (c from getopt_long); 0, 1 after --help, or -EINVAL after a usage message */
+static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
+{
+	uint64_t v;
+	char *end;
+	int rc = 0;
+
+	switch (c) {
+	case OPT_TRANSPORT:
+		if (strcmp(optarg, "tcp") && strcmp(optarg, "rdma") &&
+		    strcmp(optarg, "auto"))
+			return usage_error("--transport: '%s' is not tcp, rdma or auto",
+					   optarg);
+		o->transport = optarg;
+		break;
+	case OPT_TOKEN_FILE:
+		o->token_file = optarg;
+		break;
+	case OPT_OP:
+		rc = parse_ops(optarg, o);
+		break;
+	case OPT_SIZE:
+		rc = parse_size_arg("--size", optarg, 1, PROTO_MAX_IO, &v);
+		o->size_min = o->size_max = (uint32_t)v;
+		o->size_set = true;
+		break;
+	case OPT_SWEEP:
+		rc = parse_sweep(optarg, o);
+		break;
+	case OPT_QD:
+		rc = parse_uint("--qd", optarg, 1, PERF_MAX_QD, &v);
+		o->qd = (unsigned int)v;
+		break;
+	case OPT_THREADS:
+		rc = parse_uint("--threads", optarg, 1, PERF_MAX_THREADS, &v);
+		o->threads = (unsigned int)v;
+		break;
+	case OPT_ITERS:
+		rc = parse_uint("--iters", optarg, 1, 1ULL << 40, &o->iters);
+		o->iters_set = true;
+		break;
+	case OPT_DURATION:
+		o->duration_s = g_ascii_strtod(optarg, &end);
+		if (!optarg[0] || *end || !(o->duration_s > 0.0) || o->duration_s > 86400.0)
+			return usage_error("--duration: '%s' is not a number of seconds in "
+					   "(0, 86400]",
+					   optarg);
+		*duration_set = true;
+		break;
+	case OPT_WARMUP:
+		rc = parse_uint("--warmup", optarg, 0, 1ULL << 40, &v);
+		o->warmup = (int64_t)v;
+		break;
+	case OPT_VERIFY:
+		o->verify = true;
+		break;
+	case OPT_SEED:
+		rc = parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed);
+		o->seed_set = true;
+		break;
+	case OPT_POLL:
+		if (xport_poll_mode_parse(optarg, &o->poll))
+			return usage_error("--poll: '%s' is not busy, event or hybrid",
+					   optarg);
+		o->poll_name = optarg;
+		break;
+	case OPT_JSON:
+		o->json = true;
+		break;
+	case OPT_REGION:
+		rc = parse_size_arg("--region", optarg, 4096, UINT64_MAX, &o->region);
+		break;
+	case OPT_TIMEOUT:
+		rc = parse_uint("--timeout", optarg, 1, 3600000, &v);
+		o->timeout_ms = (int)v;
+		break;
+	case 'h':
+	case OPT_HELP:
+		fputs(usage_text, stdout);
+		return 1;
+	case ':':
+		return usage_error("option '%s' needs a value", argv[optind - 1]);
+	default:
+		return usage_error("unknown option '%s'", argv[optind - 1]);
 	}
-	if (rc)
-		return rc;
+	return rc;
+}
+
+/* the server and the combinations, after the options */
+static int perf_finish(struct perf_opts *o, int argc, char **argv, bool duration_set)
+{
+	int rc;
 
 	if (optind < argc) {
 		rc = parse_server(argv[optind++], o);
@@ -357,6 +354,18 @@ int perf_opts_parse(int argc, char **argv, struct perf_opts *o)
 		o->warmup = (int64_t)MAX(w, 2ULL * o->qd);
 	}
 	return 0;
+}
+
+int perf_opts_parse(int argc, char **argv, struct perf_opts *o)
+{
+	bool duration_set = false;
+	int c, rc = 0;
+
+	perf_defaults(o);
+	opterr = 0;
+	while (!rc && (c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1)
+		rc = perf_opt(o, c, argv, &duration_set);
+	return rc ? rc : perf_finish(o, argc, argv, duration_set);
 }
 
 void perf_opts_clear(struct perf_opts *o)
