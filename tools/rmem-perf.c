@@ -309,6 +309,61 @@ static int setup_partitions(const struct perf_opts *o, const struct proto_pool *
 	return 0;
 }
 
+/* the connection parameters the options ask for; -errno after saying why */
+static int make_params(const struct perf_opts *o, struct xport_params *params)
+{
+	if (xport_params_client(params, o->host, o->port, o->token_file, "rmem-perf",
+				"--token-file ") < 0)
+		return -EINVAL;
+	params->poll_mode = o->poll;
+	params->queue_depth = o->qd;
+	params->quiet = o->json;
+	if (o->timeout_ms) {
+		params->op_timeout_ms = o->timeout_ms;
+		params->connect_timeout_ms = o->timeout_ms;
+	}
+	if (!strcmp(o->transport, "rdma") && !xport_available("rdma")) {
+		g_printerr("rmem-perf: --transport rdma: this build has no RDMA transport "
+			   "(rdma-core was not found when it was built)\n");
+		return -EPROTONOSUPPORT;
+	}
+	return 0;
+}
+
+static void fill_cfg(const struct perf_opts *o, uint32_t max_rw_size, struct perf_run *run)
+{
+	run->cfg.qd = o->qd;
+	run->cfg.threads = o->threads;
+	run->cfg.iters = o->iters;
+	run->cfg.duration_s = o->iters ? 0.0 : o->duration_s;
+	run->cfg.warmup = (uint64_t)o->warmup;
+	run->cfg.verify = o->verify;
+	run->cfg.max_size = MAX(max_rw_size, 8U);
+	run->cfg.abort = &run->abort;
+}
+
+/* what the report says about the run */
+static void fill_info(const struct perf_opts *o, const struct perf_run *run, uint64_t region,
+		      struct perf_run_info *info)
+{
+	const struct xport *x = run->workers[0].x;
+
+	info->transport = xport_name(x);
+	info->server = x->peer;
+	info->pool_bytes = x->pool.size;
+	info->pool_regions = x->pool.nregions;
+	info->region_bytes = region;
+	info->threads = o->threads;
+	info->qd = o->qd;
+	info->poll = o->poll_name;
+	info->verify = o->verify;
+	info->warmup_per_thread = run->cfg.warmup;
+	info->iters_per_thread = o->iters;
+	info->duration_s = run->cfg.duration_s;
+	info->seed = o->seed;
+	format_timestamp(info->timestamp, sizeof(info->timestamp));
+}
+
 int main(int argc, char **argv)
 {
 	struct perf_run_info info = {0};
@@ -345,22 +400,8 @@ int main(int argc, char **argv)
 		goto free_opts;
 	}
 
-	if (xport_params_client(&params, o.host, o.port, o.token_file, "rmem-perf",
-				"--token-file ") < 0)
+	if (make_params(&o, &params) < 0)
 		goto free_opts;
-	params.poll_mode = o.poll;
-	params.queue_depth = o.qd;
-	params.quiet = o.json;
-	if (o.timeout_ms) {
-		params.op_timeout_ms = o.timeout_ms;
-		params.connect_timeout_ms = o.timeout_ms;
-	}
-
-	if (!strcmp(o.transport, "rdma") && !xport_available("rdma")) {
-		g_printerr("rmem-perf: --transport rdma: this build has no RDMA transport "
-			   "(rdma-core was not found when it was built)\n");
-		goto free_opts;
-	}
 	rc = connect_one(&o, o.transport, &params, 0, &x);
 	if (rc)
 		goto free_opts;
@@ -369,14 +410,7 @@ int main(int argc, char **argv)
 		goto free_opts;
 	}
 
-	run.cfg.qd = o.qd;
-	run.cfg.threads = o.threads;
-	run.cfg.iters = o.iters;
-	run.cfg.duration_s = o.iters ? 0.0 : o.duration_s;
-	run.cfg.warmup = (uint64_t)o.warmup;
-	run.cfg.verify = o.verify;
-	run.cfg.max_size = MAX(max_rw_size, 8U);
-	run.cfg.abort = &run.abort;
+	fill_cfg(&o, max_rw_size, &run);
 	run.workers = g_new0(struct perf_worker, o.threads);
 
 	/* the first connection chose the transport; the others follow it */
@@ -393,20 +427,7 @@ int main(int argc, char **argv)
 	}
 	build_jobs(&o, &run);
 
-	info.transport = xport_name(run.workers[0].x);
-	info.server = run.workers[0].x->peer;
-	info.pool_bytes = run.workers[0].x->pool.size;
-	info.pool_regions = run.workers[0].x->pool.nregions;
-	info.region_bytes = region;
-	info.threads = o.threads;
-	info.qd = o.qd;
-	info.poll = o.poll_name;
-	info.verify = o.verify;
-	info.warmup_per_thread = run.cfg.warmup;
-	info.iters_per_thread = o.iters;
-	info.duration_s = run.cfg.duration_s;
-	info.seed = o.seed;
-	format_timestamp(info.timestamp, sizeof(info.timestamp));
+	fill_info(&o, &run, region, &info);
 
 	ret = run_rows(&o, &run, &info);
 
