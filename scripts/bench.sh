@@ -270,7 +270,7 @@ if selected passthrough_ll; then
 	record_cmd passthrough_ll build "${pt_cmd[@]}"
 	echo "passthrough_ll: $PT_BIN (from $PT_SRC, libfuse $(pkg-config --modversion fuse3))"
 fi
-meta_cmd=(gcc -O2 -Wall -Wextra -o "$META_BIN" "$HERE/metabench.c")
+meta_cmd=(gcc -O2 -Wall -Wextra -I "$ROOT/common" -o "$META_BIN" "$HERE/metabench.c")
 if [ ! -x "$META_BIN" ] || [ "$HERE/metabench.c" -nt "$META_BIN" ]; then
 	"${meta_cmd[@]}" || die "building metabench failed"
 fi

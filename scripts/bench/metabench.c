@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define METABENCH_NAME_MAX 32
 
 enum metabench_phase {
@@ -41,13 +43,6 @@ enum metabench_phase {
 	METABENCH_UNLINK,
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -115,94 +110,102 @@ static int parse_u64(const char *s, uint64_t *out)
 	return errno || end == s || *end || s[0] == '-' ? -EINVAL : 0;
 }
 
-int main(int argc, char **argv)
-{
-	uint64_t files = 100000, size = 4096, limit_s = 0, ops = 0, errors = 0, sum = 0;
-	const char *phase_names[] = { "create", "stat", "unlink" };
-	enum metabench_phase phase;
-	char path[4096], first_error[256] = "";
-	uint64_t *lat, t0, t_end, elapsed;
+struct metabench_args {
 	const char *dir;
-	char *data = NULL;
-	int opt, partial = 0;
+	enum metabench_phase phase;
+	uint64_t files, size, limit_s;
+};
 
-	if (argc < 3) {
-		usage(stderr);
-		return 2;
-	}
-	dir = argv[1];
-	if (!strcmp(argv[2], "create"))
-		phase = METABENCH_CREATE;
-	else if (!strcmp(argv[2], "stat"))
-		phase = METABENCH_STAT;
-	else if (!strcmp(argv[2], "unlink"))
-		phase = METABENCH_UNLINK;
-	else {
-		usage(stderr);
-		return 2;
-	}
+static const char *const phase_names[] = { "create", "stat", "unlink" };
+
+/* 0, 1 after -h, or -EINVAL after the usage */
+static int parse_args(int argc, char **argv, struct metabench_args *a)
+{
+	unsigned int i;
+	int opt;
+
+	a->files = 100000;
+	a->size = 4096;
+	a->limit_s = 0;
+	if (argc < 3)
+		goto usage;
+	a->dir = argv[1];
+	for (i = 0; i < 3 && strcmp(argv[2], phase_names[i]); i++)
+		;
+	if (i == 3)
+		goto usage;
+	a->phase = (enum metabench_phase)i;
 	optind = 3;
 	while ((opt = getopt(argc, argv, "n:s:t:h")) != -1) {
 		uint64_t v;
 
 		if (opt == 'h') {
 			usage(stdout);
-			return 0;
+			return 1;
 		}
-		if (opt == '?' || parse_u64(optarg, &v) < 0) {
-			usage(stderr);
-			return 2;
-		}
+		if (opt == '?' || parse_u64(optarg, &v) < 0)
+			goto usage;
 		if (opt == 'n')
-			files = v;
+			a->files = v;
 		else if (opt == 's')
-			size = v;
+			a->size = v;
 		else
-			limit_s = v;
+			a->limit_s = v;
 	}
-	if (size > (64U << 20) || strlen(dir) > sizeof(path) - METABENCH_NAME_MAX) {
-		fprintf(stderr, "metabench: -s at most 64M, DIR shorter than %zu bytes\n",
-			sizeof(path) - METABENCH_NAME_MAX);
-		return 2;
+	if (a->size > (64U << 20) || strlen(a->dir) > 4096 - METABENCH_NAME_MAX) {
+		fprintf(stderr, "metabench: -s at most 64M, DIR shorter than %d bytes\n",
+			4096 - METABENCH_NAME_MAX);
+		return -EINVAL;
 	}
-	lat = calloc(files ? files : 1, sizeof(*lat));
-	if (size) {
-		data = malloc(size);
-		if (data)
-			memset(data, 'm', size);
-	}
-	if (!lat || (size && !data)) {
-		fprintf(stderr, "metabench: out of memory\n");
-		free(lat);
-		free(data);
-		return 1;
-	}
+	return 0;
+usage:
+	usage(stderr);
+	return -EINVAL;
+}
 
-	t0 = now_ns();
-	t_end = limit_s ? t0 + limit_s * 1000000000ULL : UINT64_MAX;
-	for (uint64_t i = 0; i < files; i++) {
-		uint64_t a, b;
+struct metabench_result {
+	uint64_t ops, errors, sum, elapsed;
+	int partial;
+	char first_error[256];
+};
+
+/* the phase over every file (or until the time limit), each latency into lat[] */
+static void run_phase(const struct metabench_args *a, const char *data, uint64_t *lat,
+		      struct metabench_result *r)
+{
+	uint64_t t0 = clock_now_ns();
+	uint64_t t_end = a->limit_s ? t0 + a->limit_s * 1000000000ULL : UINT64_MAX;
+	char path[4096];
+
+	for (uint64_t i = 0; i < a->files; i++) {
+		uint64_t t, b;
 		int rc;
 
-		snprintf(path, sizeof(path), "%s/f%07llu", dir, (unsigned long long)i);
-		a = now_ns();
-		if (a >= t_end) {
-			partial = 1;
+		snprintf(path, sizeof(path), "%s/f%07llu", a->dir, (unsigned long long)i);
+		t = clock_now_ns();
+		if (t >= t_end) {
+			r->partial = 1;
 			break;
 		}
-		rc = do_one(phase, path, data, phase == METABENCH_UNLINK ? 0 : size);
-		b = now_ns();
+		rc = do_one(a->phase, path, data, a->phase == METABENCH_UNLINK ? 0 : a->size);
+		b = clock_now_ns();
 		if (rc < 0) {
-			errors++;
+			r->errors++;
 			/* the file name only: DIR may hold characters JSON would need escaped */
-			snprintf(first_error, sizeof(first_error), "%s f%07llu: %s",
-				 phase_names[phase], (unsigned long long)i, strerror(-rc));
+			snprintf(r->first_error, sizeof(r->first_error), "%s f%07llu: %s",
+				 phase_names[a->phase], (unsigned long long)i, strerror(-rc));
 			break;
 		}
-		lat[ops++] = b - a;
-		sum += b - a;
+		lat[r->ops++] = b - t;
+		r->sum += b - t;
 	}
-	elapsed = now_ns() - t0;
+	r->elapsed = clock_now_ns() - t0;
+}
+
+static void print_result(const struct metabench_args *a, struct metabench_result *r,
+			 uint64_t *lat)
+{
+	uint64_t ops = r->ops;
 
 	qsort(lat, ops, sizeof(*lat), cmp_u64);
 #define PCT(p) (ops ? lat[(ops - 1) * (p) / 100] / 1000.0 : 0.0)
@@ -210,13 +213,40 @@ int main(int argc, char **argv)
 	       "\"first_error\": \"%s\", \"bytes_per_file\": %llu, \"elapsed_s\": %.6f, "
 	       "\"ops_s\": %.1f, \"lat_mean_us\": %.2f, \"lat_p50_us\": %.2f, "
 	       "\"lat_p99_us\": %.2f, \"lat_max_us\": %.2f, \"partial\": %s}\n",
-	       phase_names[phase], (unsigned long long)files, (unsigned long long)ops,
-	       (unsigned long long)errors, first_error, (unsigned long long)size,
-	       elapsed / 1e9, elapsed ? ops / (elapsed / 1e9) : 0.0,
-	       ops ? sum / 1000.0 / ops : 0.0, PCT(50), PCT(99), PCT(100),
-	       partial ? "true" : "false");
+	       phase_names[a->phase], (unsigned long long)a->files, (unsigned long long)ops,
+	       (unsigned long long)r->errors, r->first_error, (unsigned long long)a->size,
+	       r->elapsed / 1e9, r->elapsed ? ops / (r->elapsed / 1e9) : 0.0,
+	       ops ? r->sum / 1000.0 / ops : 0.0, PCT(50), PCT(99), PCT(100),
+	       r->partial ? "true" : "false");
 #undef PCT
+}
+
+int main(int argc, char **argv)
+{
+	struct metabench_result r = { 0 };
+	struct metabench_args a;
+	char *data = NULL;
+	uint64_t *lat;
+	int rc;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	lat = calloc(a.files ? a.files : 1, sizeof(*lat));
+	if (a.size) {
+		data = malloc(a.size);
+		if (data)
+			memset(data, 'm', a.size);
+	}
+	if (!lat || (a.size && !data)) {
+		fprintf(stderr, "metabench: out of memory\n");
+		free(lat);
+		free(data);
+		return 1;
+	}
+	run_phase(&a, data, lat, &r);
+	print_result(&a, &r, lat);
 	free(lat);
 	free(data);
-	return errors ? 1 : 0;
+	return r.errors ? 1 : 0;
 }
