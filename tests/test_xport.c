@@ -34,6 +34,8 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "clock.h"
+#include "memserver_launch.h"
 #include "net.h"
 #include "proto.h"
 #include "xport.h"
@@ -52,8 +54,7 @@ struct server {
 	bool killed; /* SIGKILLed by the test: no clean exit expected */
 	uint16_t tcp_port;
 	uint16_t rdma_port;
-	char *dir;
-	char *out_path;
+	char *dir; /* the token's */
 	char *token_path;
 };
 
@@ -89,11 +90,6 @@ static const char *test_host(void)
 	return h && *h ? h : "127.0.0.1";
 }
 
-static int64_t now_ms(void)
-{
-	return g_get_monotonic_time() / 1000;
-}
-
 /* ---- random data ---- */
 
 static uint64_t rng_next(uint64_t *s)
@@ -127,16 +123,6 @@ static void fill_random(uint64_t *s, void *buf, size_t len)
 
 /* ---- the memserver ---- */
 
-static void server_child_setup(gpointer data)
-{
-	pid_t parent = *(pid_t *)data;
-
-	/* die with the test, even if it aborts before teardown */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(127);
-}
-
 static bool server_exited(struct server *srv, int *status)
 {
 	pid_t r = waitpid(srv->pid, status, WNOHANG);
@@ -144,106 +130,33 @@ static bool server_exited(struct server *srv, int *status)
 	return r == srv->pid;
 }
 
-/* parse "... on tcp HOST:PORT[, rdma HOST:PORT ...]" */
-static bool server_parse_ready(struct server *srv, const char *line)
-{
-	GRegex *re = g_regex_new("tcp (\\S+):(\\d+)", 0, 0, NULL);
-	GRegex *re_rdma = g_regex_new("rdma (\\S+):(\\d+)", 0, 0, NULL);
-	GMatchInfo *mi = NULL;
-	bool ok = false;
-
-	if (g_regex_match(re, line, 0, &mi)) {
-		char *port = g_match_info_fetch(mi, 2);
-
-		srv->tcp_port = (uint16_t)atoi(port);
-		srv->rdma_port = srv->tcp_port;
-		ok = srv->tcp_port != 0;
-		g_free(port);
-	}
-	g_match_info_free(mi);
-	if (ok && g_regex_match(re_rdma, line, 0, &mi)) {
-		char *port = g_match_info_fetch(mi, 2);
-
-		srv->rdma_port = (uint16_t)atoi(port);
-		g_free(port);
-	}
-	if (mi)
-		g_match_info_free(mi);
-	g_regex_unref(re_rdma);
-	g_regex_unref(re);
-	return ok;
-}
-
 static void server_start(struct server *srv, bool token)
 {
-	static pid_t parent;
 	const char *transport = test_transport();
-	GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
-	char **envp = g_get_environ();
-	GError *err = NULL;
-	int64_t deadline;
-	int out_fd;
-	bool ready = false;
+	const char *args[12] = { "--size", "64M", "--listen", test_host(), "--port", "0",
+				 "--transport" };
+	struct memserver_proc ms;
+	int n = 7;
 
 	memset(srv, 0, sizeof(*srv));
-	parent = getpid();
-	srv->dir = g_dir_make_tmp("rmem-test-xport-XXXXXX", NULL);
-	g_assert_nonnull(srv->dir);
-	srv->out_path = g_build_filename(srv->dir, "stdout", NULL);
-	out_fd = g_open(srv->out_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	g_assert_cmpint(out_fd, >=, 0);
-
-	g_ptr_array_add(argv, g_build_filename(build_dir, "memserver", "memserver", NULL));
-	g_ptr_array_add(argv, g_strdup("--size"));
-	g_ptr_array_add(argv, g_strdup("64M"));
-	g_ptr_array_add(argv, g_strdup("--listen"));
-	g_ptr_array_add(argv, g_strdup(test_host()));
-	g_ptr_array_add(argv, g_strdup("--port"));
-	g_ptr_array_add(argv, g_strdup("0"));
-	g_ptr_array_add(argv, g_strdup("--transport"));
-	g_ptr_array_add(argv, g_strdup(strcmp(transport, "rdma") == 0 ? "rdma" :
-				       strcmp(transport, "tcp") == 0 ? "tcp" : "auto"));
+	args[n++] = strcmp(transport, "rdma") == 0 ? "rdma" :
+		    strcmp(transport, "tcp") == 0 ? "tcp" : "auto";
 	if (token) {
+		srv->dir = g_dir_make_tmp("rmem-test-xport-XXXXXX", NULL);
+		g_assert_nonnull(srv->dir);
 		srv->token_path = g_build_filename(srv->dir, "token", NULL);
 		g_assert_true(g_file_set_contents(srv->token_path, TOKEN "\n", -1, NULL));
-		g_ptr_array_add(argv, g_strdup("--token-file"));
-		g_ptr_array_add(argv, g_strdup(srv->token_path));
+		args[n++] = "--token-file";
+		args[n++] = srv->token_path;
 	} else if (!net_is_loopback(test_host())) {
-		g_ptr_array_add(argv, g_strdup("--insecure"));
+		args[n++] = "--insecure";
 	}
-	g_ptr_array_add(argv, NULL);
-	envp = g_environ_setenv(envp, "G_DEBUG", "fatal-warnings", TRUE);
-
-	if (!g_spawn_async_with_pipes_and_fds(NULL, (const char *const *)argv->pdata,
-					      (const char *const *)envp,
-					      G_SPAWN_DO_NOT_REAP_CHILD, server_child_setup,
-					      &parent, -1, out_fd, -1, NULL, NULL, 0, &srv->pid,
-					      NULL, NULL, NULL, &err))
-		g_error("spawning %s: %s", (char *)argv->pdata[0], err->message);
+	args[n] = NULL;
+	memserver_launch(args, &ms);
+	srv->pid = ms.pid;
+	srv->tcp_port = ms.tcp_port;
+	srv->rdma_port = ms.rdma_port;
 	srv->running = true;
-	close(out_fd);
-
-	deadline = now_ms() + WAIT_MS;
-	while (!ready && now_ms() < deadline) {
-		char *text = NULL;
-		int status;
-
-		if (g_file_get_contents(srv->out_path, &text, NULL, NULL) &&
-		    strstr(text, "memserver: serving") && strchr(strstr(text, "serving"), '\n')) {
-			g_assert_true(server_parse_ready(srv, strstr(text, "memserver: serving")));
-			ready = true;
-		}
-		g_free(text);
-		if (!ready && server_exited(srv, &status)) {
-			srv->running = false;
-			g_error("memserver exited before it was ready (status %#x)", status);
-		}
-		if (!ready)
-			g_usleep(5000);
-	}
-	g_assert_true(ready);
-	g_strfreev(envp);
-	g_ptr_array_unref(argv);
 }
 
 static void server_signal(struct server *srv, int sig)
@@ -275,7 +188,7 @@ static void server_kill(struct server *srv)
 /* SIGTERM, wait; returns the wait status (SIGKILL after WAIT_MS) */
 static int server_stop(struct server *srv)
 {
-	int64_t deadline = now_ms() + WAIT_MS;
+	int64_t deadline = clock_now_ms() + WAIT_MS;
 	int status = 0;
 
 	if (!srv->running)
@@ -284,7 +197,7 @@ static int server_stop(struct server *srv)
 		kill(srv->pid, SIGCONT);
 	kill(srv->pid, SIGTERM);
 	while (!server_exited(srv, &status)) {
-		if (now_ms() > deadline) {
+		if (clock_now_ms() > deadline) {
 			kill(srv->pid, SIGKILL);
 			waitpid(srv->pid, &status, 0);
 			status = -1;
@@ -300,10 +213,9 @@ static void server_cleanup(struct server *srv)
 {
 	if (srv->token_path)
 		g_unlink(srv->token_path);
-	g_unlink(srv->out_path);
-	g_rmdir(srv->dir);
+	if (srv->dir)
+		g_rmdir(srv->dir);
 	g_free(srv->token_path);
-	g_free(srv->out_path);
 	g_free(srv->dir);
 	g_spawn_close_pid(srv->pid);
 }
@@ -397,7 +309,7 @@ static struct xport_op op_rw(enum xport_op_type type, struct xport *x, struct xp
 /* reap exactly want completions (or fail the test after WAIT_MS) */
 static void reap(struct xport *x, struct xport_cqe *cqes, unsigned int want)
 {
-	int64_t deadline = now_ms() + WAIT_MS;
+	int64_t deadline = clock_now_ms() + WAIT_MS;
 	unsigned int got = 0;
 
 	while (got < want) {
@@ -405,7 +317,7 @@ static void reap(struct xport *x, struct xport_cqe *cqes, unsigned int want)
 
 		g_assert_cmpint(n, >=, 0);
 		got += n;
-		g_assert_cmpint(now_ms(), <, deadline);
+		g_assert_cmpint(clock_now_ms(), <, deadline);
 	}
 }
 
@@ -698,7 +610,7 @@ static void test_pipeline(struct fx *f, gconstpointer data)
 	unsigned int eagain = 0, max_inflight = 0;
 	uint64_t pos = 0, b_pos = 0;
 	unsigned int done = 0, issued = 0;
-	int64_t deadline = now_ms() + WAIT_MS * 3;
+	int64_t deadline = clock_now_ms() + WAIT_MS * 3;
 	uint64_t raddr;
 	uint32_t rkey;
 
@@ -744,7 +656,7 @@ static void test_pipeline(struct fx *f, gconstpointer data)
 		} else {
 			g_assert_cmpint(rc, ==, 0);
 		}
-		g_assert_cmpint(now_ms(), <, deadline);
+		g_assert_cmpint(clock_now_ms(), <, deadline);
 	}
 	g_assert_cmpuint(eagain, >, 0);
 	g_assert_cmpuint(max_inflight, ==, depth);
@@ -814,7 +726,7 @@ static void test_pipeline(struct fx *f, gconstpointer data)
 			busy[cqes[i].wr_id] = false;
 			done++;
 		}
-		g_assert_cmpint(now_ms(), <, deadline);
+		g_assert_cmpint(clock_now_ms(), <, deadline);
 	}
 	g_assert_cmpuint(xport_inflight(x), ==, 0);
 
@@ -907,11 +819,11 @@ static void test_unsignaled(struct fx *f, gconstpointer data)
 		src[i * chunk] ^= 0xff;
 	g_assert_cmpint(xport_post(f->x, ops, n), ==, 0);
 	{
-		int64_t deadline = now_ms() + WAIT_MS;
+		int64_t deadline = clock_now_ms() + WAIT_MS;
 
 		while (xport_inflight(f->x)) {
 			g_assert_cmpint(xport_poll(f->x, cqes, 17, 100), ==, 0);
-			g_assert_cmpint(now_ms(), <, deadline);
+			g_assert_cmpint(clock_now_ms(), <, deadline);
 		}
 	}
 	sync_read(f->x, f->mr, dst, n * chunk, base);
@@ -1581,9 +1493,9 @@ static void test_poll_modes(struct fx *f, gconstpointer data)
 		g_assert_cmpint(xport_reg_mr(x, f->buf, 4 << 20, &mr), ==, 0);
 
 		/* nothing in flight: poll returns at once whatever the timeout */
-		t0 = now_ms();
+		t0 = clock_now_ms();
 		g_assert_cmpint(xport_poll(x, cqes, 16, 5000), ==, 0);
-		g_assert_cmpint(now_ms() - t0, <, 1000);
+		g_assert_cmpint(clock_now_ms() - t0, <, 1000);
 
 		fill_random(&f->rng, src, 16 * 4096);
 		for (int k = 0; k < 16; k++)
@@ -1627,13 +1539,13 @@ static void test_op_timeout(struct fx *f, gconstpointer data)
 	server_signal(&f->srv, SIGSTOP);
 	for (int i = 0; i < 4; i++)
 		ops[i] = op_rw(XPORT_READ, x, mr, f->buf + i * 4096, 4096, (uint64_t)i * 4096, i);
-	t0 = now_ms();
+	t0 = clock_now_ms();
 	g_assert_cmpint(xport_post(x, ops, 4), ==, 0);
 	/* a short poll times out without failing anything */
 	g_assert_cmpint(xport_poll(x, cqes, 4, 100), ==, 0);
 	g_assert_cmpuint(xport_inflight(x), ==, 4);
 	reap(x, cqes, 4);
-	dt = now_ms() - t0;
+	dt = clock_now_ms() - t0;
 	for (int i = 0; i < 4; i++)
 		g_assert_cmpint(cqes[i].status, ==, -ETIMEDOUT);
 	g_assert_cmpint(dt, >=, 350);
@@ -1670,10 +1582,10 @@ static void test_server_killed_stalled(struct fx *f, gconstpointer data)
 			       i % 4 ? 256 << 10 : 4096, (uint64_t)i * (256 << 10), i);
 	g_assert_cmpint(xport_post(x, ops, n), ==, 0);
 	g_assert_cmpint(xport_poll(x, cqes, n, 50), ==, 0);
-	t0 = now_ms();
+	t0 = clock_now_ms();
 	server_kill(&f->srv);
 	reap(x, cqes, n);
-	dt = now_ms() - t0;
+	dt = clock_now_ms() - t0;
 	for (unsigned int i = 0; i < n; i++)
 		g_assert_cmpint(cqes[i].status, ==, -EIO);
 	g_assert_cmpint(dt, <, 2000);
@@ -1694,7 +1606,7 @@ static void test_server_killed_busy(struct fx *f, gconstpointer data)
 	struct xport *x;
 	struct xport_mr *mr;
 	unsigned int posted = 0, ok = 0, failed = 0;
-	int64_t t_kill = 0, deadline = now_ms() + WAIT_MS;
+	int64_t t_kill = 0, deadline = clock_now_ms() + WAIT_MS;
 	bool dead = false;
 	int rc;
 
@@ -1727,15 +1639,15 @@ static void test_server_killed_busy(struct fx *f, gconstpointer data)
 			}
 		}
 		if (!t_kill && ok >= 100) {
-			t_kill = now_ms();
+			t_kill = clock_now_ms();
 			server_kill(&f->srv);
 		}
-		g_assert_cmpint(now_ms(), <, deadline);
+		g_assert_cmpint(clock_now_ms(), <, deadline);
 	}
 	g_assert_cmpint(t_kill, >, 0);
 	g_assert_cmpuint(ok + failed, ==, posted);
 	g_assert_cmpuint(failed, >=, 1);
-	g_assert_cmpint(now_ms() - t_kill, <, fx_is_tcp(f) ? 2000 : 9000);
+	g_assert_cmpint(clock_now_ms() - t_kill, <, fx_is_tcp(f) ? 2000 : 9000);
 	{
 		struct xport_op op = op_rw(XPORT_READ, x, mr, f->buf, 8, 0, 0);
 
