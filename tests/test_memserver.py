@@ -26,9 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-BUILD_DIR = os.environ.get('RMEM_BUILD_DIR',
-                           os.path.join(os.path.dirname(__file__), '..', 'build'))
-MEMSERVER = os.path.join(BUILD_DIR, 'memserver', 'memserver')
+from rmemtest import MEMSERVER, MemServerProc, daemon_env
 
 # ---- proto.h ----
 MAGIC = 0x524D454D
@@ -58,8 +56,6 @@ TOKEN = b'correct horse battery staple'
 TOKEN_HASH = hashlib.sha256(TOKEN).digest()
 ZERO_HASH = bytes(32)
 
-READY_RE = re.compile(r'^memserver: serving (?P<size>\S+ \S+) on tcp (?P<host>\S+):(?P<port>\d+)'
-                      r'(?P<rdma> \(rdma: [^)]*\)|, rdma \S+ \(\S+\))$')
 BAD_LOG_RE = re.compile(r'(-WARNING|-CRITICAL|-ERROR|ERROR: AddressSanitizer|runtime error:)')
 
 TIMEOUT = 10
@@ -67,89 +63,27 @@ TIMEOUT = 10
 
 # ---- the server process ----
 
-def server_env():
-    env = dict(os.environ)
-    env['G_DEBUG'] = 'fatal-warnings'
-    env.pop('G_MESSAGES_DEBUG', None)
-    return env
-
-
-class Server:
+class Server(MemServerProc):
     """A running memserver; .port is the TCP port from its ready line."""
 
     def __init__(self, args, tmp_dir, prefix=(), name='memserver'):
-        self.stderr_path = os.path.join(str(tmp_dir), name + '.stderr')
-        self.stderr_file = open(self.stderr_path, 'w+b')
-        cmd = list(prefix) + [MEMSERVER] + list(args)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr_file,
-                                     env=server_env())
-        self.ready = self._read_ready_line()
-        m = READY_RE.match(self.ready)
-        assert m, 'unexpected ready line %r' % self.ready
-        self.match = m
-        self.port = int(m.group('port'))
-        self.host = m.group('host')
-
-    def _read_ready_line(self):
-        deadline = time.monotonic() + TIMEOUT
-        buf = b''
-        fd = self.proc.stdout.fileno()
-        while b'\n' not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise AssertionError('no ready line within %ds; stderr: %s' %
-                                     (TIMEOUT, self.stderr()))
-            r, _, _ = select.select([fd], [], [], left)
-            if r:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    rc = self.proc.wait(timeout=TIMEOUT)
-                    raise AssertionError('memserver exited %s before ready: %s' %
-                                         (rc, self.stderr()))
-                buf += chunk
-        line, rest = buf.split(b'\n', 1)
-        assert rest == b'', 'more than one line on stdout: %r' % buf
-        return line.decode()
-
-    def stderr(self):
-        with open(self.stderr_path, 'rb') as f:
-            return f.read().decode(errors='replace')
-
-    def alive(self):
-        return self.proc.poll() is None
+        super().__init__(args, tmp_dir, name=name, prefix=prefix, timeout=TIMEOUT,
+                         pump_stderr=False)
 
     def assert_alive(self):
         assert self.alive(), 'memserver died (rc %s): %s' % (self.proc.returncode, self.stderr())
 
-    def stop(self, sig=signal.SIGTERM, timeout=TIMEOUT):
-        """Signal, wait, return the exit status (kills and fails on timeout)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError('memserver did not exit within %ds of %s' %
-                                     (timeout, sig.name))
-        return self.proc.returncode
-
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=TIMEOUT)
-        self.proc.stdout.close()
-        self.stderr_file.close()
+        self.stop(signal.SIGKILL)
 
     def assert_clean_log(self):
         bad = [l for l in self.stderr().splitlines() if BAD_LOG_RE.search(l)]
         assert not bad, 'memserver logged: %s' % bad
 
     def stop_clean(self):
-        """SIGTERM, exit status 0, no warnings in the log."""
-        rc = self.stop()
-        out = self.proc.stdout.read()
-        assert out == b'', 'stdout after the ready line: %r' % out
+        """SIGTERM, exit status 0, nothing on stdout but the ready line, no warnings."""
+        rc = self.stop(timeout=TIMEOUT)
+        assert self.out.text() == self.ready + '\n', 'stdout: %r' % self.out.text()
         assert rc == 0, 'memserver exited %s: %s' % (rc, self.stderr())
         self.assert_clean_log()
 
@@ -157,7 +91,7 @@ class Server:
 def run_memserver(args, timeout=TIMEOUT, prefix=()):
     """Run a memserver that is expected to exit by itself (bad options etc.)."""
     return subprocess.run(list(prefix) + [MEMSERVER] + list(args), capture_output=True,
-                          text=True, timeout=timeout, env=server_env())
+                          text=True, timeout=timeout, env=daemon_env())
 
 
 @pytest.fixture

@@ -23,75 +23,36 @@ import time
 
 import pytest
 
+from rmemtest import MEMSERVER, MemServerProc, daemon_env
+
 BUILD_DIR = os.environ.get("RMEM_BUILD_DIR", "")
-MEMSERVER = os.path.join(BUILD_DIR, "memserver", "memserver")
 PERF = os.path.join(BUILD_DIR, "tools", "rmem-perf")
 
 HEADER_COLUMNS = ["op", "size(B)", "qd", "thr", "iters", "MiB/s", "Mops", "lat_min(us)",
                   "lat_med(us)", "lat_p99(us)", "lat_p99.9(us)", "lat_max(us)"]
-READY_RE = re.compile(r"^memserver: serving .* on tcp ([0-9.]+):(\d+)", re.M)
 
 pytestmark = pytest.mark.skipif(
     not (os.access(MEMSERVER, os.X_OK) and os.access(PERF, os.X_OK)),
     reason="memserver / rmem-perf not built (set RMEM_BUILD_DIR)")
 
 
-def daemon_env():
-    env = dict(os.environ)
-    env["G_DEBUG"] = "fatal-warnings"
-    return env
-
-
-class Server:
-    """A memserver on an ephemeral loopback port; stdout/stderr in files."""
+class Server(MemServerProc):
+    """A memserver with a 64 MiB pool on an ephemeral loopback port."""
 
     def __init__(self, tmpdir, *args):
-        self.out_path = os.path.join(tmpdir, "memserver.out")
-        self.err_path = os.path.join(tmpdir, "memserver.err")
-        self.out = open(self.out_path, "w+")
-        self.err = open(self.err_path, "w+")
-        self.proc = subprocess.Popen([MEMSERVER, "--size", "64M", "--port", "0", *args],
-                                     stdout=self.out, stderr=self.err, env=daemon_env())
-        self.port = None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with open(self.out_path) as f:
-                m = READY_RE.search(f.read())
-            if m:
-                self.port = int(m.group(2))
-                break
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        if self.port is None:
-            self.stop()
-            raise AssertionError("memserver did not get ready: " + self.logs())
+        super().__init__(["--size", "64M", "--port", "0", *args], tmpdir, pump_stderr=False)
 
     @property
     def addr(self):
         return f"127.0.0.1:{self.port}"
 
-    def logs(self):
-        text = ""
-        for p in (self.out_path, self.err_path):
-            with open(p) as f:
-                text += f.read()
-        return text
-
     def stop(self):
         """Stop the server; True if it was still alive (had not crashed)."""
-        alive = self.proc.poll() is None
+        alive = self.alive()
         if alive:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.out.close()
-        self.err.close()
+        super().stop(timeout=5)
         return alive
 
 

@@ -28,15 +28,18 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rmemtest import (EXIT_TIMEOUT, MemServerProc, OutputPump, daemon_env,  # noqa: E402,F401
+                      log_warnings, stop_process)
 
 BUILD = os.environ.get('RMEM_BUILD_DIR', '')
 TRANSPORT = os.environ.get('RMEM_TEST_TRANSPORT', 'tcp')
@@ -44,10 +47,6 @@ HOST = os.environ.get('RMEM_TEST_HOST', '127.0.0.1')
 SCALE = float(os.environ.get('RMEM_TEST_SCALE', '1'))
 
 MOUNT_TIMEOUT = 30.0      # seconds for a mount to appear (takeover needs ~10 s)
-EXIT_TIMEOUT = 30.0       # seconds for a daemon to exit after unmount / SIGTERM
-# GLib warnings, and sanitizer reports (UBSan reports and carries on)
-WARNING_RE = re.compile(r'-(WARNING|CRITICAL|ERROR) \*\*|\*\*\s+(WARNING|CRITICAL|ERROR)|'
-                        r'runtime error:|ERROR: \w+Sanitizer')
 
 
 def scaled(n, minimum=1):
@@ -81,83 +80,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f'FUSE unavailable: {why}'))
 
 
-def log_warnings(text):
-    return [line for line in text.splitlines() if WARNING_RE.search(line)]
-
-
-class OutputPump:
-    """Reads a child's merged stdout/stderr into a file and a list, in a thread."""
-
-    def __init__(self, stream, path):
-        self.stream = stream
-        self.path = path
-        self.lines = []
-        self.cond = threading.Condition()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        with open(self.path, 'a', errors='replace') as f:
-            for raw in iter(self.stream.readline, b''):
-                line = raw.decode(errors='replace')
-                f.write(line)
-                f.flush()
-                with self.cond:
-                    self.lines.append(line)
-                    self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)  # EOF
-            self.cond.notify_all()
-
-    def wait_for(self, regex, timeout):
-        """The first match of regex in a line, or None at EOF/timeout."""
-        deadline = time.monotonic() + timeout
-        pos = 0
-        with self.cond:
-            while True:
-                while pos < len(self.lines):
-                    line = self.lines[pos]
-                    pos += 1
-                    if line is None:
-                        return None
-                    m = re.search(regex, line)
-                    if m:
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-
-    def text(self):
-        with self.cond:
-            return ''.join(l for l in self.lines if l)
-
-    def join(self, timeout=5):
-        self.thread.join(timeout)
-
-
-def daemon_env():
-    env = dict(os.environ)
-    env['G_DEBUG'] = 'fatal-warnings'
-    env.pop('G_MESSAGES_DEBUG', None)
-    return env
-
-
-def stop_process(proc, sig=signal.SIGTERM, timeout=EXIT_TIMEOUT):
-    """Signal, wait, SIGKILL if needed. Returns the exit status."""
-    if proc.poll() is None:
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    return proc.returncode
-
-
 class MemServer:
     """A real memserver on an ephemeral port with a token."""
 
@@ -166,8 +88,9 @@ class MemServer:
         self.size = size
         self.backing_file = backing_file
         self.args = list(args)
+        self.name = name
         self.token_file = os.path.join(workdir, f'{name}.token')
-        self.log_path = os.path.join(workdir, f'{name}.log')
+        self.log_path = os.path.join(workdir, f'{name}.log')  # its stderr (MemServerProc)
         self.proc = None
         self.pump = None
         self.port = None
@@ -182,26 +105,24 @@ class MemServer:
 
     def start(self):
         """Start (again: on the port it had, with its pool file if any)."""
-        cmd = [binary('memserver/memserver'), '--size', self.size, '--listen', HOST,
-               '--port', str(self.port or 0), '--token-file', self.token_file,
-               '--transport', 'tcp' if TRANSPORT == 'tcp' else 'auto']
+        args = ['--size', self.size, '--listen', HOST, '--port', str(self.port or 0),
+                '--token-file', self.token_file,
+                '--transport', 'tcp' if TRANSPORT == 'tcp' else 'auto']
         if self.backing_file:
-            cmd += ['--backing-file', self.backing_file]
-        cmd += self.args
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=daemon_env())
-        self.pump = OutputPump(self.proc.stdout, self.log_path)
-        m = self.pump.wait_for(r'serving .* on tcp (\S+):(\d+)', 20)
-        if not m:
-            stop_process(self.proc, signal.SIGKILL)
-            pytest.fail(f'memserver did not become ready:\n{self.pump.text()}')
-        self.port = int(m.group(2))
+            args += ['--backing-file', self.backing_file]
+        binary('memserver/memserver')
+        try:
+            self.ms = MemServerProc(args + self.args, self.workdir, name=self.name)
+        except AssertionError as e:
+            pytest.fail(str(e))
+        self.proc = self.ms.proc
+        self.pump = self.ms.err
+        self.port = self.ms.port
         return self
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc:
-            stop_process(self.proc, sig)
-            self.pump.join()
+            self.ms.stop(sig)
 
     def warnings(self):
         return log_warnings(self.pump.text()) if self.pump else []
