@@ -479,6 +479,15 @@ static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t
 	return rc ? rc : -EPROTO;
 }
 
+/* the token, then the client id (tcp_admit); 0, or what refusing returned */
+static int tcp_auth_admit(struct tcp_conn *c, const struct proto_msg *m,
+			  const struct proto_hello *h)
+{
+	int rc = tcp_auth(c, m, h->token_hash);
+
+	return rc ? rc : tcp_admit(c, m, h->client_id);
+}
+
 static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const void *p)
 {
 	struct proto_hello h;
@@ -486,10 +495,7 @@ static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const voi
 
 	if (proto_hello_unpack(p, m->len, &h))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed HELLO");
-	rc = tcp_auth(c, m, h.token_hash);
-	if (rc)
-		return rc;
-	rc = tcp_admit(c, m, h.client_id);
+	rc = tcp_auth_admit(c, m, &h);
 	if (rc)
 		return rc;
 	return tcp_respond(c, m->type, PROTO_OK, m->id, c->srv->pool_wire, c->srv->pool_wire_len);
@@ -514,10 +520,7 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 	    proto_hello_unpack(p, hello_len, &h) ||
 	    proto_qp_info_unpack(p + hello_len, m->len - hello_len, &client))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed QP_EXCHANGE");
-	rc = tcp_auth(c, m, h.token_hash);
-	if (rc)
-		return rc;
-	rc = tcp_admit(c, m, h.client_id);
+	rc = tcp_auth_admit(c, m, &h);
 	if (rc)
 		return rc;
 	if (!ms->oob_accept)

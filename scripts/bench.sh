@@ -75,10 +75,10 @@ die() { echo "bench: $*" >&2; exit 1; }
 quick=0 targets_arg="" jobs_arg="" out="" build="" no_build=0 update_docs=0 report_only=""
 SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180 PERF_DURATION="" POOL=""
 RMEMFS_OPTS="" RDMA_ADDR=${RMEM_RDMA_IP:-}
+# shellcheck source-path=SCRIPTDIR source=lib/cli.sh
+. "$ROOT/scripts/lib/cli.sh"
 while [ $# -gt 0 ]; do
-	need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 	case $1 in
-	--quick) quick=1 ;;
 	--targets) need "$@"; targets_arg=$2; shift ;;
 	--jobs) need "$@"; jobs_arg=$2; shift ;;
 	--size) need "$@"; SEQ_SIZE=$2; shift ;;
@@ -89,14 +89,7 @@ while [ $# -gt 0 ]; do
 	--perf-duration) need "$@"; PERF_DURATION=$2; shift ;;
 	--pool) need "$@"; POOL=$2; shift ;;
 	--rmemfs-opts) need "$@"; RMEMFS_OPTS=$2; shift ;;
-	--rdma-addr) need "$@"; RDMA_ADDR=$2; shift ;;
-	--build-dir) need "$@"; build=$2; shift ;;
-	--no-build) no_build=1 ;;
-	--out) need "$@"; out=$2; shift ;;
-	--update-docs) update_docs=1 ;;
-	--report-only) need "$@"; report_only=$2; shift ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument '$1' (see --help)" ;;
+	*) shared_opt "$@"; shift $((SHARED_SHIFT - 1)) ;;
 	esac
 	shift
 done

@@ -87,10 +87,10 @@ die() { echo "farmem: $*" >&2; exit 1; }
 quick=0 out="" build="" no_build=0 update_docs=0 report_only="" backends_arg="" fractions=""
 workloads_arg="" TOUCH_SIZE="" TOUCHES="" REDIS_SIZE="" REDIS_REQ="" SORT_SIZE=""
 SCRATCH_SIZE="" RDMA_ADDR=${RMEM_RDMA_IP:-} SWAP_TOOL="" LOCK_WAIT=60
+# shellcheck source-path=SCRIPTDIR source=lib/cli.sh
+. "$ROOT/scripts/lib/cli.sh"
 while [ $# -gt 0 ]; do
-	need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 	case $1 in
-	--quick) quick=1 ;;
 	--backends) need "$@"; backends_arg=$2; shift ;;
 	--fractions) need "$@"; fractions=$2; shift ;;
 	--workloads) need "$@"; workloads_arg=$2; shift ;;
@@ -100,16 +100,9 @@ while [ $# -gt 0 ]; do
 	--redis-requests) need "$@"; REDIS_REQ=$2; shift ;;
 	--sort-size) need "$@"; SORT_SIZE=$2; shift ;;
 	--scratch-size) need "$@"; SCRATCH_SIZE=$2; shift ;;
-	--rdma-addr) need "$@"; RDMA_ADDR=$2; shift ;;
 	--rmemfs-swap) need "$@"; SWAP_TOOL=$2; shift ;;
 	--lock-wait) need "$@"; LOCK_WAIT=$2; shift ;;
-	--build-dir) need "$@"; build=$2; shift ;;
-	--no-build) no_build=1 ;;
-	--out) need "$@"; out=$2; shift ;;
-	--update-docs) update_docs=1 ;;
-	--report-only) need "$@"; report_only=$2; shift ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument '$1' (see --help)" ;;
+	*) shared_opt "$@"; shift $((SHARED_SHIFT - 1)) ;;
 	esac
 	shift
 done

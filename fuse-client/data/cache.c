@@ -229,17 +229,17 @@ again:
 			continue;
 		}
 		if (x->state == CACHE_FETCHING)
-			goto wait_block;
+			goto wait;
 		cache_block_span(c, first + k, off, end, &s, &e);
 		if (cache_valid(x, s, e))
 			continue;
 		/* not valid where we need it: fetch the sub-blocks that are not (a fill) */
 		if (x->busy || x->state == CACHE_WRITEBACK)
-			goto wait_block;
+			goto wait;
 		fill[k] = true;
 	}
 	if (!cache_slots_take_all(c, b, n, slots, need))
-		goto wait_slot;
+		goto wait; /* k == n: for a slot */
 	*nfetch = 0;
 	for (k = 0, got = 0; k < n; k++) {
 		struct cache_block *x = b[k];
@@ -271,11 +271,8 @@ again:
 	if (slots != slot_stack)
 		g_free(slots);
 	return;
-wait_block:
-	cache_wait_block(c, b[k]);
-	goto again;
-wait_slot:
-	cache_wait_slot(c);
+wait:
+	cache_wait_for(c, k < n ? b[k] : NULL);
 	goto again;
 }
 

@@ -343,6 +343,8 @@ void cache_wait_block(struct cache *c, struct cache_block *b);
 void cache_wait_inode(struct cache *c, struct cache_inode *ci);
 /* until a slot is freed or a block becomes evictable (write-back is woken first) */
 void cache_wait_slot(struct cache *c);
+/* cache_wait_block on b, or cache_wait_slot when b is NULL */
+void cache_wait_for(struct cache *c, struct cache_block *b);
 /* until fewer than dirty_max blocks are dirty, or the cache stops (write-back is woken first) */
 void cache_wait_dirty(struct cache *c);
 void cache_wake_block(struct cache *c, struct cache_block *b);

@@ -47,6 +47,14 @@ void cache_wait_dirty(struct cache *c)
 	c->dirty_waiters--;
 }
 
+void cache_wait_for(struct cache *c, struct cache_block *b)
+{
+	if (b)
+		cache_wait_block(c, b);
+	else
+		cache_wait_slot(c);
+}
+
 static bool evictable(const struct cache_block *b)
 {
 	return b->state == CACHE_CLEAN && !b->pins && !b->busy;

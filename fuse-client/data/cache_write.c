@@ -179,7 +179,7 @@ again:
 			continue;
 		}
 		if (x->state == CACHE_FETCHING || x->state == CACHE_WRITEBACK || x->busy)
-			goto wait_block;
+			goto wait;
 		cache_block_span(c, first + k, off, end, &s, &e);
 		if (edges_to_fill(c, x, s, e, size0, false))
 			fills[nfill++] = x;
@@ -187,7 +187,7 @@ again:
 	if (nfill)
 		goto fetch;
 	if (!cache_slots_take_all(c, b, n, slots, need))
-		goto wait_slot;
+		goto wait; /* k == n: for a slot */
 	for (k = 0; k < n; k++)
 		if (b[k])
 			cache_block_unpin(c, b[k]); /* pinned only while the slots were taken */
@@ -211,11 +211,8 @@ out:
 	if (b != stack)
 		g_free(b);
 	return rc;
-wait_block:
-	cache_wait_block(c, b[k]);
-	goto again;
-wait_slot:
-	cache_wait_slot(c);
+wait:
+	cache_wait_for(c, k < n ? b[k] : NULL);
 	goto again;
 fetch:
 	rc = fill_edges(c, ci, fills, nfill, off, end, size0);
