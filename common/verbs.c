@@ -960,12 +960,13 @@ int verbs_qp_to_rts(struct ibv_qp *qp, const struct verbs_rts_params *params)
 
 void verbs_rts_init(struct verbs_rts_params *rts, uint32_t psn, uint8_t max_rd_atomic)
 {
-	memset(rts, 0, sizeof(*rts));
-	rts->psn = psn;
-	rts->timeout = VERBS_RMEM_ACK_TIMEOUT;
-	rts->retry_cnt = VERBS_RMEM_RETRY_CNT;
-	rts->rnr_retry = VERBS_RMEM_RNR_RETRY;
-	rts->max_rd_atomic = max_rd_atomic;
+	*rts = (struct verbs_rts_params){
+		.psn = psn,
+		.timeout = VERBS_RMEM_ACK_TIMEOUT,
+		.retry_cnt = VERBS_RMEM_RETRY_CNT,
+		.rnr_retry = VERBS_RMEM_RNR_RETRY,
+		.max_rd_atomic = max_rd_atomic,
+	};
 }
 
 /* the attributes rdma_cm chose for the QP state */
@@ -1058,25 +1059,13 @@ int verbs_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state)
 
 const char *verbs_qp_state_str(enum ibv_qp_state state)
 {
-	switch (state) {
-	case IBV_QPS_RESET:
-		return "RESET";
-	case IBV_QPS_INIT:
-		return "INIT";
-	case IBV_QPS_RTR:
-		return "RTR";
-	case IBV_QPS_RTS:
-		return "RTS";
-	case IBV_QPS_SQD:
-		return "SQD";
-	case IBV_QPS_SQE:
-		return "SQE";
-	case IBV_QPS_ERR:
-		return "ERR";
-	case IBV_QPS_UNKNOWN:
-		break;
-	}
-	return "UNKNOWN";
+	static const char *const names[] = {
+		[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
+		[IBV_QPS_RTS] = "RTS",	   [IBV_QPS_SQD] = "SQD",   [IBV_QPS_SQE] = "SQE",
+		[IBV_QPS_ERR] = "ERR",
+	};
+
+	return (unsigned int)state < G_N_ELEMENTS(names) && names[state] ? names[state] : "UNKNOWN";
 }
 
 /* ---- address handles (UD) ---- */

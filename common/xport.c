@@ -292,17 +292,12 @@ int xport_fence(struct xport *x, uint64_t client_id)
 
 const char *xport_op_type_str(enum xport_op_type type)
 {
-	switch (type) {
-	case XPORT_READ:
-		return "READ";
-	case XPORT_WRITE:
-		return "WRITE";
-	case XPORT_CAS:
-		return "CAS";
-	case XPORT_FETCH_ADD:
-		return "FETCH_ADD";
-	}
-	return "unknown";
+	static const char *const names[] = {
+		[XPORT_READ] = "READ", [XPORT_WRITE] = "WRITE", [XPORT_CAS] = "CAS",
+		[XPORT_FETCH_ADD] = "FETCH_ADD",
+	};
+
+	return (unsigned int)type < G_N_ELEMENTS(names) && names[type] ? names[type] : "unknown";
 }
 
 int xport_poll_mode_parse(const char *s, enum xport_poll_mode *mode)

@@ -25,15 +25,18 @@
 #define XPORT_DEFAULT_DEPTH 128
 #define XPORT_DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define XPORT_DEFAULT_OP_TIMEOUT_MS 10000
+static const struct xport_params xport_defaults = {
+	.port = PROTO_DEFAULT_PORT,
+	.poll_mode = XPORT_POLL_HYBRID,
+	.spin_us = XPORT_DEFAULT_SPIN_US,
+	.queue_depth = XPORT_DEFAULT_DEPTH,
+	.connect_timeout_ms = XPORT_DEFAULT_CONNECT_TIMEOUT_MS,
+	.op_timeout_ms = XPORT_DEFAULT_OP_TIMEOUT_MS,
+};
+
 void xport_params_init(struct xport_params *params)
 {
-	memset(params, 0, sizeof(*params));
-	params->port = PROTO_DEFAULT_PORT;
-	params->poll_mode = XPORT_POLL_HYBRID;
-	params->spin_us = XPORT_DEFAULT_SPIN_US;
-	params->queue_depth = XPORT_DEFAULT_DEPTH;
-	params->connect_timeout_ms = XPORT_DEFAULT_CONNECT_TIMEOUT_MS;
-	params->op_timeout_ms = XPORT_DEFAULT_OP_TIMEOUT_MS;
+	*params = xport_defaults;
 }
 
 int xport_params_client(struct xport_params *params, const char *host, uint16_t port,
@@ -57,17 +60,16 @@ int xport_params_client(struct xport_params *params, const char *host, uint16_t 
 /* the zero values documented in xport.h mean "default": implementations see real values */
 static void xport_params_fill(struct xport_params *p, const struct xport_params *in)
 {
+	const struct xport_params *d = &xport_defaults;
+
 	*p = *in;
-	if (!p->port)
-		p->port = PROTO_DEFAULT_PORT;
-	if (!p->spin_us)
-		p->spin_us = XPORT_DEFAULT_SPIN_US;
-	if (!p->queue_depth)
-		p->queue_depth = XPORT_DEFAULT_DEPTH;
+	p->port = p->port ? p->port : d->port;
+	p->spin_us = p->spin_us ? p->spin_us : d->spin_us;
+	p->queue_depth = p->queue_depth ? p->queue_depth : d->queue_depth;
 	if (p->connect_timeout_ms <= 0)
-		p->connect_timeout_ms = XPORT_DEFAULT_CONNECT_TIMEOUT_MS;
+		p->connect_timeout_ms = d->connect_timeout_ms;
 	if (p->op_timeout_ms <= 0)
-		p->op_timeout_ms = XPORT_DEFAULT_OP_TIMEOUT_MS;
+		p->op_timeout_ms = d->op_timeout_ms;
 }
 
 bool xport_rdma_device_present(void)

@@ -20,17 +20,12 @@
 
 const char *perf_op_name(enum xport_op_type op)
 {
-	switch (op) {
-	case XPORT_READ:
-		return "read";
-	case XPORT_WRITE:
-		return "write";
-	case XPORT_CAS:
-		return "cas";
-	case XPORT_FETCH_ADD:
-		return "fadd";
-	}
-	return "unknown";
+	static const char *const names[] = {
+		[XPORT_READ] = "read", [XPORT_WRITE] = "write", [XPORT_CAS] = "cas",
+		[XPORT_FETCH_ADD] = "fadd",
+	};
+
+	return (unsigned int)op < sizeof(names) / sizeof(names[0]) && names[op] ? names[op] : "unknown";
 }
 
 void perf_row_finish(struct perf_row *row, const struct perf_hist *hist)
