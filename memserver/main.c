@@ -484,16 +484,15 @@ static int memserver_wait_for_signal(const sigset_t *set)
 /* the pool, resident (and locked with --mlock); 0, or -errno after saying why */
 static int memserver_open_pool(struct memserver *ms, const struct memserver_opts *o)
 {
-	struct pool_params pp;
+	struct pool_params pp = {
+		.size = o->size,
+		.chunk_size = o->chunk_size,
+		.hugepages = o->hugepages,
+		.backing_file = o->backing_file,
+	};
 	char why[512];
-	int rc;
+	int rc = pool_open(&pp, &ms->pool, why, sizeof(why));
 
-	memset(&pp, 0, sizeof(pp));
-	pp.size = o->size;
-	pp.chunk_size = o->chunk_size;
-	pp.hugepages = o->hugepages;
-	pp.backing_file = o->backing_file;
-	rc = pool_open(&pp, &ms->pool, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
 		return rc;

@@ -189,12 +189,13 @@ static int remote_config(const struct options *o, struct remote_config *rcfg)
 
 static void ops_config(const struct options *o, struct ops_ctx *ctx)
 {
-	memset(ctx, 0, sizeof(*ctx));
-	ctx->entry_timeout = o->entry_timeout;
-	ctx->attr_timeout = o->attr_timeout;
-	ctx->direct_io = o->direct_io;
-	ctx->writeback_cache = o->writeback_cache;
-	ctx->default_permissions = o->default_permissions;
+	*ctx = (struct ops_ctx){
+		.entry_timeout = o->entry_timeout,
+		.attr_timeout = o->attr_timeout,
+		.direct_io = o->direct_io,
+		.writeback_cache = o->writeback_cache,
+		.default_permissions = o->default_permissions,
+	};
 }
 
 /* mount the filesystem in the pool (taking its lease); -errno after saying why */
@@ -232,15 +233,14 @@ static void print_info(const struct options *o, const char *prog)
 
 static int open_cache(const struct options *o, struct io *io, struct cache **cache)
 {
-	struct cache_config cfg;
-	int rc;
+	struct cache_config cfg = {
+		.size = o->cache_size,
+		.block_size = o->block_size,
+		.readahead = o->readahead,
+		.writeback = o->writeback,
+	};
+	int rc = cache_create(&cfg, io, cache);
 
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.size = o->cache_size;
-	cfg.block_size = o->block_size;
-	cfg.readahead = o->readahead;
-	cfg.writeback = o->writeback;
-	rc = cache_create(&cfg, io, cache);
 	if (rc < 0)
 		fprintf(stderr, "rmemfs: cache_create: %s\n", g_strerror(-rc));
 	return rc;

@@ -348,18 +348,15 @@ def compute(config, rows, memory, notes):
         for job in JOBS:
             if (t, job) in rows and ('sshfs', job) in rows:
                 want(job, 'sshfs', 5.0, 'every job >= 5x sshfs')
-        mem = memory.get(t + ':client')
-        if mem and cache:
-            lim = cache + 64 * MIB
-            checks.append({'target': t, 'what': 'client peak RSS <= cache_size + 64 MiB',
-                           'required': lim / MIB, 'actual': mem['peak_hwm_kib'] / 1024.0,
-                           'unit': 'MiB', 'met': mem['peak_hwm_kib'] * 1024 <= lim})
-        mem = memory.get(t + ':memserver')
-        if mem and pool:
-            lim = pool + 32 * MIB
-            checks.append({'target': t, 'what': 'memserver peak RSS <= pool + 32 MiB',
-                           'required': lim / MIB, 'actual': mem['peak_hwm_kib'] / 1024.0,
-                           'unit': 'MiB', 'met': mem['peak_hwm_kib'] * 1024 <= lim})
+        for proc, base, slack, what in (('client', cache, 64, 'cache_size'),
+                                        ('memserver', pool, 32, 'pool')):
+            mem = memory.get(t + ':' + proc)
+            if mem and base:
+                lim = base + slack * MIB
+                checks.append({'target': t,
+                               'what': '%s peak RSS <= %s + %d MiB' % (proc, what, slack),
+                               'required': lim / MIB, 'actual': mem['peak_hwm_kib'] / 1024.0,
+                               'unit': 'MiB', 'met': mem['peak_hwm_kib'] * 1024 <= lim})
     return results, checks
 
 

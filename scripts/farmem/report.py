@@ -369,6 +369,16 @@ def checks_text(checks):
 
 # ---- charts ----
 
+def run_cell(r, missing, failed, ok):
+    """One run as a cell: missing when it did not run, failed (None: its status) when it
+    did not finish, else ok(r)."""
+    if r is None:
+        return missing
+    if r['status'] != 'ok':
+        return r['status'] if failed is None else failed
+    return ok(r)
+
+
 def series(rows, w):
     """a workload's runs on the backends, its local fractions (descending), its backends, and
     a lookup of one run: (backend, pct) -> row or None"""
@@ -388,15 +398,9 @@ def chart(res, rows, w, config):
         f.write('# local%% %s (performance / all memory local; 0: killed or timed out)\n'
                 % ' '.join(backends))
         for p in pcts:
-            cells = []
-            for b in backends:
-                r = run(b, p)
-                if r is None:
-                    cells.append('?')
-                elif r['status'] != 'ok':
-                    cells.append('0')
-                else:
-                    cells.append('%.6g' % r['vs_100'] if r.get('vs_100') is not None else '?')
+            cells = [run_cell(run(b, p), '?', '0',
+                              lambda r: '%.6g' % r['vs_100'] if r.get('vs_100') is not None
+                              else '?') for b in backends]
             f.write('%d %s\n' % (p, ' '.join(cells)))
     png = os.path.join(res, '%s.png' % w)
     what = 'time to completion' if w == 'sort' else UNIT[w]
@@ -485,19 +489,13 @@ def md_pivot(rows, w):
     unit = 's' if w == 'sort' else UNIT[w]
     lines = ['| %s (%s; x of 100%% local) | %s |' % (w, unit, ' | '.join('%d%%' % p for p in pcts)),
              '|---|' + '---|' * len(pcts)]
+    def value(r):
+        v = r['time_s'] if w == 'sort' else r['ops_s']
+        text = '%.1f' % v if w == 'sort' else '%.0f' % v
+        return '%s (%.2f)' % (text, r['vs_100']) if r.get('vs_100') is not None else text
+
     for b in backends:
-        cells = []
-        for p in pcts:
-            r = run(b, p)
-            if r is None:
-                cells.append('-')
-            elif r['status'] != 'ok':
-                cells.append(r['status'])
-            else:
-                v = r['time_s'] if w == 'sort' else r['ops_s']
-                cells.append('%s (%.2f)' % ('%.1f' % v if w == 'sort' else '%.0f' % v,
-                                            r['vs_100']) if r.get('vs_100') is not None
-                             else '%.0f' % v)
+        cells = [run_cell(run(b, p), '-', None, value) for p in pcts]
         lines.append('| %s | %s |' % (b, ' | '.join(cells)))
     return '\n'.join(lines)
 
