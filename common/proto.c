@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -175,6 +176,17 @@ void proto_hdr_pack(struct proto_hdr *wire, uint16_t type, uint32_t status, uint
 	wire->status = htobe32(status);
 	wire->len = htobe32(len);
 	wire->id = htobe64(id);
+}
+
+int proto_request_iov(struct proto_hdr *hdr, struct iovec *iov, uint16_t type,
+		      const void *req, uint32_t req_len, uint64_t id)
+{
+	proto_hdr_pack(hdr, type, PROTO_OK, req_len, id);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = sizeof(*hdr);
+	iov[1].iov_base = (void *)req;
+	iov[1].iov_len = req_len;
+	return req_len ? 2 : 1;
 }
 
 int proto_hdr_unpack(const struct proto_hdr *wire, struct proto_msg *out)

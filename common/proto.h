@@ -260,6 +260,13 @@ const char *proto_type_str(uint16_t type);
 void proto_hdr_pack(struct proto_hdr *wire, uint16_t type, uint32_t status, uint32_t len,
 		    uint64_t id);
 /*
+ * A request ready to send: *hdr packed for type/id and req_len bytes of req,
+ * as iov[0..1]. Returns the number of iovec entries used (1 without payload).
+ */
+struct iovec;
+int proto_request_iov(struct proto_hdr *hdr, struct iovec *iov, uint16_t type,
+		      const void *req, uint32_t req_len, uint64_t id);
+/*
  * Validate and unpack a header: -EBADMSG on bad magic, unknown type, or a len
  * above the type's limit (PROTO_MAX_IO + sizeof(proto_rw_wire) for WRITE
  * requests and READ responses, PROTO_MAX_CTRL otherwise); -EPROTONOSUPPORT on

@@ -234,37 +234,34 @@ int xport_write(struct xport *x, struct xport_mr *mr, const void *local, uint32_
 	return xport_run(x, &op, 1);
 }
 
-int xport_cas(struct xport *x, struct xport_mr *mr, uint64_t *old, uint64_t raddr, uint32_t rkey,
-	      uint64_t compare, uint64_t swap)
+static int xport_atomic(struct xport *x, enum xport_op_type type, struct xport_mr *mr,
+			uint64_t *old, uint64_t raddr, uint32_t rkey, uint64_t compare_add,
+			uint64_t swap)
 {
 	struct xport_op op = {
-		.type = XPORT_CAS,
+		.type = type,
 		.mr = mr,
 		.local = old,
 		.len = sizeof(*old),
 		.raddr = raddr,
 		.rkey = rkey,
-		.compare_add = compare,
+		.compare_add = compare_add,
 		.swap = swap,
 	};
 
 	return xport_run(x, &op, 1);
 }
 
+int xport_cas(struct xport *x, struct xport_mr *mr, uint64_t *old, uint64_t raddr, uint32_t rkey,
+	      uint64_t compare, uint64_t swap)
+{
+	return xport_atomic(x, XPORT_CAS, mr, old, raddr, rkey, compare, swap);
+}
+
 int xport_fetch_add(struct xport *x, struct xport_mr *mr, uint64_t *old, uint64_t raddr,
 		    uint32_t rkey, uint64_t add)
 {
-	struct xport_op op = {
-		.type = XPORT_FETCH_ADD,
-		.mr = mr,
-		.local = old,
-		.len = sizeof(*old),
-		.raddr = raddr,
-		.rkey = rkey,
-		.compare_add = add,
-	};
-
-	return xport_run(x, &op, 1);
+	return xport_atomic(x, XPORT_FETCH_ADD, mr, old, raddr, rkey, add, 0);
 }
 
 int xport_stats(struct xport *x, struct proto_stats *stats)

@@ -882,12 +882,8 @@ static int xrdma_call_tcp(struct xrdma *x, uint16_t type, const void *req, uint3
 	int rc;
 
 	*resp_len = 0;
-	proto_hdr_pack(&hdr, type, PROTO_OK, req_len, id);
-	iov[0].iov_base = &hdr;
-	iov[0].iov_len = sizeof(hdr);
-	iov[1].iov_base = (void *)req;
-	iov[1].iov_len = req_len;
-	rc = net_io_full(x->ctrl_fd, iov, req_len ? 2 : 1, true, deadline);
+	rc = net_io_full(x->ctrl_fd, iov, proto_request_iov(&hdr, iov, type, req, req_len, id),
+			 true, deadline);
 	if (rc == 0)
 		rc = xrdma_tcp_read_response(x, type, id, &m, &payload, deadline);
 	if (rc) {
@@ -1309,11 +1305,7 @@ static int xrdma_oob_exchange(struct xrdma *x, const struct xport_params *p,
 	xport_params_hello(p, &h);
 	proto_hello_pack(&ex.hello, &h);
 	proto_qp_info_pack(&ex.qp, mine);
-	proto_hdr_pack(&hdr, PROTO_QP_EXCHANGE, PROTO_OK, sizeof(ex), ++x->ctrl_id);
-	iov[0].iov_base = &hdr;
-	iov[0].iov_len = sizeof(hdr);
-	iov[1].iov_base = &ex;
-	iov[1].iov_len = sizeof(ex);
+	proto_request_iov(&hdr, iov, PROTO_QP_EXCHANGE, &ex, sizeof(ex), ++x->ctrl_id);
 	rc = net_io_full(x->ctrl_fd, iov, 2, true, deadline);
 	if (rc == 0)
 		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload,

@@ -502,12 +502,7 @@ static int tcp_request(struct xport_tcp *xt, uint16_t type, const void *req, uin
 	int64_t deadline;
 	int rc;
 
-	proto_hdr_pack(&h, type, PROTO_OK, req_len, id);
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = (void *)req;
-	iov[1].iov_len = req_len;
-	rc = tcp_send_all(xt, iov, req_len ? 2 : 1, timeout_ms);
+	rc = tcp_send_all(xt, iov, proto_request_iov(&h, iov, type, req, req_len, id), timeout_ms);
 	if (rc)
 		return rc;
 	deadline = clock_now_us() + (int64_t)timeout_ms * 1000;

@@ -68,19 +68,12 @@ static void pool_why(char *why, size_t why_len, const char *fmt, ...)
 
 static int pool_random(void *buf, size_t len)
 {
-	uint8_t *p = buf;
+	size_t off;
 
-	while (len) {
-		ssize_t n = getrandom(p, len, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+	/* getentropy: at most 256 bytes a call, never short, never EINTR */
+	for (off = 0; off < len; off += 256)
+		if (getentropy((uint8_t *)buf + off, MIN(len - off, 256)))
 			return -errno;
-		}
-		p += n;
-		len -= n;
-	}
 	return 0;
 }
 

@@ -44,18 +44,14 @@
 
 static void config_defaults(struct cache_config *cfg)
 {
-	if (!cfg->dirty_expire_ms)
-		cfg->dirty_expire_ms = CACHE_DEFAULT_EXPIRE_MS;
-	if (!cfg->dirty_bg_pct)
-		cfg->dirty_bg_pct = CACHE_DEFAULT_BG_PCT;
-	if (!cfg->dirty_max_pct)
-		cfg->dirty_max_pct = CACHE_DEFAULT_MAX_PCT;
-	if (!cfg->flush_interval_ms)
-		cfg->flush_interval_ms = CACHE_DEFAULT_FLUSH_MS;
-	if (!cfg->ra_threads)
-		cfg->ra_threads = CACHE_DEFAULT_RA_THREADS;
-	if (!cfg->writeback_threads)
-		cfg->writeback_threads = CACHE_DEFAULT_WRITEBACK_THREADS;
+#define CACHE_DEFAULT(field, value) (cfg->field = cfg->field ? cfg->field : (value))
+	CACHE_DEFAULT(dirty_expire_ms, CACHE_DEFAULT_EXPIRE_MS);
+	CACHE_DEFAULT(dirty_bg_pct, CACHE_DEFAULT_BG_PCT);
+	CACHE_DEFAULT(dirty_max_pct, CACHE_DEFAULT_MAX_PCT);
+	CACHE_DEFAULT(flush_interval_ms, CACHE_DEFAULT_FLUSH_MS);
+	CACHE_DEFAULT(ra_threads, CACHE_DEFAULT_RA_THREADS);
+	CACHE_DEFAULT(writeback_threads, CACHE_DEFAULT_WRITEBACK_THREADS);
+#undef CACHE_DEFAULT
 }
 
 /* slots, request size and the dirty thresholds from the configuration */
