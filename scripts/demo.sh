@@ -20,6 +20,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/proc.sh
+. "$ROOT/scripts/lib/proc.sh"
 cd "$ROOT"
 BUILD=$ROOT/build
 POOL=${RMEMFS_DEMO_SIZE:-1G}
@@ -41,11 +43,7 @@ cleanup()
 		kill -TERM "$pid" 2>/dev/null
 	done
 	for pid in $FS_PID $MS_PID; do
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null
+		wait_gone "$pid" 50 || kill -KILL "$pid" 2>/dev/null
 	done
 	rm -rf "$WORK"
 }
@@ -68,14 +66,7 @@ chmod 600 "$WORK/token"
 "$MEMSERVER" --size "$POOL" --listen 127.0.0.1 --port 0 --token-file "$WORK/token" \
 	>"$WORK/memserver.out" 2>"$WORK/memserver.err" &
 MS_PID=$!
-PORT=""
-for _ in $(seq 300); do
-	PORT=$(grep -o 'on tcp [^ ,]*' "$WORK/memserver.out" 2>/dev/null | sed 's/.*://') || true
-	[ -n "$PORT" ] && break
-	kill -0 "$MS_PID" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -z "$PORT" ]; then
+if ! PORT=$(ready_port "$WORK/memserver.out" "$MS_PID" 300); then
 	echo "demo: the memserver did not start:" >&2
 	cat "$WORK/memserver.out" "$WORK/memserver.err" >&2
 	exit 1
@@ -135,11 +126,7 @@ if [ -x "$RMEMFS" ]; then
 	umount_fs()
 	{
 		fusermount3 -u "$MNT"
-		for _ in $(seq 300); do
-			kill -0 "$FS_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$FS_PID" 2>/dev/null; then
+		if ! wait_gone "$FS_PID" 300; then
 			echo "demo: rmemfs still running 30 s after the unmount" >&2
 			exit 1
 		fi

@@ -32,6 +32,8 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib/proc.sh
+. "$HERE/lib/proc.sh"
 D=${RMEMFS_VM_DIR:-/var/tmp/rmemfs-vm}
 QEMU=${RMEMFS_VM_QEMU:-qemu-system-x86_64}
 export RMEMFS_VM_DIR=$D
@@ -192,11 +194,7 @@ kill_guest()
 	local _
 	if [ -n "$QPID" ] && kill -0 "$QPID" 2>/dev/null; then
 		kill -TERM "$QPID" 2>/dev/null
-		for _ in $(seq 50); do
-			kill -0 "$QPID" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$QPID" 2>/dev/null
+		wait_gone "$QPID" 50 || kill -KILL "$QPID" 2>/dev/null
 		# timeout(1) runs qemu in its own process group: make sure it is gone too
 		pkill -KILL -g "$QPID" 2>/dev/null
 	fi

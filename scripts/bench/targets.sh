@@ -3,7 +3,7 @@
 # made cold, and torn down. Sourced by bench.sh (it uses bench.sh's globals: WORK, RAW, BUILD,
 # TMPFS_DIR, POOL, ...); not run on its own. scripts/farmem.sh sources it too, for the
 # bookkeeping helpers and the rmemfs/memserver functions. Only definitions: sourcing it early
-# is safe.
+# is safe. It sources scripts/lib/proc.sh for waiting on processes.
 #
 # Targets (one set of functions each, dispatched by target_* below):
 #   rmemfs-tcp      memserver on 127.0.0.1 (ephemeral port, random token), rmemfs mounted with
@@ -19,6 +19,9 @@
 # Every daemon runs in the foreground as bench.sh's child; its pid is written to $WORK/pids
 # (cleanup kills them) and, for those whose memory is reported, to $WORK/track (the memory
 # sampler reads it). Every command line run goes to the results through record_cmd.
+
+# shellcheck source=../lib/proc.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/proc.sh"
 
 # ---- bookkeeping ----
 
@@ -142,11 +145,7 @@ fuse_unmount()
 			fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt"
 	fi
 	[ -n "$pid" ] || return 0
-	for _ in $(seq 1200); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
+	if ! wait_gone "$pid" 1200; then
 		echo "bench: daemon $pid still running 120 s after unmounting $mnt; killing it" >&2
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
@@ -164,19 +163,6 @@ drop_caches()
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
-# wait_port_file FILE PID: the memserver's ready line gives its port; prints it
-memserver_port()
-{
-	local out=$1 pid=$2 port=""
-	for _ in $(seq 300); do
-		port=$(grep -o 'on tcp [^ ,]*' "$out" 2>/dev/null | sed 's/.*://') || true
-		[ -n "$port" ] && { echo "$port"; return 0; }
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	return 1
-}
-
 # ---- rmemfs (rmemfs-tcp, rmemfs-rdma) ----
 
 MS_PID="" MS_PORT="" MS_ADDR="" FS_PID=""
@@ -192,7 +178,7 @@ memserver_start()
 	"${cmd[@]}" >"$RAW/logs/$target.memserver.out" 2>"$RAW/logs/$target.memserver.err" &
 	MS_PID=$!
 	echo "$MS_PID" >>"$WORK/pids"
-	if ! MS_PORT=$(memserver_port "$RAW/logs/$target.memserver.out" "$MS_PID"); then
+	if ! MS_PORT=$(ready_port "$RAW/logs/$target.memserver.out" "$MS_PID" 300); then
 		echo "bench: the memserver did not start:" >&2
 		cat "$RAW/logs/$target.memserver.out" "$RAW/logs/$target.memserver.err" >&2
 		return 1
@@ -206,13 +192,7 @@ memserver_stop()
 {
 	[ -n "$MS_PID" ] || return 0
 	mem_sample_now
-	kill -TERM "$MS_PID" 2>/dev/null
-	for _ in $(seq 100); do
-		kill -0 "$MS_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$MS_PID" 2>/dev/null
-	wait "$MS_PID" 2>/dev/null
+	stop_pid "$MS_PID" 100
 	MS_PID=""
 }
 
