@@ -136,6 +136,20 @@ wait_mounted()
 
 # fuse_unmount MNT PID: unmount and wait (up to 120 s: rmemfs flushes and checkpoints) for
 # the daemon to exit; lazy unmount and SIGKILL if it does not
+# fuse_daemon_mount TARGET ROLE LOG WHAT CMD...: start the FUSE daemon CMD on $MNT in the
+# background, logged to LOG, recorded (as WHAT) and tracked as TARGET:ROLE; its pid in FUSE_PID
+fuse_daemon_mount()
+{
+	local target=$1 role=$2 log=$3 what=$4
+	shift 4
+	record_cmd "$target" "$what" "$@"
+	"$@" >>"$log" 2>&1 &
+	FUSE_PID=$!
+	echo "$FUSE_PID" >>"$WORK/pids"
+	wait_mounted "$MNT" "$FUSE_PID" "$log" || return 1
+	track "$target:$role" "$FUSE_PID"
+}
+
 fuse_unmount()
 {
 	local mnt=$1 pid=$2
@@ -208,12 +222,11 @@ rmemfs_mount()
 	[ "$first" = 1 ] && opts="$opts,format"
 	mkdir -p "$MNT"
 	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o "$opts")
-	record_cmd "$target" "mount${first:+ (first: formats the fresh pool)}" "${cmd[@]}"
-	"${cmd[@]}" >>"$RAW/logs/$target.client.log" 2>&1 &
-	FS_PID=$!
-	echo "$FS_PID" >>"$WORK/pids"
-	wait_mounted "$MNT" "$FS_PID" "$RAW/logs/$target.client.log" || return 1
-	track "$target:client" "$FS_PID"
+	fuse_daemon_mount "$target" client "$RAW/logs/$target.client.log" \
+		"mount${first:+ (first: formats the fresh pool)}" "${cmd[@]}"
+	local rc=$?
+	FS_PID=$FUSE_PID
+	return $rc
 }
 
 rmemfs_unmount()
@@ -285,12 +298,10 @@ passthrough_ll_mount()
 	mkdir -p "$MNT"
 	local cmd=(prlimit "--nofile=$PT_NOFILE" "$PT_BIN" -f -o "source=$TMPFS_DIR/passthrough_ll"
 		"$MNT")
-	record_cmd "$target" mount "${cmd[@]}"
-	"${cmd[@]}" >>"$RAW/logs/$target.log" 2>&1 &
-	PT_PID=$!
-	echo "$PT_PID" >>"$WORK/pids"
-	wait_mounted "$MNT" "$PT_PID" "$RAW/logs/$target.log" || return 1
-	track "$target:daemon" "$PT_PID"
+	fuse_daemon_mount "$target" daemon "$RAW/logs/$target.log" mount "${cmd[@]}"
+	local rc=$?
+	PT_PID=$FUSE_PID
+	return $rc
 }
 
 passthrough_ll_unmount()
@@ -380,12 +391,10 @@ sshfs_mount()
 		-o "IdentityFile=$d/id_ed25519,IdentitiesOnly=yes,BatchMode=yes"
 		-o "UserKnownHostsFile=/dev/null,StrictHostKeyChecking=no,LogLevel=ERROR"
 		-o "$SSHFS_OPTS")
-	record_cmd "$target" mount "${cmd[@]}"
-	"${cmd[@]}" >>"$RAW/logs/$target.log" 2>&1 &
-	SSHFS_PID=$!
-	echo "$SSHFS_PID" >>"$WORK/pids"
-	wait_mounted "$MNT" "$SSHFS_PID" "$RAW/logs/$target.log" || return 1
-	track "$target:client" "$SSHFS_PID"
+	fuse_daemon_mount "$target" client "$RAW/logs/$target.log" mount "${cmd[@]}"
+	local rc=$?
+	SSHFS_PID=$FUSE_PID
+	return $rc
 }
 
 sshfs_unmount()
