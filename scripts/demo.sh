@@ -177,8 +177,8 @@ if [ -x "$RMEMFS" ]; then
 	umount_fs
 	echo "unmounted"
 else
-	step "rmemfs: not built yet"
-	echo "The filesystem ($RMEMFS) comes with issue 4; until then the demo stops at the"
+	step "rmemfs: not built"
+	echo "The filesystem ($RMEMFS) was not built (no libfuse3 at configure time); the demo stops at the"
 	echo "transport benchmark above."
 fi
 

@@ -253,7 +253,7 @@ for b in "${BACKENDS[@]}"; do
 		[ -e /sys/class/zram-control/hot_add ] || why="no zram (module not available)" ;;
 	esac
 	if [[ $b == rmemfs-* ]] && [ -z "$why" ] && [ ! -x "$SWAP_TOOL" ]; then
-		why="$SWAP_TOOL is not built (rmemfs-swap, issue 10)"
+		why="$SWAP_TOOL is not built (rmemfs-swap)"
 	fi
 	if [ -n "$why" ]; then
 		echo "$b: SKIPPED: $why"

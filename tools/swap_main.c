@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * swap_main.c - rmemfs-swap: swap on a file of an rmemfs mount, through a
- * loop device with direct I/O (issue 10, far memory).
+ * loop device with direct I/O (far memory).
  *
  * main() parses the command line, checks what needs no system state (the
  * command, SIZE, --priority, root for on/off) and runs one command

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""O_DIRECT, buffered I/O and shared mmap on one file (issue 9).
+"""O_DIRECT, buffered I/O and shared mmap on one file.
 
 O_DIRECT opens go through the kernel's own O_DIRECT path (not FOPEN_DIRECT_IO),
 so a MAP_SHARED mapping of an O_DIRECT descriptor works, and the kernel keeps

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""rmemfs-swap (issue 10, far memory): swap on an rmemfs mount through a loop
+"""rmemfs-swap (far memory): swap on an rmemfs mount through a loop
 device with direct I/O.
 
 Swap is machine-wide, so the tests hold the lock of swap experiments
