@@ -5,8 +5,8 @@
  * One ops table, implemented twice: xport_rdma.c (librdmacm + verbs, one-sided
  * RDMA READ/WRITE/atomics) and xport_tcp.c (the same one-sided semantics
  * emulated over TCP by the memserver). Generic code (xport.c) only dispatches;
- * it picks an implementation by name ("rdma", "tcp", or "auto": RDMA when a
- * verbs device can reach the server, else TCP).
+ * xport_connect.c picks an implementation by name ("rdma", "tcp", or "auto":
+ * RDMA when a verbs device can reach the server, else TCP).
  *
  * Model. A client connects with a token and receives the pool descriptors
  * (struct proto_pool: regions of remote memory, each an address range and an
