@@ -72,11 +72,10 @@ ORIG_ARGS=("$@")
 usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; }
 die() { echo "bench: $*" >&2; exit 1; }
 
-quick=0 targets_arg="" jobs_arg="" out="" build="" no_build=0 update_docs=0 report_only=""
-SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180 PERF_DURATION="" POOL=""
-RMEMFS_OPTS="" RDMA_ADDR=${RMEM_RDMA_IP:-}
 # shellcheck source-path=SCRIPTDIR source=lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
+targets_arg="" jobs_arg="" SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180
+PERF_DURATION="" POOL="" RMEMFS_OPTS=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--targets) need "$@"; targets_arg=$2; shift ;;

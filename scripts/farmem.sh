@@ -84,11 +84,10 @@ ORIG_ARGS=("$@")
 usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; }
 die() { echo "farmem: $*" >&2; exit 1; }
 
-quick=0 out="" build="" no_build=0 update_docs=0 report_only="" backends_arg="" fractions=""
-workloads_arg="" TOUCH_SIZE="" TOUCHES="" REDIS_SIZE="" REDIS_REQ="" SORT_SIZE=""
-SCRATCH_SIZE="" RDMA_ADDR=${RMEM_RDMA_IP:-} SWAP_TOOL="" LOCK_WAIT=60
 # shellcheck source-path=SCRIPTDIR source=lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
+backends_arg="" fractions="" workloads_arg="" TOUCH_SIZE="" TOUCHES="" REDIS_SIZE=""
+REDIS_REQ="" SORT_SIZE="" SCRATCH_SIZE="" SWAP_TOOL="" LOCK_WAIT=60
 while [ $# -gt 0 ]; do
 	case $1 in
 	--backends) need "$@"; backends_arg=$2; shift ;;

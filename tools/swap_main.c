@@ -24,7 +24,7 @@
 
 #define MAX_LOCK_WAIT_S 86400
 
-enum { OPT_HELP = 0x100, OPT_VERSION, OPT_LOCK_PATH, OPT_LOCK_WAIT, OPT_PRIORITY, OPT_JSON };
+enum { OPT_LOCK_WAIT = 0x100, OPT_PRIORITY };
 
 /* clang-format off */
 static const char usage_text[] =
@@ -65,10 +65,10 @@ struct swap_args {
 	const char *size;
 	const char *priority;
 	const char *lock_wait;
-	bool json;
-	bool lock_path;
-	bool help;
-	bool version;
+	int json; /* flags: getopt_long sets them */
+	int lock_path;
+	int help;
+	int version;
 };
 
 /* a usage error: its line, a pointer to --help, -EINVAL */
@@ -77,13 +77,13 @@ struct swap_args {
 
 static int parse_args(int argc, char **argv, struct swap_args *a)
 {
-	static const struct option longopts[] = {
-	    {"help", no_argument, NULL, OPT_HELP},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {"lock-path", no_argument, NULL, OPT_LOCK_PATH},
+	const struct option longopts[] = {
+	    {"help", no_argument, &a->help, 1},
+	    {"version", no_argument, &a->version, 1},
+	    {"lock-path", no_argument, &a->lock_path, 1},
 	    {"lock-wait", required_argument, NULL, OPT_LOCK_WAIT},
 	    {"priority", required_argument, NULL, OPT_PRIORITY},
-	    {"json", no_argument, NULL, OPT_JSON},
+	    {"json", no_argument, &a->json, 1},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *pos[3];
@@ -93,23 +93,13 @@ static int parse_args(int argc, char **argv, struct swap_args *a)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case OPT_HELP:
-			a->help = true;
-			break;
-		case OPT_VERSION:
-			a->version = true;
-			break;
-		case OPT_LOCK_PATH:
-			a->lock_path = true;
+		case 0: /* a flag */
 			break;
 		case OPT_LOCK_WAIT:
 			a->lock_wait = optarg;
 			break;
 		case OPT_PRIORITY:
 			a->priority = optarg;
-			break;
-		case OPT_JSON:
-			a->json = true;
 			break;
 		default:
 			return usage_error("unknown option or missing value: %s", argv[optind - 1]);

@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # cli.sh - the command-line options bench.sh and farmem.sh share. Sourced before they parse
-# their arguments; the caller defines die and usage and initialises the variables set here.
+# their arguments; the caller defines die and usage. Sourcing it sets the shared options'
+# defaults.
+
+quick=0 out="" build="" no_build=0 update_docs=0 report_only="" RDMA_ADDR=${RMEM_RDMA_IP:-}
 
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 
