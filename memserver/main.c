@@ -56,10 +56,10 @@ struct memserver_opts {
 	enum memserver_transport transport;
 	const char *token_file;
 	const char *backing_file;
-	bool hugepages;
-	bool mlock;
-	bool verbose;
-	bool insecure;
+	int hugepages; /* the switches: getopt_long sets them */
+	int mlock;
+	int verbose;
+	int insecure;
 	unsigned int hello_timeout_s;
 	unsigned int spin_us;
 };
@@ -165,7 +165,7 @@ static int memserver_opt_transport(struct memserver_opts *o, const char *arg)
 	return 0;
 }
 
-enum { OPT_INSECURE = 0x100, OPT_CHUNK_SIZE, OPT_HELLO_TIMEOUT, OPT_SPIN_US, OPT_MLOCK };
+enum { OPT_CHUNK_SIZE = 0x100, OPT_HELLO_TIMEOUT, OPT_SPIN_US };
 
 /* one option with a value; 0 or -EINVAL after saying what is wrong */
 static int memserver_opt_value(struct memserver_opts *o, int c, const char *arg)
@@ -264,20 +264,20 @@ static int memserver_bad_option(int c, char **argv)
  */
 static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool *done)
 {
-	static const struct option longopts[] = {
+	const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "token-file", required_argument, NULL, 'k' },
 		{ "backing-file", required_argument, NULL, 'b' },
-		{ "hugepages", no_argument, NULL, 'H' },
+		{ "hugepages", no_argument, &o->hugepages, 1 },
 		{ "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
-		{ "insecure", no_argument, NULL, OPT_INSECURE },
-		{ "mlock", no_argument, NULL, OPT_MLOCK },
+		{ "insecure", no_argument, &o->insecure, 1 },
+		{ "mlock", no_argument, &o->mlock, 1 },
 		{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 		{ "spin-us", required_argument, NULL, OPT_SPIN_US },
-		{ "verbose", no_argument, NULL, 'v' },
+		{ "verbose", no_argument, &o->verbose, 1 },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -289,17 +289,13 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 0: /* a switch */
+			break;
 		case 'H':
-			o->hugepages = true;
-			break;
-		case OPT_INSECURE:
-			o->insecure = true;
-			break;
-		case OPT_MLOCK:
-			o->mlock = true;
+			o->hugepages = 1;
 			break;
 		case 'v':
-			o->verbose = true;
+			o->verbose = 1;
 			break;
 		case 'h':
 			memserver_usage(stdout);

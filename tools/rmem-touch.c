@@ -59,10 +59,10 @@ struct touch_opts {
 	uint64_t passes;
 	uint64_t touches; /* 0: passes x pages */
 	uint64_t seed;
-	bool write;
-	bool json;
-	bool thp;
-	bool sort;
+	int write; /* the switches: getopt_long sets them */
+	int json;
+	int thp;
+	int sort;
 };
 
 /* what a run measured, for the report */
@@ -544,25 +544,20 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 		OPT_PATTERN = 256,
 		OPT_PASSES,
 		OPT_TOUCHES,
-		OPT_READ_ONLY,
-		OPT_WRITE,
 		OPT_FILL,
 		OPT_SEED,
-		OPT_THP,
-		OPT_JSON,
-		OPT_SORT
 	};
-	static const struct option longopts[] = {
+	const struct option longopts[] = {
 	    {"pattern", required_argument, NULL, OPT_PATTERN},
 	    {"passes", required_argument, NULL, OPT_PASSES},
 	    {"touches", required_argument, NULL, OPT_TOUCHES},
-	    {"read-only", no_argument, NULL, OPT_READ_ONLY},
-	    {"write", no_argument, NULL, OPT_WRITE},
+	    {"read-only", no_argument, &o->write, 0},
+	    {"write", no_argument, &o->write, 1},
 	    {"fill", required_argument, NULL, OPT_FILL},
 	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"thp", no_argument, NULL, OPT_THP},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"sort", no_argument, NULL, OPT_SORT},
+	    {"thp", no_argument, &o->thp, 1},
+	    {"json", no_argument, &o->json, 1},
+	    {"sort", no_argument, &o->sort, 1},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -573,6 +568,8 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 	    .pattern = TOUCH_RAND, .fill = FILL_HALF, .passes = 1, .seed = 1, .write = true};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 0: /* a switch */
+			break;
 		case OPT_PATTERN:
 			if (parse_name("--pattern", optarg, pattern_names,
 				       G_N_ELEMENTS(pattern_names), &v))
@@ -591,12 +588,6 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 				return -EINVAL;
 			}
 			break;
-		case OPT_READ_ONLY:
-			o->write = false;
-			break;
-		case OPT_WRITE:
-			o->write = true;
-			break;
 		case OPT_FILL:
 			if (parse_name("--fill", optarg, fill_names, G_N_ELEMENTS(fill_names), &v))
 				return -EINVAL;
@@ -605,15 +596,6 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 		case OPT_SEED:
 			if (parse_u64("--seed", optarg, &o->seed))
 				return -EINVAL;
-			break;
-		case OPT_THP:
-			o->thp = true;
-			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_SORT:
-			o->sort = true;
 			break;
 		case 'h':
 			usage(stdout);
