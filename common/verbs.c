@@ -969,6 +969,25 @@ void verbs_rts_init(struct verbs_rts_params *rts, uint32_t psn, uint8_t max_rd_a
 	};
 }
 
+int verbs_cm_channel_open(struct rdma_event_channel **out)
+{
+	int rc;
+
+	errno = 0;
+	*out = rdma_create_event_channel();
+	if (!*out) {
+		rc = errno ? -errno : -ENODEV;
+		/* no /dev/infiniband/rdma_cm: no RDMA here */
+		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
+	}
+	rc = fcntl((*out)->fd, F_SETFL, fcntl((*out)->fd, F_GETFL) | O_NONBLOCK) < 0 ? -errno : 0;
+	if (rc) {
+		rdma_destroy_event_channel(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 /* the attributes rdma_cm chose for the QP state */
 static int verbs_cm_qp_attr(struct rdma_cm_id *id, enum ibv_qp_state state,
 			    struct ibv_qp_attr *attr)

@@ -202,6 +202,8 @@ int verbs_rd_atomic_depth(uint32_t dev_limit, uint32_t peer_limit, uint32_t cap)
 #define VERBS_RMEM_RETRY_CNT 5
 #define VERBS_RMEM_RNR_RETRY 7
 void verbs_rts_init(struct verbs_rts_params *rts, uint32_t psn, uint8_t max_rd_atomic);
+/* a non-blocking rdma_cm event channel; 0, -ENODEV where this host has no rdma_cm, or -errno */
+int verbs_cm_channel_open(struct rdma_event_channel **out);
 /*
  * What rdma_cm negotiated for id's QP (rdma_init_qp_attr for RTR and RTS):
  * the peer (port: used when rdma_cm names none) and the RTS parameters, with

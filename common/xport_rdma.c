@@ -1135,17 +1135,11 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	unsigned int init_depth;
 	int rc;
 
-	errno = 0;
-	x->ec = rdma_create_event_channel();
-	if (!x->ec) {
-		rc = errno ? -errno : -ENODEV;
-		xrdma_setup_msg(x, "rdma_create_event_channel failed: %s", g_strerror(-rc));
-		/* no /dev/infiniband/rdma_cm: no RDMA here */
-		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
-	}
-	rc = net_set_nonblock(x->ec->fd, true);
-	if (rc)
+	rc = verbs_cm_channel_open(&x->ec);
+	if (rc) {
+		xrdma_setup_msg(x, "rdma_cm event channel: %s", g_strerror(-rc));
 		return rc;
+	}
 	if (rdma_create_id(x->ec, &x->id, x, RDMA_PS_TCP)) {
 		rc = -errno;
 		xrdma_setup_msg(x, "rdma_create_id failed: %s", g_strerror(-rc));

@@ -54,10 +54,11 @@
 
 #include <glib.h>
 
+#include "clock.h"
+#include "list.h"
 #include "net.h"
 #include "proto.h"
 #include "xport.h"
-#include "clock.h"
 
 #define TCP_HDR_LEN sizeof(struct proto_hdr)
 #define TCP_FRAME_MAX (sizeof(struct proto_hdr) + sizeof(struct proto_atomic_wire))
@@ -658,12 +659,7 @@ static void tcp_dereg_mr(struct xport *x, struct xport_mr *xmr)
 		g_warning("%s: dereg_mr of a region registered elsewhere", x->peer);
 		return;
 	}
-	if (mr->prev)
-		mr->prev->next = mr->next;
-	else
-		xt->mrs = mr->next;
-	if (mr->next)
-		mr->next->prev = mr->prev;
+	LIST_UNLINK(xt->mrs, mr, prev, next);
 	free(mr);
 }
 

@@ -1172,16 +1172,11 @@ static int rdma_server_listen(struct rdma_server *rs, const char *addr, uint16_t
 {
 	int rc;
 
-	errno = 0;
-	rs->ec = rdma_create_event_channel();
-	if (!rs->ec) {
-		rc = errno ? -errno : -ENODEV;
-		g_message("rdma_create_event_channel failed: %s", g_strerror(-rc));
-		return rc == -ENOENT || rc == -ENXIO ? -ENODEV : rc;
+	rc = verbs_cm_channel_open(&rs->ec);
+	if (rc) {
+		g_message("rdma_cm event channel: %s", g_strerror(-rc));
+		return rc;
 	}
-	rc = net_set_nonblock(rs->ec->fd, true);
-	if (rc)
-		goto destroy_channel;
 	if (rdma_create_id(rs->ec, &rs->listen_id, NULL, RDMA_PS_TCP)) {
 		rc = -errno;
 		g_message("rdma_create_id failed: %s", g_strerror(-rc));

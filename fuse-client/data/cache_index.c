@@ -18,6 +18,7 @@
 
 #include "cache_int.h"
 #include "clock.h"
+#include "list.h"
 
 static unsigned int hash_of(const struct cache *c, uint64_t ino, uint64_t blk)
 {
@@ -112,14 +113,9 @@ static void dirty_list_add(struct cache *c, struct cache_block *b)
 
 static void dirty_list_del(struct cache *c, struct cache_block *b)
 {
-	if (b->dprev)
-		b->dprev->dnext = b->dnext;
-	else
-		c->dirty_head = b->dnext;
-	if (b->dnext)
-		b->dnext->dprev = b->dprev;
-	else
+	if (!b->dnext)
 		c->dirty_tail = b->dprev;
+	LIST_UNLINK(c->dirty_head, b, dprev, dnext);
 	b->dprev = b->dnext = NULL;
 	b->on_dirty_list = false;
 	c->ndirty--;
@@ -303,12 +299,7 @@ void cache_block_drop(struct cache *c, struct cache_block *b)
 	if (b->on_dirty_list)
 		dirty_list_del(c, b);
 	hash_unlink(c, b);
-	if (b->iprev)
-		b->iprev->inext = b->inext;
-	else
-		ci->blocks = b->inext;
-	if (b->inext)
-		b->inext->iprev = b->iprev;
+	LIST_UNLINK(ci->blocks, b, iprev, inext);
 	b->iprev = b->inext = NULL;
 	ci->nblocks--;
 	cache_set_state(c, b, CACHE_EMPTY);
