@@ -136,18 +136,30 @@ wait_mounted()
 
 # fuse_unmount MNT PID: unmount and wait (up to 120 s: rmemfs flushes and checkpoints) for
 # the daemon to exit; lazy unmount and SIGKILL if it does not
-# fuse_daemon_mount TARGET ROLE LOG WHAT CMD...: start the FUSE daemon CMD on $MNT in the
-# background, logged to LOG, recorded (as WHAT) and tracked as TARGET:ROLE; its pid in FUSE_PID
+# fuse_daemon_mount TARGET ROLE LOG WHAT PIDVAR CMD...: start the FUSE daemon CMD on $MNT in
+# the background, logged to LOG, recorded (as WHAT) and tracked as TARGET:ROLE; its pid goes
+# into the variable PIDVAR
 fuse_daemon_mount()
 {
-	local target=$1 role=$2 log=$3 what=$4
-	shift 4
+	local target=$1 role=$2 log=$3 what=$4 pidvar=$5 pid
+	shift 5
 	record_cmd "$target" "$what" "$@"
 	"$@" >>"$log" 2>&1 &
-	FUSE_PID=$!
-	echo "$FUSE_PID" >>"$WORK/pids"
-	wait_mounted "$MNT" "$FUSE_PID" "$log" || return 1
-	track "$target:$role" "$FUSE_PID"
+	pid=$!
+	printf -v "$pidvar" '%s' "$pid"
+	echo "$pid" >>"$WORK/pids"
+	wait_mounted "$MNT" "$pid" "$log" || return 1
+	track "$target:$role" "$pid"
+}
+
+# fuse_daemon_unmount PIDVAR: fuse_unmount $MNT and the daemon whose pid PIDVAR holds; empties it
+fuse_daemon_unmount()
+{
+	local rc
+	fuse_unmount "$MNT" "${!1}"
+	rc=$?
+	printf -v "$1" '%s' ""
+	return $rc
 }
 
 fuse_unmount()
@@ -223,10 +235,7 @@ rmemfs_mount()
 	mkdir -p "$MNT"
 	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o "$opts")
 	fuse_daemon_mount "$target" client "$RAW/logs/$target.client.log" \
-		"mount${first:+ (first: formats the fresh pool)}" "${cmd[@]}"
-	local rc=$?
-	FS_PID=$FUSE_PID
-	return $rc
+		"mount${first:+ (first: formats the fresh pool)}" FS_PID "${cmd[@]}"
 }
 
 rmemfs_unmount()
@@ -244,10 +253,7 @@ for n in names:
     except OSError as e:
         print('%s: %s' % (n, e))
 EOF
-	fuse_unmount "$MNT" "$FS_PID"
-	local rc=$?
-	FS_PID=""
-	return $rc
+	fuse_daemon_unmount FS_PID
 }
 
 rmemfs_start()
@@ -298,18 +304,12 @@ passthrough_ll_mount()
 	mkdir -p "$MNT"
 	local cmd=(prlimit "--nofile=$PT_NOFILE" "$PT_BIN" -f -o "source=$TMPFS_DIR/passthrough_ll"
 		"$MNT")
-	fuse_daemon_mount "$target" daemon "$RAW/logs/$target.log" mount "${cmd[@]}"
-	local rc=$?
-	PT_PID=$FUSE_PID
-	return $rc
+	fuse_daemon_mount "$target" daemon "$RAW/logs/$target.log" mount PT_PID "${cmd[@]}"
 }
 
 passthrough_ll_unmount()
 {
-	fuse_unmount "$MNT" "$PT_PID"
-	local rc=$?
-	PT_PID=""
-	return $rc
+	fuse_daemon_unmount PT_PID
 }
 
 passthrough_ll_stop() { rm -rf "$TMPFS_DIR/passthrough_ll"; }
@@ -391,18 +391,12 @@ sshfs_mount()
 		-o "IdentityFile=$d/id_ed25519,IdentitiesOnly=yes,BatchMode=yes"
 		-o "UserKnownHostsFile=/dev/null,StrictHostKeyChecking=no,LogLevel=ERROR"
 		-o "$SSHFS_OPTS")
-	fuse_daemon_mount "$target" client "$RAW/logs/$target.log" mount "${cmd[@]}"
-	local rc=$?
-	SSHFS_PID=$FUSE_PID
-	return $rc
+	fuse_daemon_mount "$target" client "$RAW/logs/$target.log" mount SSHFS_PID "${cmd[@]}"
 }
 
 sshfs_unmount()
 {
-	fuse_unmount "$MNT" "$SSHFS_PID"
-	local rc=$?
-	SSHFS_PID=""
-	return $rc
+	fuse_daemon_unmount SSHFS_PID
 }
 
 sshfs_stop()
