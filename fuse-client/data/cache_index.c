@@ -18,6 +18,7 @@
 
 #include "cache_int.h"
 #include "clock.h"
+#include "io.h"
 #include "list.h"
 
 static unsigned int hash_of(const struct cache *c, uint64_t ino, uint64_t blk)
@@ -320,15 +321,9 @@ struct cache_inode *cache_inode_get(struct cache *c, uint64_t ino)
 	struct cache_inode *ci = g_hash_table_lookup(c->inodes, &ino);
 
 	if (!ci) {
-		pthread_rwlockattr_t attr;
-
 		ci = g_new0(struct cache_inode, 1);
 		ci->ino = ino;
-		pthread_rwlockattr_init(&attr);
-		/* a stream of readers must not starve a truncate */
-		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&ci->rw, &attr);
-		pthread_rwlockattr_destroy(&attr);
+		io_rwlock_init(&ci->rw);
 		pthread_cond_init(&ci->cond, NULL);
 		g_hash_table_insert(c->inodes, &ci->ino, ci);
 	}

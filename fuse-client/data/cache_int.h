@@ -9,6 +9,7 @@
  *   cache_writeback.c  the write-back threads and synchronous write-back (fsync)
  *   cache_readahead.c  sequential detection and the readahead threads
  *   cache_wait.c       the waits, each on its own condition, and their wake-ups
+ *   cache_thread.c     starting the background threads
  *   cache_stats.c      counters, latency histograms, the stats text
  *
  * docs/ARCHITECTURE.md ("The block cache") describes the model: the arena,
@@ -379,6 +380,16 @@ void cache_writeback_stop(struct cache *c);
  */
 int cache_writeback_inode(struct cache *c, struct cache_inode *ci, uint64_t seq,
 			  bool exclusive_holder);
+
+/* ---- cache_thread.c ---- */
+
+/*
+ * Start n threads running fn(c): *threads is allocated, *started counts
+ * those running. 0, or -errno after saying so (the started ones run on:
+ * the caller stops them as usual).
+ */
+int cache_threads_start(struct cache *c, void *(*fn)(void *), unsigned int n,
+			pthread_t **threads, unsigned int *started, const char *what);
 
 /* ---- cache_readahead.c ---- */
 

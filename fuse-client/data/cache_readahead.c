@@ -156,7 +156,6 @@ static void *ra_main(void *arg)
 
 int cache_ra_start(struct cache *c)
 {
-	unsigned int i;
 	int rc;
 
 	c->ra_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
@@ -166,15 +165,10 @@ int cache_ra_start(struct cache *c)
 		g_message("eventfd: %s", g_strerror(-rc));
 		goto err_close;
 	}
-	c->ra_threads = g_new0(pthread_t, c->cfg.ra_threads);
-	for (i = 0; i < c->cfg.ra_threads; i++) {
-		rc = -pthread_create(&c->ra_threads[i], NULL, ra_main, c);
-		if (rc < 0) {
-			g_message("pthread_create(readahead): %s", g_strerror(-rc));
-			goto err_stop;
-		}
-		c->nra_threads++;
-	}
+	rc = cache_threads_start(c, ra_main, c->cfg.ra_threads, &c->ra_threads, &c->nra_threads,
+				 "readahead");
+	if (rc < 0)
+		goto err_stop;
 	return 0;
 
 err_stop:

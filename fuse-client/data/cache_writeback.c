@@ -361,7 +361,6 @@ static void *writeback_main(void *arg)
 
 int cache_writeback_start(struct cache *c)
 {
-	unsigned int i;
 	int rc;
 
 	c->wb_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -370,17 +369,11 @@ int cache_writeback_start(struct cache *c)
 		g_message("eventfd: %s", g_strerror(-rc));
 		return rc;
 	}
-	c->wb_threads = g_new0(pthread_t, c->cfg.writeback_threads);
-	for (i = 0; i < c->cfg.writeback_threads; i++) {
-		rc = -pthread_create(&c->wb_threads[i], NULL, writeback_main, c);
-		if (rc < 0) {
-			g_message("pthread_create(write-back thread): %s", g_strerror(-rc));
-			cache_writeback_stop(c);
-			return rc;
-		}
-		c->nwb_threads++;
-	}
-	return 0;
+	rc = cache_threads_start(c, writeback_main, c->cfg.writeback_threads, &c->wb_threads,
+				 &c->nwb_threads, "write-back thread");
+	if (rc < 0)
+		cache_writeback_stop(c);
+	return rc;
 }
 
 void cache_writeback_stop(struct cache *c)

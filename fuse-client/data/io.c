@@ -81,6 +81,17 @@ static inline uint64_t round_up(uint64_t v)
 
 /* ---- per-inode locks ---- */
 
+void io_rwlock_init(pthread_rwlock_t *rw)
+{
+	pthread_rwlockattr_t attr;
+
+	pthread_rwlockattr_init(&attr);
+	/* a stream of readers must not starve a writer (a truncate) */
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(rw, &attr);
+	pthread_rwlockattr_destroy(&attr);
+}
+
 static struct io_lock *io_lock_get(struct io *io, uint64_t ino)
 {
 	struct io_lock *l;
@@ -88,15 +99,9 @@ static struct io_lock *io_lock_get(struct io *io, uint64_t ino)
 	pthread_mutex_lock(&io->locks_mutex);
 	l = g_hash_table_lookup(io->locks, &ino);
 	if (!l) {
-		pthread_rwlockattr_t attr;
-
 		l = g_new0(struct io_lock, 1);
 		l->ino = ino;
-		pthread_rwlockattr_init(&attr);
-		/* a stream of readers must not starve a writer */
-		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&l->rw, &attr);
-		pthread_rwlockattr_destroy(&attr);
+		io_rwlock_init(&l->rw);
 		g_hash_table_insert(io->locks, &l->ino, l);
 	}
 	l->refs++;

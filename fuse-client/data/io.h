@@ -32,6 +32,7 @@
 #ifndef RMEM_IO_H
 #define RMEM_IO_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -151,6 +152,9 @@ struct io_wb_file {
 	bool gone; /* out */
 };
 int io_writeback_files(struct io *io, struct io_wb_file *f, int nf);
+
+/* a per-inode data lock: an rwlock that prefers writers (io's table and the cache's records) */
+void io_rwlock_init(pthread_rwlock_t *rw);
 
 /* relatime: after a read of ino served from anywhere, move atime if due (best effort) */
 void io_note_read(struct io *io, uint64_t ino, const struct meta_attr *attr);
