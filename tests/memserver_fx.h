@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * memserver_fx.h - a real memserver for the C integration tests (test_cache,
- * test_meta): spawned from $RMEM_BUILD_DIR/memserver/memserver on an
- * ephemeral loopback port, killed with the test process if it aborts, and a
- * remote (fuse-client/pool/remote.h) opened to it over TCP. Failures are test
- * failures (g_error / g_assert), so none of these return an error.
+ * memserver_fx.h - a real memserver for the C integration tests of the
+ * filesystem layers (test_cache, test_meta): started by memserver_launch()
+ * on an ephemeral loopback port, with a remote (fuse-client/pool/remote.h)
+ * opened to it over TCP. Failures are test failures (g_error / g_assert), so
+ * none of these return an error.
  */
 #ifndef RMEM_TESTS_MEMSERVER_FX_H
 #define RMEM_TESTS_MEMSERVER_FX_H
