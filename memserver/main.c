@@ -466,6 +466,7 @@ no_device:
 }
 #endif /* RMEM_HAVE_RDMA */
 
+/* until SIGINT or SIGTERM: the exit status */
 static int memserver_wait_for_signal(const sigset_t *set)
 {
 	siginfo_t si;
@@ -474,7 +475,27 @@ static int memserver_wait_for_signal(const sigset_t *set)
 	do
 		sig = sigwaitinfo(set, &si);
 	while (sig < 0 && errno == EINTR);
-	return sig;
+	if (sig < 0) {
+		g_warning("sigwaitinfo: %s; shutting down", g_strerror(errno));
+		return EXIT_FAILURE;
+	}
+	g_message("%s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	return EXIT_SUCCESS;
+}
+
+/* the ready line on stdout (what starts memservers waits for it) */
+static void memserver_announce(const struct memserver *ms, const struct memserver_opts *o,
+			       uint16_t port, const char *rdma_note)
+{
+	char size_str[32], hp[96];
+
+	units_format_size(pool_size(ms->pool), size_str, sizeof(size_str));
+	memserver_hostport(o->listen, port, hp, sizeof(hp));
+	printf("memserver: serving %s on tcp %s%s\n", size_str, hp, rdma_note);
+	fflush(stdout);
+	g_debug("pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64 " bytes%s%s",
+		pool_id(ms->pool), pool_region_count(ms->pool), pool_chunk_size(ms->pool),
+		ms->have_token ? ", token required" : "", o->backing_file ? ", backing file" : "");
 }
 
 /* the pool, resident (and locked with --mlock); 0, or -errno after saying why */
@@ -530,7 +551,7 @@ static int memserver_listen_tcp(struct memserver *ms, const struct memserver_opt
 
 int main(int argc, char **argv)
 {
-	char size_str[32], hp[96], rdma_note[160] = "";
+	char rdma_note[160] = "";
 	struct memserver_opts o;
 	struct memserver ms;
 	struct tcp_server *ts = NULL;
@@ -538,7 +559,7 @@ int main(int argc, char **argv)
 	struct rdma_server *rs = NULL;
 #endif
 	sigset_t sigs;
-	int rc, sig, status = EXIT_FAILURE;
+	int rc, status = EXIT_FAILURE;
 	bool done;
 
 	if (memserver_parse(argc, argv, &o, &done) < 0)
@@ -583,20 +604,8 @@ int main(int argc, char **argv)
 		goto stop_rdma;
 	}
 
-	units_format_size(pool_size(ms.pool), size_str, sizeof(size_str));
-	memserver_hostport(o.listen, tcp_server_port(ts), hp, sizeof(hp));
-	printf("memserver: serving %s on tcp %s%s\n", size_str, hp, rdma_note);
-	fflush(stdout);
-	g_debug("pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64 " bytes%s%s",
-		pool_id(ms.pool), pool_region_count(ms.pool), pool_chunk_size(ms.pool),
-		ms.have_token ? ", token required" : "", o.backing_file ? ", backing file" : "");
-
-	sig = memserver_wait_for_signal(&sigs);
-	if (sig > 0)
-		g_message("%s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-	else
-		g_warning("sigwaitinfo: %s; shutting down", g_strerror(errno));
-	status = sig > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	memserver_announce(&ms, &o, tcp_server_port(ts), rdma_note);
+	status = memserver_wait_for_signal(&sigs);
 
 	/* teardown in reverse order; client threads go before RDMA (they hold oob handles) */
 	tcp_server_destroy(ts);

@@ -76,32 +76,11 @@ die() { echo "bench: $*" >&2; exit 1; }
 . "$ROOT/scripts/lib/cli.sh"
 targets_arg="" jobs_arg="" SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180
 PERF_DURATION="" POOL="" RMEMFS_OPTS=""
-while [ $# -gt 0 ]; do
-	case $1 in
-	--targets) need "$@"; targets_arg=$2; shift ;;
-	--jobs) need "$@"; jobs_arg=$2; shift ;;
-	--size) need "$@"; SEQ_SIZE=$2; shift ;;
-	--warm-size) need "$@"; WARM_SIZE=$2; shift ;;
-	--runtime) need "$@"; RUNTIME=$2; shift ;;
-	--files) need "$@"; FILES=$2; shift ;;
-	--meta-limit) need "$@"; META_LIMIT=$2; shift ;;
-	--perf-duration) need "$@"; PERF_DURATION=$2; shift ;;
-	--pool) need "$@"; POOL=$2; shift ;;
-	--rmemfs-opts) need "$@"; RMEMFS_OPTS=$2; shift ;;
-	*) shared_opt "$@"; shift $((SHARED_SHIFT - 1)) ;;
-	esac
-	shift
-done
-
-if [ -n "$report_only" ]; then
-	[ -f "$report_only/raw/config.tsv" ] || die "$report_only is not a bench.sh results directory"
-	"$PY" "$HERE/report.py" build "$report_only" || exit 1
-	if [ $update_docs = 1 ]; then
-		"$PY" "$HERE/report.py" update-docs "$report_only" "$ROOT/docs/PERFORMANCE.md" \
-			"$ROOT/docs/perf" || exit 1
-	fi
-	exit 0
-fi
+declare -A VALUE_OPTS=([--targets]=targets_arg [--jobs]=jobs_arg [--size]=SEQ_SIZE
+	[--warm-size]=WARM_SIZE [--runtime]=RUNTIME [--files]=FILES [--meta-limit]=META_LIMIT
+	[--perf-duration]=PERF_DURATION [--pool]=POOL [--rmemfs-opts]=RMEMFS_OPTS)
+REPORT=$HERE/report.py DOC=$ROOT/docs/PERFORMANCE.md DOC_DIR=$ROOT/docs/perf
+cli_parse "$@"
 
 # to_mib, shquote, record_cmd, build_tree and the targets' functions (definitions only)
 # shellcheck source-path=SCRIPTDIR source=bench/targets.sh
@@ -566,9 +545,5 @@ config elapsed_s "$(($(date +%s) - T_START))"
 config loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 
 step "results ($OUT)"
-"$PY" "$HERE/report.py" build "$OUT" || die "report failed"
-if [ $update_docs = 1 ]; then
-	"$PY" "$HERE/report.py" update-docs "$OUT" "$ROOT/docs/PERFORMANCE.md" "$ROOT/docs/perf" ||
-		die "updating docs/PERFORMANCE.md failed"
-fi
+report "$OUT"
 echo "total $(($(date +%s) - T_START)) s"

@@ -88,31 +88,12 @@ die() { echo "farmem: $*" >&2; exit 1; }
 . "$ROOT/scripts/lib/cli.sh"
 backends_arg="" fractions="" workloads_arg="" TOUCH_SIZE="" TOUCHES="" REDIS_SIZE=""
 REDIS_REQ="" SORT_SIZE="" SCRATCH_SIZE="" SWAP_TOOL="" LOCK_WAIT=60
-while [ $# -gt 0 ]; do
-	case $1 in
-	--backends) need "$@"; backends_arg=$2; shift ;;
-	--fractions) need "$@"; fractions=$2; shift ;;
-	--workloads) need "$@"; workloads_arg=$2; shift ;;
-	--touch-size) need "$@"; TOUCH_SIZE=$2; shift ;;
-	--touches) need "$@"; TOUCHES=$2; shift ;;
-	--redis-size) need "$@"; REDIS_SIZE=$2; shift ;;
-	--redis-requests) need "$@"; REDIS_REQ=$2; shift ;;
-	--sort-size) need "$@"; SORT_SIZE=$2; shift ;;
-	--scratch-size) need "$@"; SCRATCH_SIZE=$2; shift ;;
-	--rmemfs-swap) need "$@"; SWAP_TOOL=$2; shift ;;
-	--lock-wait) need "$@"; LOCK_WAIT=$2; shift ;;
-	*) shared_opt "$@"; shift $((SHARED_SHIFT - 1)) ;;
-	esac
-	shift
-done
-
-docs_update() { "$PY" "$HERE/report.py" update-docs "$1" "$ROOT/docs/FARMEM.md" "$ROOT/docs/farmem"; }
-if [ -n "$report_only" ]; then
-	[ -f "$report_only/raw/config.tsv" ] || die "$report_only is not a farmem.sh results directory"
-	"$PY" "$HERE/report.py" build "$report_only" || exit 1
-	[ $update_docs = 0 ] || docs_update "$report_only" || exit 1
-	exit 0
-fi
+declare -A VALUE_OPTS=([--backends]=backends_arg [--fractions]=fractions
+	[--workloads]=workloads_arg [--touch-size]=TOUCH_SIZE [--touches]=TOUCHES
+	[--redis-size]=REDIS_SIZE [--redis-requests]=REDIS_REQ [--sort-size]=SORT_SIZE
+	[--scratch-size]=SCRATCH_SIZE [--rmemfs-swap]=SWAP_TOOL [--lock-wait]=LOCK_WAIT)
+REPORT=$HERE/report.py DOC=$ROOT/docs/FARMEM.md DOC_DIR=$ROOT/docs/farmem
+cli_parse "$@"
 
 # to_mib, shquote, record_cmd, run, ours, build_tree, and the rmemfs/memserver functions of the
 # benchmark suite (definitions only)
@@ -352,6 +333,5 @@ config elapsed_s "$(($(date +%s) - T_START))"
 config loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 
 step "results ($OUT)"
-"$PY" "$HERE/report.py" build "$OUT" || die "report failed"
-[ $update_docs = 0 ] || docs_update "$OUT" || die "updating docs/FARMEM.md failed"
+report "$OUT"
 echo "total $(($(date +%s) - T_START)) s"

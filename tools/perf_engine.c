@@ -222,10 +222,71 @@ static void reset_ring(struct perf_worker *w)
 	}
 }
 
+/* an op posted for every free slot; how many (0: the transport's queue is full), or -errno */
+static int post_free_slots(struct perf_worker *w, const struct perf_job *job,
+			   enum perf_phase phase, unsigned int inflight)
+{
+	unsigned int qd = w->cfg->qd, nb = 0, i;
+	uint64_t t;
+	int rc;
+
+	for (i = 0; i < w->free_count; i++)
+		build_op(w, job, phase, w->free_ring[(w->free_head + i) % qd], &w->batch[nb++]);
+	if (!nb)
+		return 0;
+	t = clock_now_ns();
+	rc = xport_post(w->x, w->batch, nb);
+	if (rc == -EAGAIN && !inflight)
+		return perf_worker_fail(w, rc, "xport_post with nothing in flight");
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc)
+		return perf_worker_fail(w, rc, "xport_post(%u x %s of %" PRIu32 " bytes)", nb,
+					xport_op_type_str(w->batch[0].type), w->batch[0].len);
+	for (i = 0; i < nb; i++) {
+		struct perf_slot *sl = &w->slots[w->batch[i].wr_id];
+
+		sl->busy = true;
+		sl->t_post = t;
+		sl->n_phase++;
+		if (phase == PHASE_WARMUP || phase == PHASE_MEASURE)
+			sl->n_job++;
+	}
+	w->free_head = (w->free_head + nb) % qd;
+	w->free_count -= nb;
+	return (int)nb;
+}
+
+/* the n completions in w->cqes, at time t: slots with quota left back in the ring; 0 or -errno */
+static int reap(struct perf_worker *w, const struct perf_job *job, enum perf_phase phase, int n,
+		uint64_t t, unsigned int *inflight)
+{
+	unsigned int qd = w->cfg->qd, i;
+	int rc;
+
+	for (i = 0; i < (unsigned int)n; i++) {
+		uint64_t s = w->cqes[i].wr_id;
+		struct perf_slot *sl;
+
+		if (s >= qd || !w->slots[s].busy)
+			return perf_worker_fail(w, -EPROTO,
+						"xport_poll returned an unknown wr_id %" PRIu64, s);
+		sl = &w->slots[s];
+		sl->busy = false;
+		(*inflight)--;
+		rc = complete_op(w, job, phase, (unsigned int)s, &w->cqes[i], t);
+		if (rc)
+			return rc;
+		if (sl->n_phase < sl->quota)
+			w->free_ring[(w->free_head + w->free_count++) % qd] = (unsigned int)s;
+	}
+	return 0;
+}
+
 int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf_phase phase,
 		    uint64_t deadline_ns)
 {
-	unsigned int qd = w->cfg->qd, inflight = 0, nb, i;
+	unsigned int qd = w->cfg->qd, inflight = 0;
 	int stall_ms = (w->x->op_timeout_ms > 0 ? w->x->op_timeout_ms : 10000) + STALL_EXTRA_MS;
 	uint64_t t, last_progress = clock_now_ns();
 	bool posting = true;
@@ -237,38 +298,11 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 			return -ECANCELED;
 		if (posting && deadline_ns && clock_now_ns() >= deadline_ns)
 			posting = false;
-
-		nb = 0;
 		if (posting) {
-			for (i = 0; i < w->free_count; i++) {
-				unsigned int s = w->free_ring[(w->free_head + i) % qd];
-
-				build_op(w, job, phase, s, &w->batch[nb++]);
-			}
-		}
-		if (nb) {
-			t = clock_now_ns();
-			rc = xport_post(w->x, w->batch, nb);
-			if (rc && rc != -EAGAIN)
-				return perf_worker_fail(
-				    w, rc, "xport_post(%u x %s of %" PRIu32 " bytes)", nb,
-				    xport_op_type_str(w->batch[0].type), w->batch[0].len);
-			if (rc == -EAGAIN && !inflight)
-				return perf_worker_fail(w, rc, "xport_post with nothing in flight");
-			if (!rc) {
-				for (i = 0; i < nb; i++) {
-					struct perf_slot *sl = &w->slots[w->batch[i].wr_id];
-
-					sl->busy = true;
-					sl->t_post = t;
-					sl->n_phase++;
-					if (phase == PHASE_WARMUP || phase == PHASE_MEASURE)
-						sl->n_job++;
-				}
-				w->free_head = (w->free_head + nb) % qd;
-				w->free_count -= nb;
-				inflight += nb;
-			}
+			rc = post_free_slots(w, job, phase, inflight);
+			if (rc < 0)
+				return rc;
+			inflight += (unsigned int)rc;
 		}
 		if (!inflight) {
 			if (!w->free_count || !posting)
@@ -290,23 +324,9 @@ int perf_engine_run(struct perf_worker *w, const struct perf_job *job, enum perf
 			continue;
 		}
 		last_progress = t;
-		for (i = 0; i < (unsigned int)n; i++) {
-			uint64_t s = w->cqes[i].wr_id;
-			struct perf_slot *sl;
-
-			if (s >= qd || !w->slots[s].busy)
-				return perf_worker_fail(
-				    w, -EPROTO, "xport_poll returned an unknown wr_id %" PRIu64, s);
-			sl = &w->slots[s];
-			sl->busy = false;
-			inflight--;
-			rc = complete_op(w, job, phase, (unsigned int)s, &w->cqes[i], t);
-			if (rc)
-				return rc;
-			if (sl->n_phase < sl->quota)
-				w->free_ring[(w->free_head + w->free_count++) % qd] =
-				    (unsigned int)s;
-		}
+		rc = reap(w, job, phase, n, t, &inflight);
+		if (rc)
+			return rc;
 		if (phase == PHASE_MEASURE)
 			w->t_end_ns = t;
 	}

@@ -239,6 +239,58 @@ static void perf_defaults(struct perf_opts *o)
 	o->poll_name = "busy";
 }
 
+/* the whole-number options and the values each accepts */
+static const struct perf_num_opt {
+	int c;
+	const char *name;
+	uint64_t min, max;
+} num_opts[] = {
+	{ OPT_QD, "--qd", 1, PERF_MAX_QD },
+	{ OPT_THREADS, "--threads", 1, PERF_MAX_THREADS },
+	{ OPT_ITERS, "--iters", 1, 1ULL << 40 },
+	{ OPT_WARMUP, "--warmup", 0, 1ULL << 40 },
+	{ OPT_SEED, "--seed", 0, UINT64_MAX },
+	{ OPT_TIMEOUT, "--timeout", 1, 3600000 },
+};
+
+/* a whole-number option (or an unknown one); 0, or -EINVAL after a usage message */
+static int perf_opt_number(struct perf_opts *o, int c, char **argv)
+{
+	const struct perf_num_opt *n;
+	uint64_t v;
+	int rc;
+
+	for (n = num_opts; n < num_opts + G_N_ELEMENTS(num_opts) && n->c != c; n++)
+		;
+	if (n == num_opts + G_N_ELEMENTS(num_opts))
+		return usage_error("unknown option '%s'", argv[optind - 1]);
+	rc = parse_uint(n->name, optarg, n->min, n->max, &v);
+	if (rc)
+		return rc;
+	switch (c) {
+	case OPT_QD:
+		o->qd = (unsigned int)v;
+		break;
+	case OPT_THREADS:
+		o->threads = (unsigned int)v;
+		break;
+	case OPT_ITERS:
+		o->iters = v;
+		o->iters_set = true;
+		break;
+	case OPT_WARMUP:
+		o->warmup = (int64_t)v;
+		break;
+	case OPT_SEED:
+		o->seed = v;
+		o->seed_set = true;
+		break;
+	default:
+		o->timeout_ms = (int)v;
+	}
+	return 0;
+}
+
 /* one option (c from getopt_long); 0, 1 after --help, or -EINVAL after a usage message */
 static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
 {
@@ -268,18 +320,6 @@ static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
 	case OPT_SWEEP:
 		rc = parse_sweep(optarg, o);
 		break;
-	case OPT_QD:
-		rc = parse_uint("--qd", optarg, 1, PERF_MAX_QD, &v);
-		o->qd = (unsigned int)v;
-		break;
-	case OPT_THREADS:
-		rc = parse_uint("--threads", optarg, 1, PERF_MAX_THREADS, &v);
-		o->threads = (unsigned int)v;
-		break;
-	case OPT_ITERS:
-		rc = parse_uint("--iters", optarg, 1, 1ULL << 40, &o->iters);
-		o->iters_set = true;
-		break;
 	case OPT_DURATION:
 		o->duration_s = g_ascii_strtod(optarg, &end);
 		if (!optarg[0] || *end || !(o->duration_s > 0.0) || o->duration_s > 86400.0)
@@ -288,16 +328,8 @@ static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
 					   optarg);
 		*duration_set = true;
 		break;
-	case OPT_WARMUP:
-		rc = parse_uint("--warmup", optarg, 0, 1ULL << 40, &v);
-		o->warmup = (int64_t)v;
-		break;
 	case OPT_VERIFY:
 		o->verify = true;
-		break;
-	case OPT_SEED:
-		rc = parse_uint("--seed", optarg, 0, UINT64_MAX, &o->seed);
-		o->seed_set = true;
 		break;
 	case OPT_POLL:
 		if (xport_poll_mode_parse(optarg, &o->poll))
@@ -311,10 +343,6 @@ static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
 	case OPT_REGION:
 		rc = parse_size_arg("--region", optarg, 4096, UINT64_MAX, &o->region);
 		break;
-	case OPT_TIMEOUT:
-		rc = parse_uint("--timeout", optarg, 1, 3600000, &v);
-		o->timeout_ms = (int)v;
-		break;
 	case 'h':
 	case OPT_HELP:
 		fputs(usage_text, stdout);
@@ -322,7 +350,7 @@ static int perf_opt(struct perf_opts *o, int c, char **argv, bool *duration_set)
 	case ':':
 		return usage_error("option '%s' needs a value", argv[optind - 1]);
 	default:
-		return usage_error("unknown option '%s'", argv[optind - 1]);
+		return perf_opt_number(o, c, argv);
 	}
 	return rc;
 }

@@ -218,6 +218,25 @@ static uint64_t slot_row_ops(const struct perf_worker *w, unsigned int s)
 	return slot_share(cfg->warmup, cfg->qd, s) + slot_share(cfg->iters, cfg->qd, s);
 }
 
+/* the counters (contiguous: one op) between the slot buffer and the pool; 0 or -errno */
+static int counters_xfer(struct perf_worker *w, enum xport_op_type type, const char *what)
+{
+	size_t len = 8ULL * w->ntargets;
+	int rc;
+
+	if (type == XPORT_WRITE)
+		rc = xport_write(w->x, w->mr, w->buf, len, w->targets[0].raddr,
+				 w->targets[0].rkey);
+	else
+		rc = xport_read(w->x, w->mr, w->buf, len, w->targets[0].raddr,
+				w->targets[0].rkey);
+	if (rc)
+		return perf_worker_fail(w, rc, "%s(%s %u counter(s) at pool offset 0x%" PRIx64 ")",
+					xport_op_type_str(type), what, w->ntargets,
+					w->targets[0].off);
+	return 0;
+}
+
 int perf_worker_prepare(struct perf_worker *w, const struct perf_job *job)
 {
 	const struct perf_config *cfg = w->cfg;
@@ -232,12 +251,9 @@ int perf_worker_prepare(struct perf_worker *w, const struct perf_job *job)
 	if (job->op == XPORT_CAS || job->op == XPORT_FETCH_ADD) {
 		/* counters start at zero (one WRITE; they are contiguous and resolved) */
 		memset(w->buf, 0, 8ULL * w->ntargets);
-		rc = xport_write(w->x, w->mr, w->buf, 8 * w->ntargets, w->targets[0].raddr,
-				 w->targets[0].rkey);
+		rc = counters_xfer(w, XPORT_WRITE, "zero");
 		if (rc)
-			return perf_worker_fail(
-			    w, rc, "xport_write(zero %u counter(s) at pool offset 0x%" PRIx64 ")",
-			    w->ntargets, w->targets[0].off);
+			return rc;
 	} else if (job->op == XPORT_READ && cfg->verify) {
 		for (s = 0; s < cfg->qd; s++)
 			w->slots[s].quota = MIN((uint64_t)w->per_slot, slot_row_ops(w, s));
@@ -272,12 +288,9 @@ static int check_cas(struct perf_worker *w)
 	unsigned int s;
 	int rc;
 
-	rc = xport_read(w->x, w->mr, w->buf, 8 * w->ntargets, w->targets[0].raddr,
-			w->targets[0].rkey);
+	rc = counters_xfer(w, XPORT_READ, "CAS");
 	if (rc)
-		return perf_worker_fail(
-		    w, rc, "xport_read(%u CAS counter(s) at pool offset 0x%" PRIx64 ")",
-		    w->ntargets, w->targets[0].off);
+		return rc;
 	for (s = 0; s < w->ntargets; s++) {
 		memcpy(&v, w->buf + 8 * s, 8);
 		w->verify_checked++;

@@ -171,22 +171,12 @@ static void format_timestamp(char *buf, size_t cap)
 	g_date_time_unref(now);
 }
 
-/* the run proper, once every worker is connected; 0, or 1 for failures / mismatches */
-static int run_rows(const struct perf_opts *o, struct perf_run *run, struct perf_run_info *info)
+/* one thread a worker, let through the gate (or told to leave); 0, or 1 after saying why */
+static int start_threads(struct perf_run *run, struct perf_thread *threads)
 {
-	struct perf_thread *threads = g_new0(struct perf_thread, run->cfg.threads);
-	struct perf_row *rows = g_new0(struct perf_row, run->njobs);
-	struct perf_hist *hist = g_new0(struct perf_hist, 1);
-	uint64_t mismatches = 0, checked = 0;
-	unsigned int i, j, nrows = 0;
+	unsigned int i;
 	int rc, ret = 0;
 
-	rc = -pthread_barrier_init(&run->barrier, NULL, run->cfg.threads + 1);
-	if (rc) {
-		g_printerr("rmem-perf: pthread_barrier_init: %s\n", g_strerror(-rc));
-		ret = 1;
-		goto free_mem;
-	}
 	pthread_mutex_init(&run->gate_lock, NULL);
 	pthread_cond_init(&run->gate_cond, NULL);
 	for (i = 0; i < run->cfg.threads; i++) {
@@ -205,8 +195,51 @@ static int run_rows(const struct perf_opts *o, struct perf_run *run, struct perf
 	run->gate = ret ? -1 : 1;
 	pthread_cond_broadcast(&run->gate_cond);
 	pthread_mutex_unlock(&run->gate_lock);
+	return ret;
+}
+
+static void join_threads(struct perf_run *run, struct perf_thread *threads)
+{
+	unsigned int i;
+
+	for (i = 0; i < run->cfg.threads; i++)
+		if (threads[i].started)
+			pthread_join(threads[i].tid, NULL);
+	pthread_cond_destroy(&run->gate_cond);
+	pthread_mutex_destroy(&run->gate_lock);
+}
+
+/* a measured row, in the table (unless --json) and on stderr when it failed to verify */
+static void print_row(const struct perf_opts *o, const struct perf_row *row)
+{
+	if (!o->json)
+		perf_report_table_row(stdout, row);
+	if (row->verify_mismatches)
+		g_printerr("rmem-perf: verify FAILED for %s of %" PRIu32 " bytes: %" PRIu64
+			   " mismatching %s\n",
+			   perf_op_name(row->op), row->size, row->verify_mismatches,
+			   perf_op_is_atomic(row->op) ? "value(s)" : "byte(s)");
+}
+
+/* the run proper, once every worker is connected; 0, or 1 for failures / mismatches */
+static int run_rows(const struct perf_opts *o, struct perf_run *run, struct perf_run_info *info)
+{
+	struct perf_thread *threads = g_new0(struct perf_thread, run->cfg.threads);
+	struct perf_row *rows = g_new0(struct perf_row, run->njobs);
+	struct perf_hist *hist = g_new0(struct perf_hist, 1);
+	uint64_t mismatches = 0, checked = 0;
+	unsigned int j, nrows = 0;
+	int rc, ret;
+
+	rc = -pthread_barrier_init(&run->barrier, NULL, run->cfg.threads + 1);
+	if (rc) {
+		g_printerr("rmem-perf: pthread_barrier_init: %s\n", g_strerror(-rc));
+		ret = 1;
+		goto free_mem;
+	}
+	ret = start_threads(run, threads);
 	if (ret)
-		goto join_threads;
+		goto join;
 
 	if (!o->json)
 		perf_report_table_header(stdout, info);
@@ -216,15 +249,7 @@ static int run_rows(const struct perf_opts *o, struct perf_run *run, struct perf
 		pthread_barrier_wait(&run->barrier); /* checked */
 		if (!__atomic_load_n(&run->abort, __ATOMIC_RELAXED)) {
 			collect_row(run, &run->jobs[j], hist, &rows[nrows]);
-			if (!o->json)
-				perf_report_table_row(stdout, &rows[nrows]);
-			if (rows[nrows].verify_mismatches)
-				g_printerr("rmem-perf: verify FAILED for %s of %" PRIu32
-					   " bytes: %" PRIu64 " mismatching %s\n",
-					   perf_op_name(rows[nrows].op), rows[nrows].size,
-					   rows[nrows].verify_mismatches,
-					   perf_op_is_atomic(rows[nrows].op) ? "value(s)"
-									     : "byte(s)");
+			print_row(o, &rows[nrows]);
 			mismatches += rows[nrows].verify_mismatches;
 			checked += rows[nrows].verify_checked;
 			nrows++;
@@ -245,12 +270,8 @@ static int run_rows(const struct perf_opts *o, struct perf_run *run, struct perf
 	if (mismatches)
 		ret = 1;
 
-join_threads:
-	for (i = 0; i < run->cfg.threads; i++)
-		if (threads[i].started)
-			pthread_join(threads[i].tid, NULL);
-	pthread_cond_destroy(&run->gate_cond);
-	pthread_mutex_destroy(&run->gate_lock);
+join:
+	join_threads(run, threads);
 	pthread_barrier_destroy(&run->barrier);
 free_mem:
 	g_free(hist);

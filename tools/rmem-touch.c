@@ -506,17 +506,17 @@ static void usage(FILE *f)
 		"Every page is verified on every touch; exit 1 on a verification error.\n");
 }
 
-static int parse_u64(const char *opt, const char *s, uint64_t *out)
+/* a whole number of at least min; -EINVAL after saying what it must be */
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-') {
+	if (units_parse_uint(s, min, UINT64_MAX, out) == 0)
+		return 0;
+	if (min)
+		fprintf(stderr, "rmem-touch: %s: '%s' is not a whole number of at least %" PRIu64
+			"\n", opt, s, min);
+	else
 		fprintf(stderr, "rmem-touch: %s: '%s' is not a whole number\n", opt, s);
-		return -EINVAL;
-	}
-	return 0;
+	return -EINVAL;
 }
 
 /* *out = the index of s in names[n]; -EINVAL (with a message listing them) when it is none */
@@ -538,15 +538,37 @@ static int parse_name(const char *opt, const char *s, const char *const *names, 
 	return -EINVAL;
 }
 
+enum { OPT_PATTERN = 256, OPT_PASSES, OPT_TOUCHES, OPT_FILL, OPT_SEED };
+
+/* one option with a value (c from getopt_long); 0, or -EINVAL after saying what is wrong */
+static int touch_opt(struct touch_opts *o, int c, const char *arg)
+{
+	unsigned int v;
+	int rc;
+
+	switch (c) {
+	case OPT_PATTERN:
+		rc = parse_name("--pattern", arg, pattern_names, G_N_ELEMENTS(pattern_names), &v);
+		if (!rc)
+			o->pattern = (enum touch_pattern)v;
+		return rc;
+	case OPT_FILL:
+		rc = parse_name("--fill", arg, fill_names, G_N_ELEMENTS(fill_names), &v);
+		if (!rc)
+			o->fill = (enum touch_fill)v;
+		return rc;
+	case OPT_PASSES:
+		return parse_u64("--passes", arg, 0, &o->passes);
+	case OPT_TOUCHES:
+		return parse_u64("--touches", arg, 1, &o->touches);
+	case OPT_SEED:
+		return parse_u64("--seed", arg, 0, &o->seed);
+	}
+	return -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, struct touch_opts *o)
 {
-	enum {
-		OPT_PATTERN = 256,
-		OPT_PASSES,
-		OPT_TOUCHES,
-		OPT_FILL,
-		OPT_SEED,
-	};
 	const struct option longopts[] = {
 	    {"pattern", required_argument, NULL, OPT_PATTERN},
 	    {"passes", required_argument, NULL, OPT_PASSES},
@@ -561,49 +583,23 @@ static int parse_args(int argc, char **argv, struct touch_opts *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	unsigned int v;
 	int c;
 
 	*o = (struct touch_opts){
 	    .pattern = TOUCH_RAND, .fill = FILL_HALF, .passes = 1, .seed = 1, .write = true};
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 0: /* a switch */
-			break;
-		case OPT_PATTERN:
-			if (parse_name("--pattern", optarg, pattern_names,
-				       G_N_ELEMENTS(pattern_names), &v))
-				return -EINVAL;
-			o->pattern = (enum touch_pattern)v;
-			break;
-		case OPT_PASSES:
-			if (parse_u64("--passes", optarg, &o->passes))
-				return -EINVAL;
-			break;
-		case OPT_TOUCHES:
-			if (parse_u64("--touches", optarg, &o->touches))
-				return -EINVAL;
-			if (!o->touches) {
-				fprintf(stderr, "rmem-touch: --touches: at least 1\n");
-				return -EINVAL;
-			}
-			break;
-		case OPT_FILL:
-			if (parse_name("--fill", optarg, fill_names, G_N_ELEMENTS(fill_names), &v))
-				return -EINVAL;
-			o->fill = (enum touch_fill)v;
-			break;
-		case OPT_SEED:
-			if (parse_u64("--seed", optarg, &o->seed))
-				return -EINVAL;
-			break;
-		case 'h':
+		if (c == 0) /* a switch */
+			continue;
+		if (c == 'h') {
 			usage(stdout);
 			exit(0);
-		default:
+		}
+		if (c == '?') {
 			usage(stderr);
 			return -EINVAL;
 		}
+		if (touch_opt(o, c, optarg))
+			return -EINVAL;
 	}
 	if (optind != argc - 1) {
 		usage(stderr);

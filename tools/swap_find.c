@@ -62,17 +62,34 @@ static int read_failed(const char *what, int rc)
 	return rc;
 }
 
-/* a kernel table's lines (the last one empty), saying so when it cannot be read */
-static int read_lines(const char *path, gchar ***out)
+/* one line of a table into an element, or NULL to leave the line out */
+typedef void *(*table_parse_fn)(const char *line, void *ctx);
+
+/*
+ * A kernel table's elements (its lines after the first skip, parsed) in a GPtrArray that frees
+ * them with free_fn; 0, or -errno after saying which table could not be read.
+ */
+static int read_table(const char *path, unsigned int skip, table_parse_fn parse, void *ctx,
+		      GDestroyNotify free_fn, GPtrArray **out)
 {
+	gchar **lines;
 	char *text;
+	void *e;
 	int rc;
+	unsigned int i;
 
 	rc = read_text(path, &text);
 	if (rc < 0)
 		return read_failed(path, rc);
-	*out = g_strsplit(text, "\n", -1);
+	lines = g_strsplit(text, "\n", -1);
 	g_free(text);
+	*out = g_ptr_array_new_with_free_func(free_fn);
+	for (i = 0; lines[i]; i++) {
+		e = i >= skip ? parse(lines[i], ctx) : NULL;
+		if (e)
+			g_ptr_array_add(*out, e);
+	}
+	g_strfreev(lines);
 	return 0;
 }
 
@@ -104,7 +121,7 @@ static void mount_free(gpointer p)
 }
 
 /* "36 35 98:0 /root /mnt rw,noatime master:1 - ext3 /dev/root rw" (proc(5)) */
-static struct swap_mount *mount_parse(const char *line)
+static void *mount_parse(const char *line, void *ctx G_GNUC_UNUSED)
 {
 	gchar **f = g_strsplit(line, " ", -1);
 	struct swap_mount *m = NULL;
@@ -124,23 +141,7 @@ static struct swap_mount *mount_parse(const char *line)
 
 int swap_find_mounts(GPtrArray **out)
 {
-	struct swap_mount *m;
-	GPtrArray *mounts;
-	gchar **lines;
-	int rc, i;
-
-	rc = read_lines("/proc/self/mountinfo", &lines);
-	if (rc < 0)
-		return rc;
-	mounts = g_ptr_array_new_with_free_func(mount_free);
-	for (i = 0; lines[i]; i++) {
-		m = mount_parse(lines[i]);
-		if (m)
-			g_ptr_array_add(mounts, m);
-	}
-	g_strfreev(lines);
-	*out = mounts;
-	return 0;
+	return read_table("/proc/self/mountinfo", 0, mount_parse, NULL, mount_free, out);
 }
 
 /* is the first len bytes of path inside mount point mp? */
@@ -253,28 +254,32 @@ out:
 	return d;
 }
 
+/* which of the rmemfs-backed swap areas swap_find_devices keeps */
+struct device_filter {
+	GPtrArray *mounts;
+	const char *mount_point; /* NULL: any */
+	dev_t rdev; /* 0: any */
+};
+
+static void *device_parse_kept(const char *line, void *ctx)
+{
+	const struct device_filter *f = ctx;
+	struct swap_device *d = device_parse(f->mounts, line);
+
+	if (d && ((f->mount_point && strcmp(d->mount_point, f->mount_point) != 0) ||
+		  (f->rdev && d->rdev != f->rdev))) {
+		device_free(d);
+		return NULL;
+	}
+	return d;
+}
+
 int swap_find_devices(GPtrArray *mounts, const char *mount_point, dev_t rdev, GPtrArray **out)
 {
-	struct swap_device *d;
-	GPtrArray *devices;
-	gchar **lines;
-	int rc, i;
+	struct device_filter f = { .mounts = mounts, .mount_point = mount_point, .rdev = rdev };
 
-	rc = read_lines("/proc/swaps", &lines);
-	if (rc < 0)
-		return rc;
-	devices = g_ptr_array_new_with_free_func(device_free);
-	for (i = 1; lines[0] && lines[i]; i++) { /* line 0 is the header */
-		d = device_parse(mounts, lines[i]);
-		if (d && (!mount_point || strcmp(d->mount_point, mount_point) == 0) &&
-		    (!rdev || d->rdev == rdev))
-			g_ptr_array_add(devices, d);
-		else if (d)
-			device_free(d);
-	}
-	g_strfreev(lines);
-	*out = devices;
-	return 0;
+	/* line 0 is the header */
+	return read_table("/proc/swaps", 1, device_parse_kept, &f, device_free, out);
 }
 
 int swap_find_loops_of(const char *file, GArray **out)

@@ -139,12 +139,11 @@ static int parse_args(int argc, char **argv, struct swap_args *a)
 /* a whole number 0..max */
 static int parse_number(const char *opt, const char *arg, long max, long *out)
 {
-	char *end = NULL;
+	uint64_t v;
 
-	errno = 0;
-	*out = g_ascii_isdigit(arg[0]) ? strtol(arg, &end, 10) : -1;
-	if (errno || *out < 0 || *out > max || *end)
+	if (units_parse_uint(arg, 0, (uint64_t)max, &v) < 0)
 		return usage_error("%s '%s' is not a number from 0 to %ld", opt, arg, max);
+	*out = (long)v;
 	return 0;
 }
 

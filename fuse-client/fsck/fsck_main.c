@@ -28,11 +28,13 @@
 #define EXIT_ERROR 2
 
 struct fsck_cli {
+	const char *server; /* as given: SERVER[:PORT] */
 	char *host;
 	uint16_t port;
 	char *transport;
 	char *token_file;
 	int takeover_ms;
+	gboolean repair, force, verbose;
 };
 
 static int parse_o(const char *opts, struct fsck_cli *cli)
@@ -74,25 +76,19 @@ static int parse_o(const char *opts, struct fsck_cli *cli)
 	return rc;
 }
 
-int main(int argc, char **argv)
+/* the command line into *cli; 0, or -EINVAL after saying what is wrong */
+static int fsck_parse(int argc, char **argv, struct fsck_cli *cli)
 {
-	struct fsck_cli cli = { 0 };
-	struct fsck_opts fo = { 0 };
-	struct remote_config cfg;
-	struct fsck_report rep;
-	struct remote *r = NULL;
-	gboolean repair = FALSE, force = FALSE, verbose = FALSE;
 	gchar **ovals = NULL;
 	GError *gerr = NULL;
 	GOptionContext *octx;
-	char *err_msg = NULL;
-	int rc, i, status = EXIT_ERROR;
+	int i, rc = -EINVAL;
 	GOptionEntry entries[] = {
-		{ "repair", 0, 0, G_OPTION_ARG_NONE, &repair,
+		{ "repair", 0, 0, G_OPTION_ARG_NONE, &cli->repair,
 		  "repair what is found (takes the pool's lease)", NULL },
-		{ "force", 0, 0, G_OPTION_ARG_NONE, &force,
+		{ "force", 0, 0, G_OPTION_ARG_NONE, &cli->force,
 		  "check a pool a live client has mounted; with --repair take its lease", NULL },
-		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log progress", NULL },
+		{ "verbose", 'v', 0, G_OPTION_ARG_NONE, &cli->verbose, "log progress", NULL },
 		{ "option", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &ovals,
 		  "token_file=PATH, transport=auto|tcp|rdma, takeover_ms=N", "OPTS" },
 		{ NULL }
@@ -106,65 +102,107 @@ int main(int argc, char **argv)
 	if (!g_option_context_parse(octx, &argc, &argv, &gerr)) {
 		fprintf(stderr, "rmemfs-fsck: %s\n", gerr->message);
 		g_error_free(gerr);
-		goto out_opts;
+		goto out;
 	}
 	if (argc != 2) {
 		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT] [--repair] [--force] [-o OPTS]\n");
-		goto out_opts;
+		goto out;
 	}
-	if (verbose)
-		g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
-	if (net_parse_server(argv[1], &cli.host, &cli.port) < 0) {
-		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT])\n", argv[1]);
-		goto out_opts;
+	cli->server = argv[1];
+	if (net_parse_server(cli->server, &cli->host, &cli->port) < 0) {
+		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT])\n",
+			cli->server);
+		goto out;
 	}
 	for (i = 0; ovals && ovals[i]; i++)
-		if (parse_o(ovals[i], &cli) < 0)
-			goto out_opts;
+		if (parse_o(ovals[i], cli) < 0)
+			goto out;
+	rc = 0;
+out:
+	g_strfreev(ovals);
+	g_option_context_free(octx);
+	return rc;
+}
+
+/* one connection to the pool; -errno after saying why */
+static int fsck_connect(const struct fsck_cli *cli, struct remote **r)
+{
+	struct remote_config cfg;
+	int rc;
 
 	memset(&cfg, 0, sizeof(cfg));
-	if (xport_params_client(&cfg.params, cli.host, cli.port, cli.token_file, "rmemfs-fsck",
+	if (xport_params_client(&cfg.params, cli->host, cli->port, cli->token_file, "rmemfs-fsck",
 				"token_file=") < 0)
-		goto out_opts;
+		return -EINVAL;
 	cfg.params.quiet = true;
-	cfg.transport = cli.transport ? cli.transport : "auto";
+	cfg.transport = cli->transport ? cli->transport : "auto";
 	cfg.qps = 1;
 	cfg.bounce_size = 4U << 20;
-	rc = remote_open(&cfg, &r);
-	if (rc < 0) {
-		fprintf(stderr, "rmemfs-fsck: connecting to %s: %s\n", argv[1], g_strerror(-rc));
-		goto out_opts;
-	}
+	rc = remote_open(&cfg, r);
+	if (rc < 0)
+		fprintf(stderr, "rmemfs-fsck: connecting to %s: %s\n", cli->server,
+			g_strerror(-rc));
+	return rc;
+}
 
-	fo.repair = repair;
-	fo.force = force;
-	fo.lease_takeover_ms = cli.takeover_ms;
+static void fsck_print_summary(const struct fsck_cli *cli, const struct fsck_report *rep)
+{
+	printf("%s: %" G_GUINT64_FORMAT " inodes (%" G_GUINT64_FORMAT " directories, %"
+	       G_GUINT64_FORMAT " files, %" G_GUINT64_FORMAT " symlinks, %" G_GUINT64_FORMAT
+	       " other), %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in use\n",
+	       cli->server, (guint64)rep->inodes, (guint64)rep->dirs, (guint64)rep->files,
+	       (guint64)rep->symlinks, (guint64)rep->others, (guint64)rep->blocks_used,
+	       (guint64)rep->data_blocks);
+	if (rep->problems)
+		printf("%u problems found, %u repaired%s\n", rep->problems, rep->repaired,
+		       cli->repair ? "" : " (run with --repair to fix them)");
+	else
+		printf("no problems found\n");
+}
+
+/* check (and repair) the pool behind r: the exit status */
+static int fsck_run(const struct fsck_cli *cli, struct remote *r)
+{
+	struct fsck_opts fo = {
+		.repair = cli->repair,
+		.force = cli->force,
+		.lease_takeover_ms = cli->takeover_ms,
+	};
+	struct fsck_report rep;
+	char *err_msg = NULL;
+	int rc, status = EXIT_ERROR;
+	guint i;
+
 	fsck_report_init(&rep);
 	rc = mount_fsck(r, &fo, &rep, &err_msg);
-	for (i = 0; i < (int)rep.lines->len; i++)
+	for (i = 0; i < rep.lines->len; i++)
 		printf("%s\n", (char *)g_ptr_array_index(rep.lines, i));
 	if (rc < 0) {
 		fprintf(stderr, "rmemfs-fsck: %s\n", err_msg ? err_msg : g_strerror(-rc));
 	} else {
-		printf("%s: %" G_GUINT64_FORMAT " inodes (%" G_GUINT64_FORMAT " directories, %"
-		       G_GUINT64_FORMAT " files, %" G_GUINT64_FORMAT " symlinks, %" G_GUINT64_FORMAT
-		       " other), %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in use\n",
-		       argv[1], (guint64)rep.inodes, (guint64)rep.dirs, (guint64)rep.files,
-		       (guint64)rep.symlinks, (guint64)rep.others, (guint64)rep.blocks_used,
-		       (guint64)rep.data_blocks);
-		if (rep.problems)
-			printf("%u problems found, %u repaired%s\n", rep.problems, rep.repaired,
-			       repair ? "" : " (run with --repair to fix them)");
-		else
-			printf("no problems found\n");
+		fsck_print_summary(cli, &rep);
 		status = rep.problems ? EXIT_PROBLEMS : EXIT_SUCCESS;
 	}
 	g_free(err_msg);
 	fsck_report_clear(&rep);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct fsck_cli cli = { 0 };
+	struct remote *r = NULL;
+	int status = EXIT_ERROR;
+
+	if (fsck_parse(argc, argv, &cli) < 0)
+		goto out;
+	if (cli.verbose)
+		g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
+	if (fsck_connect(&cli, &r) < 0)
+		goto out;
+	status = fsck_run(&cli, r);
 	remote_close(r);
-out_opts:
-	g_strfreev(ovals);
-	g_option_context_free(octx);
+out:
 	g_free(cli.host);
 	g_free(cli.transport);
 	g_free(cli.token_file);

@@ -307,15 +307,60 @@ out_signals:
 	return status;
 }
 
+/*
+ * The pool, its filesystem, io and the cache under ctx, served on the mountpoint; the exit
+ * status. *se is destroyed here once serving began: its destroy callback flushes the cache.
+ */
+static int mount_and_serve(struct fuse_session **se, const struct options *o,
+			   const struct remote_config *rcfg, struct ops_ctx *ctx, int *notify_fd)
+{
+	struct remote *remote = NULL;
+	struct meta *meta = NULL;
+	struct cache *cache = NULL;
+	struct io *io = NULL;
+	int status = 1, rc;
+
+	rc = remote_open(rcfg, &remote);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: cannot reach the pool at %s over %s: %s%s\n", o->server,
+			o->transport, g_strerror(-rc), connect_hint(rc));
+		return 1;
+	}
+	if (open_meta(o, remote, &meta) < 0)
+		goto out_remote;
+
+	io = io_create(meta, remote, !o->read_only);
+	if (open_cache(o, io, &cache) < 0)
+		goto out_meta;
+	ctx->meta = meta;
+	ctx->io = io;
+	ctx->cache = cache;
+	ctx->remote = remote;
+
+	status = serve(*se, o, remote, notify_fd);
+out_meta:
+	fuse_session_destroy(*se);
+	*se = NULL;
+	if (o->debug && cache)
+		print_stats(cache, io);
+	cache_destroy(cache);
+	io_destroy(io);
+	rc = mount_close(meta);
+	if (rc < 0) {
+		fprintf(stderr, "rmemfs: unmount did not complete cleanly: %s (the next mount recovers)\n",
+			g_strerror(-rc));
+		status = 1;
+	}
+out_remote:
+	remote_close(remote);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct remote_config rcfg;
 	struct swapmode swap;
 	struct fuse_session *se;
-	struct remote *remote = NULL;
-	struct meta *meta = NULL;
-	struct cache *cache = NULL;
-	struct io *io = NULL;
 	struct ops_ctx ctx;
 	struct options o;
 	int notify_fd = -1, status = 1, rc;
@@ -350,42 +395,7 @@ int main(int argc, char **argv)
 			goto out_session;
 		ctx.swap = &swap;
 	}
-
-	rc = remote_open(&rcfg, &remote);
-	if (rc < 0) {
-		fprintf(stderr, "rmemfs: cannot reach the pool at %s over %s: %s%s\n", o.server,
-			o.transport, g_strerror(-rc), connect_hint(rc));
-		goto out_session;
-	}
-
-	if (open_meta(&o, remote, &meta) < 0)
-		goto out_remote;
-
-	io = io_create(meta, remote, !o.read_only);
-	if (open_cache(&o, io, &cache) < 0)
-		goto out_meta;
-	ctx.meta = meta;
-	ctx.io = io;
-	ctx.cache = cache;
-	ctx.remote = remote;
-
-	status = serve(se, &o, remote, &notify_fd);
-out_meta:
-	/* the session goes first: its destroy callback flushes the cache */
-	fuse_session_destroy(se);
-	se = NULL;
-	if (o.debug && cache)
-		print_stats(cache, io);
-	cache_destroy(cache);
-	io_destroy(io);
-	rc = mount_close(meta);
-	if (rc < 0) {
-		fprintf(stderr, "rmemfs: unmount did not complete cleanly: %s (the next mount recovers)\n",
-			g_strerror(-rc));
-		status = 1;
-	}
-out_remote:
-	remote_close(remote);
+	status = mount_and_serve(&se, &o, &rcfg, &ctx, &notify_fd);
 out_session:
 	if (se)
 		fuse_session_destroy(se);
