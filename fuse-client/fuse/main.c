@@ -10,7 +10,7 @@
  *   (superblock, lease, recovery) -> fuse_session_mount -> tell the parent
  *   "mounted", detach -> serve.
  * libfuse's fuse_daemonize() cannot be used: it forks after the mount, and
- * the threads mount_open starts (lease heartbeat, journal flusher) would not
+ * the threads mount_open starts (lease heartbeat, the committer) would not
  * survive a fork. So we fork first, before any thread exists, and do the
  * daemon's detaching ourselves once the mount stands.
  *
