@@ -18,22 +18,24 @@ struct remote *tfx_memserver_start(const char *size, unsigned int op_timeout_ms,
 {
 	const char *const args[] = { "--size", size, "--port", "0", NULL };
 	struct memserver_proc ms;
+	struct remote_server srv = { .host = "127.0.0.1" };
 	struct remote_config cfg;
 	struct remote *r;
 
 	memserver_launch(args, &ms);
 	*pid = ms.pid;
+	srv.port = ms.tcp_port;
 	memset(&cfg, 0, sizeof(cfg));
-	xport_params_init(&cfg.params);
-	cfg.params.host = "127.0.0.1";
-	cfg.params.port = ms.tcp_port;
-	cfg.params.quiet = true;
+	xport_params_init(&cfg.member.params);
+	cfg.member.params.quiet = true;
 	if (op_timeout_ms)
-		cfg.params.op_timeout_ms = op_timeout_ms;
-	cfg.transport = "tcp";
-	cfg.qps = 2;
-	cfg.bounce_size = 1U << 20;
-	g_assert_cmpint(remote_open(&cfg, &r), ==, 0);
+		cfg.member.params.op_timeout_ms = op_timeout_ms;
+	cfg.member.transport = "tcp";
+	cfg.member.qps = 2;
+	cfg.member.bounce_size = 1U << 20;
+	cfg.servers = &srv;
+	cfg.nservers = 1;
+	g_assert_cmpint(remote_open(&cfg, &r, NULL), ==, 0);
 	return r;
 }
 

@@ -3,7 +3,7 @@
  * fsck_main.c - the rmemfs-fsck program: check (and with --repair, fix) the
  * filesystem in a memserver's pool.
  *
- *   rmemfs-fsck SERVER[:PORT] [--repair] [--force] [-o token_file=F,transport=T]
+ *   rmemfs-fsck SERVER[:PORT][,SERVER[:PORT]...] [--repair] [--force] [-o token_file=F,transport=T]
  *
  * Exit status: 0 no problems, 1 problems found (and repaired with --repair),
  * 2 operational error (cannot connect, no filesystem, pool busy, bad usage).
@@ -29,8 +29,8 @@
 
 struct fsck_cli {
 	const char *server; /* as given: SERVER[:PORT] */
-	char *host;
-	uint16_t port;
+	struct remote_server servers[REMOTE_MAX_SERVERS];
+	unsigned int nservers;
 	char *transport;
 	char *token_file;
 	int takeover_ms;
@@ -105,13 +105,13 @@ static int fsck_parse(int argc, char **argv, struct fsck_cli *cli)
 		goto out;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT] [--repair] [--force] [-o OPTS]\n");
+		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT][,SERVER[:PORT]...] [--repair] [--force] [-o OPTS]\n");
 		goto out;
 	}
 	cli->server = argv[1];
-	if (net_parse_server(cli->server, &cli->host, &cli->port) < 0) {
-		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT])\n",
-			cli->server);
+	if (remote_parse_servers(cli->server, cli->servers, REMOTE_MAX_SERVERS, &cli->nservers) < 0) {
+		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT], or up to "
+			"%u of them separated by commas)\n", cli->server, REMOTE_MAX_SERVERS);
 		goto out;
 	}
 	for (i = 0; ovals && ovals[i]; i++)
@@ -124,24 +124,29 @@ out:
 	return rc;
 }
 
-/* one connection to the pool; -errno after saying why */
+/* one connection to the pool (each member); -errno after saying why */
 static int fsck_connect(const struct fsck_cli *cli, struct remote **r)
 {
 	struct remote_config cfg;
+	char *err_msg = NULL;
 	int rc;
 
 	memset(&cfg, 0, sizeof(cfg));
-	if (xport_params_client(&cfg.params, cli->host, cli->port, cli->token_file, "rmemfs-fsck",
-				"token_file=") < 0)
+	if (xport_params_client(&cfg.member.params, cli->servers[0].host, cli->servers[0].port,
+				cli->token_file, "rmemfs-fsck", "token_file=") < 0)
 		return -EINVAL;
-	cfg.params.quiet = true;
-	cfg.transport = cli->transport ? cli->transport : "auto";
-	cfg.qps = 1;
-	cfg.bounce_size = 4U << 20;
-	rc = remote_open(&cfg, r);
+	cfg.member.params.quiet = true;
+	cfg.member.transport = cli->transport ? cli->transport : "auto";
+	cfg.member.qps = 1;
+	cfg.member.bounce_size = 4U << 20;
+	cfg.servers = cli->servers;
+	cfg.nservers = cli->nservers;
+	cfg.read_only = !cli->repair;
+	rc = remote_open(&cfg, r, &err_msg);
 	if (rc < 0)
 		fprintf(stderr, "rmemfs-fsck: connecting to %s: %s\n", cli->server,
-			g_strerror(-rc));
+			err_msg ? err_msg : g_strerror(-rc));
+	g_free(err_msg);
 	return rc;
 }
 
@@ -203,7 +208,7 @@ int main(int argc, char **argv)
 	status = fsck_run(&cli, r);
 	remote_close(r);
 out:
-	g_free(cli.host);
+	remote_servers_free(cli.servers, cli.nservers);
 	g_free(cli.transport);
 	g_free(cli.token_file);
 	return status;

@@ -175,15 +175,23 @@ static void print_stats(struct cache *cache, struct io *io)
 /* the pool connection the options ask for; -errno after saying why */
 static int remote_config(const struct options *o, struct remote_config *rcfg)
 {
+	struct member_config *mc = &rcfg->member;
+
 	memset(rcfg, 0, sizeof(*rcfg));
-	if (xport_params_client(&rcfg->params, o->host, o->port, o->token_file, "rmemfs",
-				"token_file=") < 0)
+	if (xport_params_client(&mc->params, o->servers[0].host, o->servers[0].port,
+				o->token_file, "rmemfs", "token_file=") < 0)
 		return -EINVAL;
-	rcfg->transport = o->transport;
-	rcfg->params.poll_mode = o->poll_mode;
-	rcfg->qps = o->qps;
-	rcfg->bounce_size = MAIN_BOUNCE_SIZE;
-	rcfg->reconnect_timeout_ms = o->reconnect_timeout_ms;
+	mc->transport = o->transport;
+	mc->params.poll_mode = o->poll_mode;
+	mc->qps = o->qps;
+	mc->bounce_size = MAIN_BOUNCE_SIZE;
+	mc->reconnect_timeout_ms = o->reconnect_timeout_ms;
+	rcfg->servers = o->servers;
+	rcfg->nservers = o->nservers;
+	rcfg->replicas = o->replicas;
+	rcfg->degraded = o->degraded;
+	rcfg->format = o->format;
+	rcfg->read_only = o->read_only;
 	return 0;
 }
 
@@ -318,14 +326,18 @@ static int mount_and_serve(struct fuse_session **se, const struct options *o,
 	struct meta *meta = NULL;
 	struct cache *cache = NULL;
 	struct io *io = NULL;
+	char *err_msg = NULL;
 	int status = 1, rc;
 
-	rc = remote_open(rcfg, &remote);
-	if (rc < 0) {
+	rc = remote_open(rcfg, &remote, &err_msg);
+	if (rc < 0 && err_msg)
+		fprintf(stderr, "rmemfs: cannot mount %s: %s\n", o->server, err_msg);
+	else if (rc < 0)
 		fprintf(stderr, "rmemfs: cannot reach the pool at %s over %s: %s%s\n", o->server,
 			o->transport, g_strerror(-rc), connect_hint(rc));
+	g_free(err_msg);
+	if (rc < 0)
 		return 1;
-	}
 	if (open_meta(o, remote, &meta) < 0)
 		goto out_remote;
 

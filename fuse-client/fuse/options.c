@@ -49,6 +49,8 @@ static const struct fuse_opt options_table[] = {
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
+	OPT("replicas=%s", replicas_str, 0),
+	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
 	OPT("format", format, 1),
 	OPT("swap", swap, 1),
@@ -165,13 +167,21 @@ static int validate_server(struct options *o)
 		fprintf(stderr, "rmemfs: missing SERVER[:PORT] (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options]; try --help)\n");
 		return -EINVAL;
 	}
-	if (net_parse_server(o->server, &o->host, &o->port) < 0) {
-		fprintf(stderr, "rmemfs: '%s' is not SERVER[:PORT] (ports are 1..65535; write IPv6 as [addr]:port)\n",
-			o->server);
+	if (remote_parse_servers(o->server, o->servers, REMOTE_MAX_SERVERS, &o->nservers) < 0) {
+		fprintf(stderr, "rmemfs: '%s' is not SERVER[:PORT][,SERVER[:PORT]...] (at most %u servers; ports are 1..65535; write IPv6 as [addr]:port)\n",
+			o->server, REMOTE_MAX_SERVERS);
 		return -EINVAL;
 	}
-	if (!o->port)
-		o->port = PROTO_DEFAULT_PORT;
+	if (o->replicas_str) {
+		uint64_t v;
+
+		if (units_parse_uint(o->replicas_str, 1, 3, &v) < 0 || v > o->nservers) {
+			fprintf(stderr, "rmemfs: replicas=%s: must be 1..3 and at most the number of servers (%u)\n",
+				o->replicas_str, o->nservers);
+			return -EINVAL;
+		}
+		o->replicas = (unsigned int)v;
+	}
 
 	if (o->token_file && !*o->token_file) {
 		fprintf(stderr, "rmemfs: token_file= needs a file name\n");
@@ -309,7 +319,7 @@ static int add_arg(struct options *o, const char *arg)
 int options_parse(struct options *o, int argc, char **argv)
 {
 	struct fuse_cmdline_opts cmd;
-	char *arg;
+	char *arg, *joined, **esc;
 	int rc;
 
 	memset(o, 0, sizeof(*o));
@@ -346,13 +356,16 @@ int options_parse(struct options *o, int argc, char **argv)
 	/* shows as "127.0.0.1:7471 on /mnt type fuse.rmemfs" in /proc/mounts */
 	if (add_arg(o, "-osubtype=rmemfs") < 0)
 		return -ENOMEM;
-	if (!strchr(o->server, ',')) {
-		arg = g_strdup_printf("-ofsname=%s", o->server);
-		rc = add_arg(o, arg);
-		g_free(arg);
-		if (rc < 0)
-			return rc;
-	}
+	/* fuse_opt splits -o at commas; "\," keeps a member list in one name */
+	esc = g_strsplit(o->server, ",", -1);
+	joined = g_strjoinv("\\,", esc);
+	arg = g_strdup_printf("-ofsname=%s", joined);
+	rc = add_arg(o, arg);
+	g_strfreev(esc);
+	g_free(joined);
+	g_free(arg);
+	if (rc < 0)
+		return rc;
 
 	memset(&cmd, 0, sizeof(cmd));
 	if (fuse_parse_cmdline(&o->args, &cmd) != 0)
@@ -384,7 +397,8 @@ void options_free(struct options *o)
 	if (!o)
 		return;
 	g_free(o->server);
-	g_free(o->host);
+	remote_servers_free(o->servers, o->nservers);
+	free(o->replicas_str);
 	free(o->mountpoint);
 	free(o->transport);
 	free(o->token_file);
@@ -409,10 +423,11 @@ void options_print_help(const char *prog)
 	units_format_size(options_default_cache_size(), cs, sizeof(cs));
 	units_format_size(OPTIONS_DEFAULT_BLOCK_SIZE, bs, sizeof(bs));
 	units_format_size(OPTIONS_DEFAULT_READAHEAD, ra, sizeof(ra));
-	printf("usage: %s SERVER[:PORT] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
+	printf("usage: %s SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
 	       "\n"
 	       "Mount the memory pool served by a memserver at SERVER (default port %d;\n"
-	       "IPv6 as [addr]:port). From /etc/fstab:\n"
+	       "IPv6 as [addr]:port), or one filesystem over several memservers, each\n"
+	       "unit of data kept on `replicas` of them. From /etc/fstab:\n"
 	       "  127.0.0.1:7471 /mnt/rmem fuse.rmemfs defaults,_netdev,token_file=/etc/rmemfs.token 0 0\n"
 	       "\n"
 	       "rmemfs options:\n"
@@ -443,6 +458,13 @@ void options_print_help(const char *prog)
 	       "                           away before the filesystem fails (default %d;\n"
 	       "                           0: fail at once; inf: wait forever). Meanwhile\n"
 	       "                           requests wait and nothing dirty is dropped\n"
+	       "    -o replicas=R          copies of each unit on distinct servers, 1..3\n"
+	       "                           (default 2 with two or more servers, else 1;\n"
+	       "                           a set keeps the number it was formatted with)\n"
+	       "    -o degraded            mount read-write although only a minority of the\n"
+	       "                           member servers is up. Risk: another client that\n"
+	       "                           reaches the other members may mount them too, and\n"
+	       "                           the two copies of the filesystem then diverge\n"
 	       "    -o ro                  mount read-only (takes no lease)\n"
 	       "    -o default_permissions let the kernel check permissions (always on as root)\n"
 	       "    -o allow_other         let other users in (always on as root)\n"

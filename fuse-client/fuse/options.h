@@ -2,7 +2,7 @@
 /*
  * options.h - the rmemfs command line.
  *
- *   rmemfs SERVER[:PORT] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *   rmemfs SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
  *
  * options.c owns one fuse_opt table (offsetof into struct options), sets the
  * defaults before parsing, validates every value with a specific message,
@@ -19,6 +19,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "remote.h"
 #include "xport.h"
 
 /* cache_size default: RAM / OPTIONS_CACHE_RAM_DIV, within these bounds */
@@ -36,10 +37,10 @@
 #define OPTIONS_SWAP_BLOCK_SIZE (4U << 10)
 
 struct options {
-	/* SERVER[:PORT] split; host is g_malloc'd, IPv6 literals without brackets */
+	/* SERVER[:PORT][,SERVER[:PORT]...] split; IPv6 literals without brackets */
 	char *server; /* as given on the command line */
-	char *host;
-	uint16_t port;
+	struct remote_server servers[REMOTE_MAX_SERVERS];
+	unsigned int nservers;
 	char *mountpoint; /* from fuse_parse_cmdline (malloc'd by libfuse) */
 
 	/* raw -o values captured by fuse_opt (malloc'd), validated into the fields below */
@@ -55,6 +56,8 @@ struct options {
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
+	char *replicas_str;
+	int degraded; /* -o degraded: read-write without a majority of the members */
 	int direct_io;
 	int format;
 	int swap; /* -o swap: serve a swap device (swapmode.h) */
@@ -74,6 +77,7 @@ struct options {
 	double entry_timeout;
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */
+	unsigned int replicas; /* 0: the default (remote.h) */
 
 	/* from fuse_parse_cmdline */
 	int foreground;

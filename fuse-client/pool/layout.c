@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * layout.c - on-pool format helpers: geometry, superblock pack/classify,
- * CRC-32C, and the varint writer/reader the journal and checkpoints use.
+ * member set records, CRC-32C, and the varint writer/reader the journal and
+ * checkpoints use.
  * Pure functions on memory; nothing here touches the pool.
  */
 #define G_LOG_DOMAIN "rmemfs-layout"
@@ -141,6 +142,72 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
 		return LAYOUT_SB_CORRUPT;
 	}
 	return LAYOUT_SB_RMEMFS;
+}
+
+/* ---- member set records ---- */
+
+void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct layout_set *out)
+{
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	memcpy(out->magic, LAYOUT_SET_MAGIC, 8);
+	out->version = htole32(LAYOUT_SET_VERSION);
+	memcpy(out->set_uuid, in->set_uuid, 16);
+	out->events = htole64(in->events);
+	out->nmembers = htole32(in->nmembers);
+	out->replicas = htole32(in->replicas);
+	out->place = htole32(place);
+	out->unit_shift = htole32(in->unit_shift);
+	out->member_units = htole64(in->member_units);
+	for (i = 0; i < in->nmembers && i < LAYOUT_SET_MAX; i++) {
+		out->m[i].pool_id = htole64(in->m[i].pool_id);
+		out->m[i].pool_size = htole64(in->m[i].pool_size);
+		out->m[i].state = htole32((uint32_t)in->m[i].state);
+		out->m[i].rebuilt = htole64(in->m[i].rebuilt);
+		memcpy(out->m[i].addr, in->m[i].addr, LAYOUT_SET_ADDR_LEN);
+		out->m[i].addr[LAYOUT_SET_ADDR_LEN - 1] = 0;
+	}
+	out->crc = htole32(layout_crc(out, sizeof(*out)));
+}
+
+int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *place)
+{
+	struct layout_set rec;
+	uint32_t crc, i;
+
+	memcpy(&rec, blk, sizeof(rec));
+	memset(out, 0, sizeof(*out));
+	if (memcmp(rec.magic, LAYOUT_SET_MAGIC, 8))
+		return -ENODATA;
+	if (le32toh(rec.version) > LAYOUT_SET_VERSION)
+		return -EPROTONOSUPPORT;
+	crc = le32toh(rec.crc);
+	rec.crc = 0;
+	if (layout_crc(&rec, sizeof(rec)) != crc || le32toh(rec.version) == 0)
+		return -EBADMSG;
+	memcpy(out->set_uuid, rec.set_uuid, 16);
+	out->events = le64toh(rec.events);
+	out->nmembers = le32toh(rec.nmembers);
+	out->replicas = le32toh(rec.replicas);
+	out->unit_shift = le32toh(rec.unit_shift);
+	out->member_units = le64toh(rec.member_units);
+	*place = le32toh(rec.place);
+	if (out->nmembers < 1 || out->nmembers > LAYOUT_SET_MAX || out->replicas < 1 ||
+	    out->replicas > out->nmembers || *place >= out->nmembers || out->unit_shift < 12 ||
+	    out->unit_shift > 30)
+		return -EBADMSG;
+	for (i = 0; i < out->nmembers; i++) {
+		out->m[i].pool_id = le64toh(rec.m[i].pool_id);
+		out->m[i].pool_size = le64toh(rec.m[i].pool_size);
+		out->m[i].state = (enum layout_member_state)le32toh(rec.m[i].state);
+		out->m[i].rebuilt = le64toh(rec.m[i].rebuilt);
+		memcpy(out->m[i].addr, rec.m[i].addr, LAYOUT_SET_ADDR_LEN);
+		out->m[i].addr[LAYOUT_SET_ADDR_LEN - 1] = 0;
+		if (out->m[i].state > LAYOUT_MEMBER_REBUILDING)
+			return -EBADMSG;
+	}
+	return 0;
 }
 
 /* ---- crc32c (Castagnoli, reflected 0x82f63b78) ---- */

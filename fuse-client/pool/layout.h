@@ -131,6 +131,85 @@ enum layout_sb_kind {
 enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
 				       struct layout_geom *g, uint32_t *version, const char **why);
 
+/* ---- member sets ---- */
+
+/*
+ * A filesystem over several memservers (remote.h). Each member's pool:
+ *
+ *   [0, 4 KiB)          the superblock, the same static part on every member;
+ *                       each member keeps its own lease words and a copy of
+ *                       ckpt_gen and clean
+ *   [4 KiB, 12 KiB)     two membership record slots (record events & 1 goes
+ *                       to slot events & 1, so a torn write leaves the other)
+ *   [64 KiB, ...)       unit slots of 1 << unit_shift bytes (place.h)
+ *
+ * The record names every member by its pool id, its place and state, and
+ * carries an event counter that every membership change raises: the newest
+ * record among the members is the truth, and a member it marks lost is never
+ * read. A single-server pool has no record and no unit mapping (format 1 as
+ * it always was).
+ */
+#define LAYOUT_SET_MAGIC "RMEMSET\0"
+#define LAYOUT_SET_VERSION 1
+#define LAYOUT_SET_REC_OFF 4096ULL /* slot 0; slot 1 follows */
+#define LAYOUT_SET_REC_SIZE 4096U
+#define LAYOUT_SET_DATA_OFF (64ULL << 10)
+#define LAYOUT_SET_MAX 8U
+#define LAYOUT_SET_ADDR_LEN 64
+
+enum layout_member_state {
+	LAYOUT_MEMBER_IN_SYNC = 0, /* holds every copy placed on it */
+	LAYOUT_MEMBER_LOST = 1, /* missed writes: never read; rebuilt after a replace */
+	LAYOUT_MEMBER_REBUILDING = 2, /* a blank replacement being filled */
+};
+
+struct layout_set_member {
+	__le64 pool_id;
+	__le64 pool_size;
+	__le32 state; /* enum layout_member_state */
+	__le32 reserved;
+	__le64 rebuilt; /* REBUILDING: units copied so far */
+	char addr[LAYOUT_SET_ADDR_LEN]; /* "host:port" it was last reached at, NUL-terminated */
+};
+static_assert(sizeof(struct layout_set_member) == 96, "set member size");
+
+struct layout_set {
+	uint8_t magic[8]; /* LAYOUT_SET_MAGIC */
+	__le32 version; /* LAYOUT_SET_VERSION */
+	__le32 crc; /* crc32c of the whole struct with this field 0 */
+	uint8_t set_uuid[16];
+	__le64 events;
+	__le32 nmembers;
+	__le32 replicas;
+	__le32 place; /* the index of the member holding this copy */
+	__le32 unit_shift;
+	__le64 member_units; /* unit slots per member */
+	uint8_t reserved[40];
+	struct layout_set_member m[LAYOUT_SET_MAX];
+};
+static_assert(sizeof(struct layout_set) <= LAYOUT_SET_REC_SIZE, "set record size");
+
+/* the record in host form */
+struct layout_set_info {
+	uint8_t set_uuid[16];
+	uint64_t events;
+	uint32_t nmembers, replicas, unit_shift;
+	uint64_t member_units;
+	struct {
+		uint64_t pool_id, pool_size, rebuilt;
+		enum layout_member_state state;
+		char addr[LAYOUT_SET_ADDR_LEN];
+	} m[LAYOUT_SET_MAX];
+};
+
+void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct layout_set *out);
+/*
+ * Unpack a record slot (LAYOUT_SET_REC_SIZE bytes). 0 with *place set;
+ * -ENODATA for no record (no magic); -EBADMSG for a damaged one (crc,
+ * impossible counts); -EPROTONOSUPPORT for a newer version.
+ */
+int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *place);
+
 /* ---- journal transactions ---- */
 
 #define LAYOUT_TXN_MAGIC 0x58544d52U /* "RMTX" little-endian */

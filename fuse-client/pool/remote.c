@@ -1,671 +1,395 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * remote.c - the pool as one flat byte range, over a small set of channels.
+ * remote.c - opening a plain pool or a member set, the membership records,
+ * the members' states, and each member's own block 0 (remote.h). The data
+ * path is remote_io.c.
  *
- * A channel is one transport connection (struct xport) with a registered
- * bounce buffer and a mutex (an xport is single-threaded by contract). A
- * request takes any free channel (the one released last if free, else
- * the next free one, else waits for that first one),
- * turns its iovec into READ/WRITE ops - split at region boundaries, at
- * PROTO_MAX_IO and at the bounce buffer's size - posts them as one batch with
- * xport_run() (which chunks by queue depth and reaps every completion), and
- * copies between the bounce buffer and the caller's memory. Requests bigger
- * than the bounce buffer loop.
- *
- * The arena. The block cache registers its slot memory once
- * (remote_register_arena); every channel registers it with its xport, also
- * after a reconnect. An iovec piece that lies inside the arena is posted
- * straight from / into that memory (RDMA READs land in cache slots, WRITEs
- * go out of them, TCP receives into them): no bounce copy, and such pieces
- * do not count against the bounce size, so a whole multi-block request is
- * one batch.
- *
- * Outages. A connection-level failure (-ENOTCONN, -EIO, -ETIMEDOUT...)
- * closes the channel's xport and the request is tried again at once on a
- * fresh connection. If that fails too the server is *away*: the request
- * waits and retries with backoff (20 ms doubling to 1 s), as does every
- * other request meanwhile, until the server answers again or
- * reconnect_timeout has passed since it went away. One message when it
- * goes, one when it is back. Each channel addresses the pool with its own
- * connection's descriptor (a restarted memserver registers the same pool
- * under new keys and addresses); the pool must be the same one (pool_id,
- * size, region lengths).
- *
- * Failure. When the timeout passes, or the server serves another pool, or
- * the lease is lost (remote_fail), the remote is *failed* for good: the
- * reason is logged once, and every request from then on fails with -EIO at
- * once, so nothing above ever waits on a lost pool. READ, WRITE and the
- * atomics are all retried after an outage: READ and WRITE are idempotent; a
- * retried atomic may find its own earlier effect (a CAS whose reply was
- * lost), which its callers recognise (super.c).
- *
- * Fencing: super.c sets a write deadline that its lease heartbeat keeps
- * pushing forward. A write or fenced atomic past the deadline waits for the
- * heartbeat to prove the lease again (after an outage) rather than fail;
- * the heartbeat's own atomics are exempt. Every channel presents the
- * remote's client id (the lease owner value) at connect; a memserver that
- * answers -EKEYREVOKED has fenced that id for a new lease holder: the remote
- * fails ("LEASE LOST"), nothing is retried.
- *
- * Lock order: one channel lock at a time, never held while taking another
- * or while waiting out an outage; state_lock is taken with or without a
- * channel lock, and nothing is taken under it.
+ * Which record is the truth. Every membership change (a set formed, a
+ * member lost, a mount) raises the event count and writes the record to
+ * every member that is up, in both the slot of its parity and nowhere
+ * else, so the other slot keeps the previous record if the write tears. At
+ * open, the newest valid record among the members reached is the truth: a
+ * member it marks lost is stale (it missed writes) and is never read, even
+ * if its own older record says it is in sync. A loss is written before any
+ * write the lost member missed completes (remote_io.c waits for it), so a
+ * later mount that reaches a majority always sees at least one record that
+ * knows.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
-#include "remote.h"
-#include "clock.h"
+#include "remote_int.h"
 
+#include <endian.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/random.h>
 
 #include <glib.h>
 
-#define REMOTE_MIN_BOUNCE (1U << 20)
-#define REMOTE_DEFAULT_BOUNCE (2U << 20)
-#define REMOTE_BACKOFF_MIN_MS 20U
-#define REMOTE_BACKOFF_MAX_MS 1000U
+#include "clock.h"
+#include "net.h"
 
-struct remote_chan {
-	pthread_mutex_t lock;
-	unsigned int idx;
-	struct xport *x; /* NULL: not connected (reconnect on next use); under lock */
-	struct xport_mr *mr; /* bounce registration with x; under lock */
-	struct xport_mr *arena_mr; /* the cache arena's registration with x, or NULL; under lock */
-	uint8_t *arena; /* the arena this channel posts from (NULL: none); under lock */
-	size_t arena_len;
-	uint8_t *bounce; /* bounce_len bytes, page aligned, lives as long as the remote */
-	struct xport_op *ops; /* scratch, REMOTE_MAX_BATCH entries; under lock */
-	uint8_t **dst; /* READ: where each op's bytes go; under lock */
+static_assert(REMOTE_MAX_SERVERS == LAYOUT_SET_MAX, "one limit on members");
+static_assert(PLACE_MAX_MEMBERS == LAYOUT_SET_MAX, "one limit on members");
+
+#define REMOTE_UNIT_SHIFT 18 /* 256 KiB units: see docs/ARCHITECTURE.md "Member sets" */
+
+/* what one server's record slots hold */
+struct found {
+	int kind; /* 0: a record; -ENODATA: none; -EBADMSG / -EPROTONOSUPPORT: unusable */
+	struct layout_set_info info;
+	uint32_t place;
+	bool block0_zero; /* its block 0 is all zero */
 };
 
-#define REMOTE_MAX_BATCH 256U
+static void set_msg(char **err_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-struct remote {
-	char *host;
-	char server[80]; /* "host:port", for messages */
-	char *transport_req; /* what the caller asked for ("auto"...) */
-	char transport[16]; /* what the first connection used */
-	struct xport_params params;
-	struct proto_pool pool;
-	uint64_t *region_start; /* pool offset of each region's first byte */
-	/* the registered cache arena (remote_register_arena); written under every channel lock */
-	uint8_t *arena;
-	size_t arena_len;
-	size_t bounce_len;
-	unsigned int nchan;
-	struct remote_chan *chan;
-	atomic_uint next; /* the channel released last: the next request starts there */
-	int reconnect_ms; /* how long an absent server is waited for; -1: forever */
-	_Atomic uint64_t deadline_ns; /* lease write deadline (CLOCK_MONOTONIC ns), 0: none */
-	atomic_bool failed; /* set once, never cleared: every request fails */
-	_Atomic uint64_t down_since_ns; /* when the server went away; 0: it answers */
-	/* the state below (and waiting for it to change): under state_lock */
-	pthread_mutex_t state_lock;
-	pthread_cond_t state_cond; /* broadcast: server back, failed, deadline pushed */
-	char *failure; /* why the remote failed, or NULL */
-	unsigned int outages;
-	uint64_t away_ns; /* total time the server was away (ended outages) */
-};
-
-static bool conn_error(int rc)
+static void set_msg(char **err_msg, const char *fmt, ...)
 {
-	return rc == -ENOTCONN || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET ||
-	       rc == -EPIPE || rc == -ECONNABORTED || rc == -ESHUTDOWN;
-}
+	va_list ap;
 
-static void chan_disconnect(struct remote_chan *c)
-{
-	if (!c->x)
+	if (!err_msg || *err_msg)
 		return;
-	xport_dereg_mr(c->x, c->arena_mr);
-	c->arena_mr = NULL;
-	xport_dereg_mr(c->x, c->mr);
-	c->mr = NULL;
-	xport_close(c->x);
-	c->x = NULL;
+	va_start(ap, fmt);
+	*err_msg = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
 }
 
-static bool same_pool(const struct proto_pool *a, const struct proto_pool *b)
+static bool all_zero(const uint8_t *p, size_t len)
 {
-	uint32_t i;
+	size_t i;
 
-	if (a->size != b->size || a->pool_id != b->pool_id || a->nregions != b->nregions)
-		return false;
-	for (i = 0; i < a->nregions; i++)
-		if (a->regions[i].len != b->regions[i].len)
+	for (i = 0; i < len; i++)
+		if (p[i])
 			return false;
 	return true;
 }
 
-/*
- * Connect channel c (lock held). first: adopt the pool descriptor and the
- * transport "auto" chose; later connections use that transport, quietly,
- * and must find the same pool (else the remote fails: -EIO).
- */
-static int chan_connect(struct remote *r, struct remote_chan *c, bool first)
+/* read a server's block 0 and both record slots; the newer valid record wins */
+static int read_records(struct member *m, struct found *f)
 {
-	struct xport_params p = r->params;
-	struct xport *x;
-	int rc;
+	size_t len = LAYOUT_SET_REC_OFF + 2 * LAYOUT_SET_REC_SIZE;
+	uint8_t *buf = g_malloc(len);
+	struct layout_set_info info;
+	uint32_t place, k;
+	int rc, kind;
 
-	if (!first)
-		p.quiet = true;
-	rc = xport_connect(first ? r->transport_req : r->transport, &p, &x);
+	memset(f, 0, sizeof(*f));
+	f->kind = -ENODATA;
+	rc = member_read(m, 0, buf, len);
 	if (rc < 0)
-		return rc;
-	if (first) {
-		rc = proto_pool_copy(&r->pool, &x->pool);
-		if (rc < 0)
-			goto err_close;
-		g_strlcpy(r->transport, xport_name(x), sizeof(r->transport));
-	} else if (!same_pool(&x->pool, &r->pool)) {
-		remote_fail(r,
-			    "%s now serves another pool (id %016" G_GINT64_MODIFIER "x, %"
-			    G_GUINT64_FORMAT " bytes) where this filesystem's pool was (id %016"
-			    G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT " bytes): the pool is lost",
-			    r->server, (guint64)x->pool.pool_id, (guint64)x->pool.size,
-			    (guint64)r->pool.pool_id, (guint64)r->pool.size);
-		rc = -EIO;
-		goto err_close;
+		goto out;
+	f->block0_zero = all_zero(buf, LAYOUT_SB_LEASE_OWNER) &&
+			 all_zero(buf + LAYOUT_SB_LEASE_END, LAYOUT_SB_SIZE - LAYOUT_SB_LEASE_END);
+	for (k = 0; k < 2; k++) {
+		kind = layout_set_unpack(buf + LAYOUT_SET_REC_OFF + k * LAYOUT_SET_REC_SIZE, &info,
+					 &place);
+		if (kind == 0 && (f->kind != 0 || info.events > f->info.events)) {
+			f->kind = 0;
+			f->info = info;
+			f->place = place;
+		} else if (kind < 0 && f->kind != 0 && kind != -ENODATA) {
+			f->kind = kind;
+		}
 	}
-	rc = xport_reg_mr(x, c->bounce, r->bounce_len, &c->mr);
+out:
+	g_free(buf);
+	return rc;
+}
+
+static void member_name(char *dst, const struct remote_server *s)
+{
+	snprintf(dst, LAYOUT_SET_ADDR_LEN, strchr(s->host, ':') ? "[%s]:%u" : "%s:%u", s->host,
+		 s->port ? s->port : PROTO_DEFAULT_PORT);
+}
+
+/* connect to server i; a server that cannot be reached is left NULL (and said so) */
+static int connect_server(struct remote *r, const struct remote_config *cfg, unsigned int i,
+			  struct member **out, char **err_msg)
+{
+	struct member_config mc = cfg->member;
+	char name[LAYOUT_SET_ADDR_LEN];
+	int rc;
+
+	member_name(name, &cfg->servers[i]);
+	mc.params.host = cfg->servers[i].host;
+	mc.params.port = cfg->servers[i].port;
+	mc.params.client_id = r->client_id;
+	rc = member_open(&mc, out);
+	if (rc < 0 && cfg->nservers == 1)
+		return rc; /* the caller reports it, as it always did */
 	if (rc < 0) {
-		g_message("xport_reg_mr(%zu bytes): %s", r->bounce_len, g_strerror(-rc));
-		goto err_close;
-	}
-	if (r->arena) {
-		rc = xport_reg_mr(x, r->arena, r->arena_len, &c->arena_mr);
-		if (rc < 0) {
-			g_message("xport_reg_mr(cache arena, %zu bytes): %s", r->arena_len,
-				  g_strerror(-rc));
-			goto err_dereg_bounce;
-		}
-	}
-	c->x = x;
-	return 0;
-
-err_dereg_bounce:
-	xport_dereg_mr(x, c->mr);
-	c->mr = NULL;
-err_close:
-	xport_close(x);
-	return rc;
-}
-
-/*
- * A request starts at the channel released last and moves on only when
- * that one is busy: one request after another (whatever FUSE thread serves
- * them) keep one connection hot, and the memserver thread serving it is
- * still polling when the next request comes (tcp_server_set_spin) instead
- * of being woken for every request. Concurrent requests spread over the
- * others.
- */
-static struct remote_chan *chan_get(struct remote *r)
-{
-	unsigned int start = atomic_load(&r->next) % r->nchan, k;
-	struct remote_chan *c;
-
-	for (k = 0; k < r->nchan; k++) {
-		c = &r->chan[(start + k) % r->nchan];
-		if (pthread_mutex_trylock(&c->lock) == 0)
-			return c;
-	}
-	c = &r->chan[start];
-	pthread_mutex_lock(&c->lock);
-	return c;
-}
-
-static void chan_put(struct remote *r, struct remote_chan *c)
-{
-	atomic_store(&r->next, c->idx);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* wait on state_cond for at most ms (state_lock held) */
-static void state_wait_ms(struct remote *r, uint64_t ms)
-{
-	uint64_t t = clock_now_ns() + ms * 1000000ULL;
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ULL),
-			       .tv_nsec = (long)(t % 1000000000ULL) };
-
-	pthread_cond_timedwait(&r->state_cond, &r->state_lock, &ts);
-}
-
-static int usable(struct remote *r)
-{
-	return atomic_load(&r->failed) ? -EIO : 0;
-}
-
-/*
- * May a write go out? Not once failed. Past the lease deadline the
- * heartbeat has not proved the lease lately (the server was away, say):
- * wait until it does, at most reconnect_timeout, then fail the remote.
- */
-static int write_allowed(struct remote *r)
-{
-	uint64_t dl = atomic_load(&r->deadline_ns), t0, now;
-	bool expired = false;
-
-	if (atomic_load(&r->failed))
-		return -EIO;
-	if (!dl || clock_now_ns() <= dl)
-		return 0;
-	pthread_mutex_lock(&r->state_lock);
-	t0 = clock_now_ns();
-	for (;;) {
-		now = clock_now_ns();
-		dl = atomic_load(&r->deadline_ns);
-		if (r->failure || !dl || now <= dl)
-			break;
-		if (r->reconnect_ms >= 0 && now - t0 >= (uint64_t)r->reconnect_ms * 1000000ULL) {
-			expired = true;
-			break;
-		}
-		state_wait_ms(r, 100);
-	}
-	pthread_mutex_unlock(&r->state_lock);
-	if (expired)
-		remote_fail(r, "the lease could not be renewed for %d s (reconnect_timeout)",
-			    r->reconnect_ms / 1000);
-	return usable(r);
-}
-
-/* make sure c is connected (lock held); -EIO once failed, else why it cannot connect */
-static int chan_ready(struct remote *r, struct remote_chan *c)
-{
-	int rc;
-
-	if (atomic_load(&r->failed))
-		return -EIO;
-	if (c->x)
-		return 0;
-	rc = chan_connect(r, c, false);
-	if (rc < 0) {
-		g_debug("reconnecting channel %u: %s", c->idx, g_strerror(-rc));
-		return atomic_load(&r->failed) ? -EIO : rc;
-	}
-	g_debug("channel %u reconnected to %s", c->idx, c->x->peer);
-	return 0;
-}
-
-/* the server answered: end an outage (says how long it lasted) */
-static void server_answers(struct remote *r)
-{
-	uint64_t since;
-
-	if (!atomic_load(&r->down_since_ns))
-		return;
-	pthread_mutex_lock(&r->state_lock);
-	since = atomic_load(&r->down_since_ns);
-	if (since) {
-		uint64_t away = clock_now_ns() - since;
-
-		atomic_store(&r->down_since_ns, 0);
-		r->away_ns += away;
-		g_message("%s is back after %.1f s away", r->server, (double)away / 1e9);
-		pthread_cond_broadcast(&r->state_cond);
-	}
-	pthread_mutex_unlock(&r->state_lock);
-}
-
-/*
- * A request on channel c (lock held) ended with rc: close a dead connection,
- * release c, note what the answer says about the server. Returns rc.
- */
-static int chan_done(struct remote *r, struct remote_chan *c, enum xport_op_type type, int rc)
-{
-	if (rc >= 0) {
-		chan_put(r, c);
-		server_answers(r);
-		return rc;
-	}
-	if (conn_error(rc) && c->x) {
-		g_debug("channel %u: %s %s: %s; reconnecting", c->idx, c->x->peer,
-			xport_op_type_str(type), g_strerror(-rc));
-		chan_disconnect(c);
-	}
-	chan_put(r, c);
-	if (rc == -EKEYREVOKED) {
-		remote_fail(r, "LEASE LOST: %s fenced this client off the pool (another client "
-			    "took the lease over)", r->server);
-		rc = -EIO;
-	}
-	return rc;
-}
-
-/*
- * No connection to the server could be had (err), or a fresh one died: the
- * server is away - the first request to see it says so - and requests wait
- * out a backoff (woken early when it is back or the remote failed) until
- * reconnect_timeout has passed since it went away. Returns 0 (try again) or
- * -EIO (failed).
- */
-static int outage_wait(struct remote *r, int err, unsigned int attempt)
-{
-	uint64_t now, since, limit_ns, ms;
-	bool expired = false;
-
-	limit_ns = (uint64_t)r->reconnect_ms * 1000000ULL;
-	pthread_mutex_lock(&r->state_lock);
-	now = clock_now_ns();
-	since = atomic_load(&r->down_since_ns);
-	if (!since && !r->failure) {
-		since = now;
-		atomic_store(&r->down_since_ns, since);
-		r->outages++;
-		if (r->reconnect_ms < 0)
-			g_message("lost %s (%s); waiting for it to come back", r->server,
-				  g_strerror(-err));
-		else if (r->reconnect_ms > 0)
-			g_message("lost %s (%s); waiting up to %d s for it to come back", r->server,
-				  g_strerror(-err), r->reconnect_ms / 1000);
-	}
-	if (!r->failure) {
-		if (r->reconnect_ms >= 0 && now - since >= limit_ns) {
-			expired = true;
-		} else {
-			ms = MIN((uint64_t)REMOTE_BACKOFF_MIN_MS << MIN(attempt, 6U),
-				 (uint64_t)REMOTE_BACKOFF_MAX_MS);
-			if (r->reconnect_ms >= 0)
-				ms = MIN(ms, (limit_ns - (now - since)) / 1000000ULL + 1);
-			state_wait_ms(r, ms);
-		}
-	}
-	pthread_mutex_unlock(&r->state_lock);
-	if (expired)
-		remote_fail(r, "%s unreachable for %.1f s (%s; reconnect_timeout=%d s)", r->server,
-			    (double)(now - since) / 1e9, g_strerror(-err), r->reconnect_ms / 1000);
-	return usable(r);
-}
-
-/* region index holding pool offset off (binary search) */
-static int region_of(const struct remote *r, uint64_t off)
-{
-	unsigned int lo = 0, hi = r->pool.nregions;
-
-	while (hi - lo > 1) {
-		unsigned int mid = (lo + hi) / 2;
-
-		if (r->region_start[mid] <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return (int)lo;
-}
-
-/* does [p, p+len) lie in the channel's registered arena? */
-static bool in_arena(const struct remote_chan *c, const uint8_t *p, size_t len)
-{
-	return c->arena_mr && p >= c->arena && len <= c->arena_len &&
-	       (size_t)(p - c->arena) <= c->arena_len - len;
-}
-
-/*
- * Move the bytes of iov[] to/from the pool on channel c (lock held, connected).
- * zero: WRITE zeroes (iov_base ignored). Returns 0 or -errno.
- */
-static int chan_rw(struct remote *r, struct remote_chan *c, enum xport_op_type type, bool zero,
-		   const uint64_t *offs, const struct iovec *iov, int cnt)
-{
-	const unsigned int max_batch = REMOTE_MAX_BATCH;
-	int i = 0;
-	size_t pos = 0;
-	int rc;
-
-	if (zero)
-		memset(c->bounce, 0, r->bounce_len);
-	while (i < cnt) {
-		unsigned int n = 0, k;
-		size_t used = 0;
-
-		while (i < cnt && n < max_batch && (zero || used < r->bounce_len)) {
-			uint64_t off, rem;
-			bool direct;
-			size_t len;
-			int reg;
-			struct xport_op *op = &c->ops[n];
-
-			if (pos >= iov[i].iov_len) {
-				i++;
-				pos = 0;
-				continue;
-			}
-			off = offs[i] + pos;
-			if (off < offs[i] || off >= r->pool.size)
-				return -ERANGE;
-			len = iov[i].iov_len - pos;
-			direct = !zero && in_arena(c, (uint8_t *)iov[i].iov_base + pos, len);
-			if (zero)
-				len = MIN(len, r->bounce_len);
-			else if (!direct)
-				len = MIN(len, r->bounce_len - used);
-			len = MIN(len, (size_t)PROTO_MAX_IO);
-			reg = region_of(r, off);
-			rem = r->region_start[reg] + r->pool.regions[reg].len - off;
-			len = (size_t)MIN((uint64_t)len, rem);
-			memset(op, 0, sizeof(*op));
-			op->type = type;
-			op->wr_id = n;
-			op->mr = c->mr;
-			op->len = (uint32_t)len;
-			op->raddr = c->x->pool.regions[reg].addr + (off - r->region_start[reg]);
-			op->rkey = c->x->pool.regions[reg].rkey;
-			if (zero) {
-				op->local = c->bounce;
-			} else if (direct) {
-				/* cache arena: straight from / into the slot */
-				op->mr = c->arena_mr;
-				op->local = (uint8_t *)iov[i].iov_base + pos;
-				c->dst[n] = NULL;
-			} else {
-				op->local = c->bounce + used;
-				if (type == XPORT_WRITE)
-					memcpy(op->local, (uint8_t *)iov[i].iov_base + pos, len);
-				else
-					c->dst[n] = (uint8_t *)iov[i].iov_base + pos;
-				used += len;
-			}
-			pos += len;
-			n++;
-		}
-		if (!n)
-			break;
-		rc = xport_run(c->x, c->ops, n);
-		if (rc < 0)
+		g_message("member %s: %s", name, g_strerror(-rc));
+		if (rc == -EPERM || rc == -EPROTONOSUPPORT || rc == -EKEYREVOKED) {
+			set_msg(err_msg, "%s: %s", name, g_strerror(-rc));
 			return rc;
-		if (type == XPORT_READ)
-			for (k = 0; k < n; k++)
-				if (c->dst[k])
-					memcpy(c->dst[k], c->ops[k].local, c->ops[k].len);
+		}
+		*out = NULL;
 	}
 	return 0;
 }
 
-/* one request on channel c (lock held, connected); 0 or -errno */
-typedef int (*chan_fn)(struct remote *r, struct remote_chan *c, void *arg);
-
-/*
- * Run fn on a connected channel until it succeeds, fails for a reason of its
- * own, or the remote fails. fenced: a write (write_allowed). A connection
- * that had died is replaced at once (every channel may hold one after a
- * server restart); when no connection can be had, or a fresh one dies too,
- * the server is away (outage_wait).
- */
-static int run(struct remote *r, bool fenced, enum xport_op_type type, chan_fn fn, void *arg)
+static uint64_t usable_units(uint64_t pool_size, unsigned int shift)
 {
-	unsigned int attempt = 0;
-	int rc;
-
-	for (;;) {
-		struct remote_chan *c;
-		bool fresh, connected;
-
-		rc = fenced ? write_allowed(r) : usable(r);
-		if (rc < 0)
-			return rc;
-		c = chan_get(r);
-		fresh = !c->x;
-		rc = chan_ready(r, c);
-		connected = rc == 0;
-		if (connected)
-			rc = fn(r, c, arg);
-		rc = chan_done(r, c, type, rc);
-		if (rc >= 0 || atomic_load(&r->failed))
-			return rc;
-		if (connected && !conn_error(rc))
-			return rc;
-		if (connected && !fresh)
-			continue;
-		rc = outage_wait(r, rc, attempt++);
-		if (rc < 0)
-			return rc;
-	}
+	return pool_size > LAYOUT_SET_DATA_OFF ? (pool_size - LAYOUT_SET_DATA_OFF) >> shift : 0;
 }
 
-struct rw_req {
-	enum xport_op_type type;
-	bool zero;
-	const uint64_t *offs;
-	const struct iovec *iov;
-	int cnt;
-};
-
-static int rw_fn(struct remote *r, struct remote_chan *c, void *arg)
+/* a blank set: places in the order given, every server needed */
+static int new_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
+		   const struct found *f, char **err_msg)
 {
-	struct rw_req *q = arg;
-
-	return chan_rw(r, c, q->type, q->zero, q->offs, q->iov, q->cnt);
-}
-
-static int do_rw(struct remote *r, enum xport_op_type type, bool zero, const uint64_t *offs,
-		 const struct iovec *iov, int cnt)
-{
-	struct rw_req q = { .type = type, .zero = zero, .offs = offs, .iov = iov, .cnt = cnt };
-	int i;
-
-	for (i = 0; i < cnt; i++)
-		if (offs[i] + iov[i].iov_len < offs[i] || offs[i] + iov[i].iov_len > r->pool.size)
-			return -ERANGE;
-	return run(r, type == XPORT_WRITE, type, rw_fn, &q);
-}
-
-static int fence_fn(struct remote *r, struct remote_chan *c, void *arg)
-{
-	return xport_fence(c->x, *(uint64_t *)arg);
-}
-
-int remote_fence_client(struct remote *r, uint64_t victim)
-{
-	return run(r, false, XPORT_WRITE, fence_fn, &victim);
-}
-
-struct atomic_req {
-	enum xport_op_type type;
-	uint64_t off, compare_add, swap;
-	uint64_t *old;
-};
-
-/* one atomic on channel c (lock held, connected); the old value to *old */
-static int atomic_fn(struct remote *r, struct remote_chan *c, void *arg)
-{
-	struct atomic_req *q = arg;
-	uint64_t raddr, *res = (uint64_t *)c->bounce;
-	uint32_t rkey;
-	int rc;
-
-	rc = proto_pool_resolve(&c->x->pool, q->off, 8, &raddr, &rkey);
-	if (rc < 0)
-		return rc;
-	if (q->type == XPORT_CAS)
-		rc = xport_cas(c->x, c->mr, res, raddr, rkey, q->compare_add, q->swap);
-	else
-		rc = xport_fetch_add(c->x, c->mr, res, raddr, rkey, q->compare_add);
-	if (rc >= 0 && q->old)
-		*q->old = *res;
-	return rc;
-}
-
-static int do_atomic(struct remote *r, enum xport_op_type type, bool fenced, uint64_t off,
-		     uint64_t compare_add, uint64_t swap, uint64_t *old)
-{
-	struct atomic_req q = {
-		.type = type, .off = off, .compare_add = compare_add, .swap = swap, .old = old
-	};
-
-	if (off % 8 || off + 8 > r->pool.size)
-		return -EINVAL;
-	return run(r, fenced, type, atomic_fn, &q);
-}
-
-/* ---- public API ---- */
-
-int remote_open(const struct remote_config *cfg, struct remote **out)
-{
-	pthread_condattr_t ca;
-	struct remote *r;
+	struct layout_set_info *in = &r->info;
+	uint64_t units = UINT64_MAX;
 	unsigned int i;
-	uint64_t start = 0;
-	int rc;
+
+	in->nmembers = cfg->nservers;
+	in->replicas = cfg->replicas ? cfg->replicas : (cfg->nservers >= 2 ? 2 : 1);
+	in->unit_shift = REMOTE_UNIT_SHIFT;
+	if (getrandom(in->set_uuid, sizeof(in->set_uuid), 0) != sizeof(in->set_uuid))
+		for (i = 0; i < sizeof(in->set_uuid); i++)
+			in->set_uuid[i] = (uint8_t)g_random_int();
+	for (i = 0; i < cfg->nservers; i++) {
+		member_name(r->mem[i].name, &cfg->servers[i]);
+		if (!mem[i]) {
+			set_msg(err_msg, "%s cannot be reached: a new member set needs every server",
+				r->mem[i].name);
+			return -EHOSTDOWN;
+		}
+		if (!f[i].block0_zero && !cfg->format) {
+			set_msg(err_msg, "%s holds data but no member record (a single-server "
+				"filesystem?); -o format would destroy it", r->mem[i].name);
+			return -EMEDIUMTYPE;
+		}
+		in->m[i].pool_id = member_pool_id(mem[i]);
+		in->m[i].pool_size = member_size(mem[i]);
+		g_strlcpy(in->m[i].addr, r->mem[i].name, LAYOUT_SET_ADDR_LEN);
+		units = MIN(units, usable_units(in->m[i].pool_size, in->unit_shift));
+		r->mem[i].m = mem[i];
+		mem[i] = NULL;
+	}
+	in->member_units = units;
+	r->fresh = true;
+	return 0;
+}
+
+/* which place of the record holds pool id; -1: none */
+static int place_of(const struct layout_set_info *in, uint64_t pool_id)
+{
+	uint32_t i;
+
+	for (i = 0; i < in->nmembers; i++)
+		if (in->m[i].pool_id == pool_id)
+			return (int)i;
+	return -1;
+}
+
+/* the servers hold a set: take the newest record and give each member its place */
+static int join_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
+		    const struct found *f, char **err_msg)
+{
+	const struct found *best = NULL;
+	char name[LAYOUT_SET_ADDR_LEN];
+	unsigned int i;
+	int p;
+
+	for (i = 0; i < cfg->nservers; i++)
+		if (mem[i] && f[i].kind == 0 && (!best || f[i].info.events > best->info.events))
+			best = &f[i];
+	r->info = best->info;
+	for (i = 0; i < cfg->nservers; i++) {
+		if (!mem[i])
+			continue;
+		member_name(name, &cfg->servers[i]);
+		if (f[i].kind == -ENODATA) {
+			set_msg(err_msg, "%s is not a member of this filesystem (it holds no member "
+				"record; rmemfs-ctl replace puts a blank server in a lost "
+				"member's place)", name);
+			return -EINVAL;
+		}
+		if (f[i].kind < 0) {
+			set_msg(err_msg, "%s: its member record is %s", name,
+				f[i].kind == -EBADMSG ? "damaged" : "from a newer rmemfs");
+			return f[i].kind;
+		}
+		p = place_of(&r->info, member_pool_id(mem[i]));
+		if (memcmp(f[i].info.set_uuid, r->info.set_uuid, 16) || p < 0) {
+			set_msg(err_msg, "%s is not a member of this filesystem (%s)", name,
+				memcmp(f[i].info.set_uuid, r->info.set_uuid, 16) ?
+					"it belongs to another member set" :
+					"its pool is no longer in the member set");
+			return -EINVAL;
+		}
+		if (r->mem[p].m) {
+			set_msg(err_msg, "%s and %s are the same member", r->mem[p].name, name);
+			return -EINVAL;
+		}
+		r->mem[p].m = mem[i];
+		mem[i] = NULL;
+		g_strlcpy(r->mem[p].name, name, sizeof(r->mem[p].name));
+	}
+	if (cfg->replicas && cfg->replicas != r->info.replicas) {
+		set_msg(err_msg, "the member set keeps %u copies of each unit, not replicas=%u",
+			r->info.replicas, cfg->replicas);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* each place's runtime state from the record; names of members not listed */
+static void init_states(struct remote *r, const struct remote_config *cfg)
+{
+	unsigned int i;
+
+	r->n = r->info.nmembers;
+	for (i = 0; i < r->n; i++) {
+		struct remote_member *rm = &r->mem[i];
+		bool in_sync = r->info.m[i].state == LAYOUT_MEMBER_IN_SYNC;
+
+		if (!rm->m)
+			g_strlcpy(rm->name, r->info.m[i].addr, sizeof(rm->name));
+		atomic_store(&rm->up, rm->m && in_sync);
+		atomic_store(&rm->recorded, !in_sync);
+		if (rm->m && !in_sync)
+			g_message("member %u (%s) is %s: not used until it is rebuilt", i, rm->name,
+				  r->info.m[i].state == LAYOUT_MEMBER_LOST ? "lost (stale)" :
+									    "being rebuilt");
+		else if (!rm->m)
+			g_message("member %u (pool %016" G_GINT64_MODIFIER "x, last at %s) is %s", i,
+				  (guint64)r->info.m[i].pool_id, rm->name,
+				  cfg->nservers < r->n ? "not listed" : "missing");
+		if (rm->m)
+			member_set_nowait(rm->m, r->info.replicas > 1);
+		if (!atomic_load(&rm->up) && !atomic_load(&rm->recorded))
+			atomic_fetch_add(&r->unrecorded, 1);
+	}
+}
+
+/* does every unit keep a copy on a member that is up? */
+static int check_copies(struct remote *r, char **err_msg)
+{
+	struct place_copy c[PLACE_MAX_REPLICAS];
+	uint64_t u, lost = 0, total = place_units(&r->place);
+	uint32_t k;
+
+	for (u = 0; u < total && u < r->place.ncomb; u++) { /* one cycle shows every pattern */
+		bool any = false;
+
+		place_unit(&r->place, u, c);
+		for (k = 0; k < r->place.r; k++)
+			any = any || atomic_load(&r->mem[c[k].member].up);
+		lost += !any;
+	}
+	if (!lost)
+		return 0;
+	set_msg(err_msg, "too many members are missing or stale: %" G_GUINT64_FORMAT " of every %u "
+		"units have no copy left (replicas=%u)", (guint64)lost, r->place.ncomb,
+		r->place.r);
+	return -EIO;
+}
+
+static int open_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
+		    char **err_msg)
+{
+	struct found *f = g_new0(struct found, cfg->nservers);
+	bool any_member = false;
+	unsigned int i;
+	int rc = 0;
+
+	for (i = 0; i < cfg->nservers; i++) {
+		if (mem[i] && read_records(mem[i], &f[i]) < 0) {
+			g_message("reading the member record of %s: unreachable", member_server(mem[i]));
+			member_close(mem[i]);
+			mem[i] = NULL;
+		}
+		any_member = any_member || (mem[i] && f[i].kind == 0);
+	}
+	if (!any_member && cfg->nservers == 1 && mem[0]) {
+		r->n = 1;
+		r->mem[0].m = mem[0];
+		mem[0] = NULL;
+		atomic_store(&r->mem[0].up, true);
+		g_strlcpy(r->mem[0].name, member_server(r->mem[0].m), sizeof(r->mem[0].name));
+		r->size = member_size(r->mem[0].m);
+		goto out;
+	}
+	r->set = true;
+	rc = any_member ? join_set(r, cfg, mem, f, err_msg) : new_set(r, cfg, mem, f, err_msg);
+	if (rc < 0)
+		goto out;
+	rc = place_init(&r->place, r->info.nmembers, r->info.replicas, r->info.member_units);
+	if (rc < 0) {
+		set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
+			"given), at most %u servers and 3 copies" : "the members' pools are too "
+			"small for one placement cycle (replicas=%u, %u members, at most %u)",
+			r->info.replicas, r->info.nmembers, PLACE_MAX_MEMBERS);
+		goto out;
+	}
+	r->unit = 1ULL << r->info.unit_shift;
+	r->size = place_units(&r->place) * r->unit;
+	init_states(r, cfg);
+	rc = check_copies(r, err_msg);
+	if (!rc && !cfg->read_only)
+		rc = remote_quorum(r, 0, err_msg);
+out:
+	g_free(f);
+	return rc;
+}
+
+int remote_open(const struct remote_config *cfg, struct remote **out, char **err_msg)
+{
+	struct member *mem[LAYOUT_SET_MAX] = { 0 };
+	struct remote *r;
+	unsigned int i, reached = 0;
+	int rc = 0;
 
 	*out = NULL;
-	if (!cfg->params.host || !cfg->qps)
+	if (err_msg)
+		*err_msg = NULL;
+	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX || cfg->replicas > 3) {
+		set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
+			"copies", cfg->nservers, cfg->replicas, LAYOUT_SET_MAX);
 		return -EINVAL;
+	}
 	r = g_new0(struct remote, 1);
-	r->host = g_strdup(cfg->params.host);
-	r->transport_req = g_strdup(cfg->transport ? cfg->transport : "auto");
-	r->params = cfg->params;
-	r->params.host = r->host;
-	if (!r->params.client_id)
-		r->params.client_id = proto_client_id_new();
-	r->bounce_len = cfg->bounce_size ? cfg->bounce_size : REMOTE_DEFAULT_BOUNCE;
-	r->bounce_len = MAX(r->bounce_len, (size_t)REMOTE_MIN_BOUNCE);
-	r->bounce_len = (r->bounce_len + 4095) & ~(size_t)4095;
-	r->reconnect_ms = cfg->reconnect_timeout_ms;
-	snprintf(r->server, sizeof(r->server), strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
-		 r->host, r->params.port ? r->params.port : PROTO_DEFAULT_PORT);
-	pthread_mutex_init(&r->state_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->state_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	r->nchan = cfg->qps;
-	r->chan = g_new0(struct remote_chan, r->nchan);
-	for (i = 0; i < r->nchan; i++) {
-		struct remote_chan *c = &r->chan[i];
+	pthread_mutex_init(&r->set_lock, NULL);
+	r->degraded = cfg->degraded;
+	r->client_id = cfg->member.params.client_id ? cfg->member.params.client_id :
+						      proto_client_id_new();
+	r->name = g_strdup(cfg->servers[0].host);
+	for (i = 0; i < cfg->nservers; i++) {
+		char nm[LAYOUT_SET_ADDR_LEN];
 
-		pthread_mutex_init(&c->lock, NULL);
-		c->idx = i;
-		c->ops = g_new0(struct xport_op, REMOTE_MAX_BATCH);
-		c->dst = g_new0(uint8_t *, REMOTE_MAX_BATCH);
-		if (posix_memalign((void **)&c->bounce, 4096, r->bounce_len)) {
-			c->bounce = NULL;
-			rc = -ENOMEM;
-			goto err_close;
+		member_name(nm, &cfg->servers[i]);
+		if (i == 0) {
+			g_free(r->name);
+			r->name = g_strdup(nm);
+		} else {
+			char *t = g_strdup_printf("%s,%s", r->name, nm);
+
+			g_free(r->name);
+			r->name = t;
 		}
-		memset(c->bounce, 0, r->bounce_len);
-	}
-	for (i = 0; i < r->nchan; i++) {
-		rc = chan_connect(r, &r->chan[i], i == 0);
+		rc = connect_server(r, cfg, i, &mem[i], err_msg);
 		if (rc < 0)
-			goto err_close;
+			goto err;
+		reached += mem[i] != NULL;
 	}
-	r->region_start = g_new0(uint64_t, r->pool.nregions);
-	for (i = 0; i < r->pool.nregions; i++) {
-		r->region_start[i] = start;
-		start += r->pool.regions[i].len;
+	if (!reached) {
+		set_msg(err_msg, "none of the servers can be reached");
+		rc = -EHOSTDOWN;
+		goto err;
 	}
+	rc = open_set(r, cfg, mem, err_msg);
+	if (rc < 0)
+		goto err;
 	*out = r;
 	return 0;
 
-err_close:
+err:
+	for (i = 0; i < cfg->nservers; i++)
+		member_close(mem[i]);
 	remote_close(r);
 	return rc;
 }
@@ -676,160 +400,298 @@ void remote_close(struct remote *r)
 
 	if (!r)
 		return;
-	for (i = 0; i < r->nchan; i++) {
-		struct remote_chan *c = &r->chan[i];
-
-		chan_disconnect(c);
-		free(c->bounce);
-		g_free(c->ops);
-		g_free(c->dst);
-		pthread_mutex_destroy(&c->lock);
-	}
-	g_free(r->chan);
-	g_free(r->region_start);
-	proto_pool_clear(&r->pool);
-	g_free(r->host);
-	g_free(r->transport_req);
+	for (i = 0; i < LAYOUT_SET_MAX; i++)
+		member_close(r->mem[i].m);
+	pthread_mutex_destroy(&r->set_lock);
 	g_free(r->failure);
-	pthread_cond_destroy(&r->state_cond);
-	pthread_mutex_destroy(&r->state_lock);
+	g_free(r->name);
 	g_free(r);
 }
 
 uint64_t remote_size(const struct remote *r)
 {
-	return r->pool.size;
-}
-
-uint64_t remote_pool_id(const struct remote *r)
-{
-	return r->pool.pool_id;
+	return r->size;
 }
 
 uint64_t remote_client_id(const struct remote *r)
 {
-	return r->params.client_id;
+	return r->client_id;
 }
 
 const char *remote_transport(const struct remote *r)
 {
-	return r->transport;
+	unsigned int i;
+
+	for (i = 0; i < r->n; i++)
+		if (r->mem[i].m)
+			return member_transport(r->mem[i].m);
+	return "none";
 }
 
-int remote_read(struct remote *r, uint64_t off, void *buf, size_t len)
+const char *remote_name(const struct remote *r)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-
-	return len ? do_rw(r, XPORT_READ, false, &off, &iov, 1) : 0;
+	return r->name;
 }
 
-int remote_write(struct remote *r, uint64_t off, const void *buf, size_t len)
+bool remote_is_set(const struct remote *r)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-
-	return len ? do_rw(r, XPORT_WRITE, false, &off, &iov, 1) : 0;
+	return r->set;
 }
 
-int remote_readv(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt)
+int remote_parse_servers(const char *list, struct remote_server *out, unsigned int max,
+			 unsigned int *n)
 {
-	return cnt > 0 ? do_rw(r, XPORT_READ, false, offs, iov, cnt) : 0;
+	char **parts = g_strsplit(list, ",", -1);
+	unsigned int i;
+	int rc = 0;
+
+	*n = 0;
+	for (i = 0; parts[i] && !rc; i++) {
+		if (i >= max)
+			rc = -EINVAL;
+		else
+			rc = net_parse_server(parts[i], &out[i].host, &out[i].port) < 0 ? -EINVAL : 0;
+		if (!rc)
+			(*n)++;
+	}
+	g_strfreev(parts);
+	if (!rc && !*n)
+		rc = -EINVAL;
+	if (rc < 0) {
+		remote_servers_free(out, *n);
+		*n = 0;
+	}
+	return rc;
 }
 
-int remote_writev(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt)
+void remote_servers_free(struct remote_server *s, unsigned int n)
 {
-	return cnt > 0 ? do_rw(r, XPORT_WRITE, false, offs, iov, cnt) : 0;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		g_free(s[i].host);
+		s[i].host = NULL;
+	}
 }
 
-int remote_zero(struct remote *r, uint64_t off, uint64_t len)
+/* ---- the records ---- */
+
+/*
+ * Raise the event count and write the record to every member that is up
+ * (set_lock held). A member the write fails on is down too, and the next
+ * round records that. -EIO when no member is left up.
+ */
+static int write_records(struct remote *r)
 {
-	struct iovec iov = { .iov_base = NULL, .iov_len = (size_t)len };
+	struct layout_set *rec = g_malloc0(LAYOUT_SET_REC_SIZE);
+	unsigned int i, written;
+	bool again = true;
+	int rc;
 
-	if (len != (size_t)len)
-		return -EINVAL;
-	return len ? do_rw(r, XPORT_WRITE, true, &off, &iov, 1) : 0;
+	while (again) {
+		again = false;
+		written = 0;
+		r->info.events++;
+		for (i = 0; i < r->n; i++)
+			if (!atomic_load(&r->mem[i].up) &&
+			    r->info.m[i].state == LAYOUT_MEMBER_IN_SYNC)
+				r->info.m[i].state = LAYOUT_MEMBER_LOST;
+		for (i = 0; i < r->n && !again; i++) {
+			struct remote_member *rm = &r->mem[i];
+
+			if (!atomic_load(&rm->up))
+				continue;
+			layout_set_pack(&r->info, i, rec);
+			rc = member_write(rm->m, LAYOUT_SET_REC_OFF +
+					  (r->info.events & 1) * LAYOUT_SET_REC_SIZE,
+					  rec, LAYOUT_SET_REC_SIZE);
+			if (rc < 0) {
+				g_message("writing the member record to %s: %s", rm->name,
+					  g_strerror(-rc));
+				atomic_store(&rm->up, false);
+				atomic_fetch_add(&r->unrecorded, 1);
+				again = true;
+			} else {
+				written++;
+			}
+		}
+	}
+	g_free(rec);
+	for (i = 0; i < r->n; i++) {
+		if (!atomic_load(&r->mem[i].up) && !atomic_load(&r->mem[i].recorded)) {
+			atomic_store(&r->mem[i].recorded, true);
+			atomic_fetch_sub(&r->unrecorded, 1);
+		}
+	}
+	return written ? 0 : -EIO;
 }
 
-int remote_cas(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap, uint64_t *old)
+int remote_claim(struct remote *r)
 {
-	return do_atomic(r, XPORT_CAS, true, off, compare, swap, old);
+	uint8_t *zero;
+	unsigned int i;
+	int rc = 0;
+
+	if (!r->set)
+		return 0;
+	pthread_mutex_lock(&r->set_lock);
+	if (r->fresh) {
+		/* a new set: whatever block 0 held before is no superblock of it */
+		zero = g_malloc0(LAYOUT_SB_SIZE);
+		for (i = 0; i < r->n && !rc; i++) {
+			rc = member_write(r->mem[i].m, 0, zero, LAYOUT_SB_LEASE_OWNER);
+			if (!rc)
+				rc = member_write(r->mem[i].m, LAYOUT_SB_LEASE_END, zero,
+						  LAYOUT_SB_SIZE - LAYOUT_SB_LEASE_END);
+		}
+		g_free(zero);
+	}
+	if (!rc)
+		rc = write_records(r);
+	if (!rc) {
+		r->claimed = true;
+		r->fresh = false;
+	}
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0)
+		g_message("writing the membership records: %s", g_strerror(-rc));
+	return rc;
 }
 
-int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old)
+/* a unit with no copy on a member that is up (set_lock held) */
+static bool copies_lost(struct remote *r)
 {
-	return do_atomic(r, XPORT_FETCH_ADD, true, off, add, 0, old);
+	struct place_copy c[PLACE_MAX_REPLICAS];
+	uint64_t u;
+	uint32_t k;
+
+	for (u = 0; u < r->place.ncomb; u++) {
+		bool any = false;
+
+		place_unit(&r->place, u, c);
+		for (k = 0; k < r->place.r; k++)
+			any = any || atomic_load(&r->mem[c[k].member].up);
+		if (!any)
+			return true;
+	}
+	return false;
 }
 
-int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap,
-			uint64_t *old)
+int remote_member_lost(struct remote *r, unsigned int i, const char *why)
 {
-	return do_atomic(r, XPORT_CAS, false, off, compare, swap, old);
+	struct remote_member *rm = &r->mem[i];
+	int rc = 0;
+
+	if (!r->set) {
+		remote_fail(r, "%s", why);
+		return -EIO;
+	}
+	pthread_mutex_lock(&r->set_lock);
+	if (atomic_load(&rm->up)) {
+		atomic_store(&rm->up, false);
+		atomic_fetch_add(&r->unrecorded, 1);
+		g_message("member %u (%s) is lost: %s; the others carry on without it", i, rm->name,
+			  why);
+	}
+	if (copies_lost(r)) {
+		pthread_mutex_unlock(&r->set_lock);
+		remote_fail(r, "lost %s too: some units have no copy left", rm->name);
+		return -EIO;
+	}
+	if (r->claimed && !atomic_load(&rm->recorded))
+		rc = write_records(r);
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0) {
+		remote_fail(r, "no member took the membership record");
+		return -EIO;
+	}
+	return 0;
 }
 
-int remote_fetch_add_unfenced(struct remote *r, uint64_t off, uint64_t add, uint64_t *old)
+void remote_wait_recorded(struct remote *r)
 {
-	return do_atomic(r, XPORT_FETCH_ADD, false, off, add, 0, old);
+	if (!atomic_load(&r->unrecorded) || !r->claimed)
+		return;
+	pthread_mutex_lock(&r->set_lock);
+	pthread_mutex_unlock(&r->set_lock);
 }
+
+bool remote_member_gone(struct remote *r, unsigned int i, int rc)
+{
+	struct member *m = r->mem[i].m;
+
+	if (member_fenced(m)) {
+		remote_fail(r, "LEASE LOST: %s fenced this client off its pool", r->mem[i].name);
+		return false;
+	}
+	if (rc == -EHOSTDOWN || (rc == -EIO && member_failed(m))) {
+		remote_member_lost(r, i, rc == -EHOSTDOWN ? "it stopped answering" :
+							  "its pool is lost");
+		return !atomic_load(&r->failed);
+	}
+	return false;
+}
+
+int remote_quorum(struct remote *r, unsigned int held, char **why)
+{
+	unsigned int i, up = 0;
+
+	if (!r->set)
+		return 0;
+	for (i = 0; i < r->n; i++)
+		up += atomic_load(&r->mem[i].up);
+	if (held)
+		up = held;
+	if (2 * up > r->n)
+		return 0;
+	if (r->degraded) {
+		g_message("-o degraded: mounting read-write with %u of %u members (no majority)",
+			  up, r->n);
+		return 0;
+	}
+	set_msg(why, "only %u of %u members are up: a read-write mount needs a majority (%u), so "
+		"that two clients cut off from each other cannot both write; -o degraded mounts "
+		"anyway, at that risk", up, r->n, r->n / 2 + 1);
+	return -EHOSTDOWN;
+}
+
+/* ---- every member alike ---- */
 
 int remote_register_arena(struct remote *r, void *addr, size_t len)
 {
 	unsigned int i, k;
-	int rc = 0;
+	int rc;
 
-	if (!addr || !len || r->arena)
-		return -EINVAL;
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_lock(&r->chan[i].lock);
-	for (i = 0; i < r->nchan; i++) {
-		struct remote_chan *c = &r->chan[i];
-
-		if (!c->x)
-			continue; /* registered when it reconnects */
-		rc = xport_reg_mr(c->x, addr, len, &c->arena_mr);
+	for (i = 0; i < r->n; i++) {
+		if (!r->mem[i].m)
+			continue;
+		rc = member_register_arena(r->mem[i].m, addr, len);
 		if (rc < 0) {
-			g_message("xport_reg_mr(cache arena, %zu bytes) on channel %u: %s", len, i,
-				  g_strerror(-rc));
-			break;
+			for (k = 0; k < i; k++)
+				member_unregister_arena(r->mem[k].m);
+			return rc;
 		}
 	}
-	if (rc < 0) {
-		for (k = 0; k < i; k++) {
-			xport_dereg_mr(r->chan[k].x, r->chan[k].arena_mr);
-			r->chan[k].arena_mr = NULL;
-		}
-	} else {
-		r->arena = addr;
-		r->arena_len = len;
-		for (i = 0; i < r->nchan; i++) {
-			r->chan[i].arena = addr;
-			r->chan[i].arena_len = len;
-		}
-	}
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_unlock(&r->chan[i].lock);
-	return rc;
+	return 0;
 }
 
 void remote_unregister_arena(struct remote *r)
 {
 	unsigned int i;
 
-	if (!r || !r->arena)
+	if (!r)
 		return;
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_lock(&r->chan[i].lock);
-	for (i = 0; i < r->nchan; i++) {
-		struct remote_chan *c = &r->chan[i];
+	for (i = 0; i < r->n; i++)
+		member_unregister_arena(r->mem[i].m);
+}
 
-		if (c->x)
-			xport_dereg_mr(c->x, c->arena_mr);
-		c->arena_mr = NULL;
-		c->arena = NULL;
-		c->arena_len = 0;
-	}
-	r->arena = NULL;
-	r->arena_len = 0;
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_unlock(&r->chan[i].lock);
+void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->n; i++)
+		if (r->mem[i].m)
+			member_set_write_deadline(r->mem[i].m, deadline_ns);
 }
 
 void remote_fail(struct remote *r, const char *fmt, ...)
@@ -840,7 +702,12 @@ void remote_fail(struct remote *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	why = g_strdup_vprintf(fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&r->state_lock);
+	if (!r->set) {
+		member_fail(r->mem[0].m, "%s", why);
+		g_free(why);
+		return;
+	}
+	pthread_mutex_lock(&r->set_lock);
 	if (!r->failure) {
 		r->failure = why;
 		why = NULL;
@@ -848,47 +715,53 @@ void remote_fail(struct remote *r, const char *fmt, ...)
 		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
 			  "fails with EIO; unmount it.",
 			  r->failure);
-		pthread_cond_broadcast(&r->state_cond);
 	}
-	pthread_mutex_unlock(&r->state_lock);
+	pthread_mutex_unlock(&r->set_lock);
 	g_free(why);
 }
 
 bool remote_failed(const struct remote *r)
 {
+	if (!r->set)
+		return member_failed(r->mem[0].m);
 	return atomic_load(&((struct remote *)r)->failed);
+}
+
+static const char *state_name(const struct remote *r, unsigned int i)
+{
+	if (atomic_load(&((struct remote *)r)->mem[i].up))
+		return "in_sync";
+	if (r->info.m[i].state == LAYOUT_MEMBER_REBUILDING)
+		return "rebuilding";
+	return r->mem[i].m ? "lost" : "missing";
 }
 
 ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 {
-	uint64_t now = clock_now_ns(), since, away;
-	const char *state;
-	unsigned int outages;
-	char *failure;
-	int n;
+	GString *s;
+	unsigned int i, up = 0;
+	ssize_t n;
 
-	pthread_mutex_lock(&r->state_lock);
-	since = atomic_load(&r->down_since_ns);
-	state = r->failure ? "failed" : since ? "away" : "up";
-	away = r->away_ns + (since ? now - since : 0);
-	outages = r->outages;
-	failure = g_strdup(r->failure ? r->failure : "");
-	pthread_mutex_unlock(&r->state_lock);
-	/* (a reason is one line: messages never hold a newline) */
-	n = snprintf(buf, cap, "state %s\nserver %s\noutages %u\naway_ms %" G_GUINT64_FORMAT
-		     "\n%s%s%s",
-		     state, r->server, outages, (guint64)(away / 1000000ULL),
-		     *failure ? "failure " : "", failure, *failure ? "\n" : "");
-	g_free(failure);
-	if (n < 0 || (size_t)n >= cap)
-		return -ERANGE;
+	if (!r->set)
+		return member_state_text(r->mem[0].m, buf, cap);
+	s = g_string_new(NULL);
+	pthread_mutex_lock(&r->set_lock);
+	for (i = 0; i < r->n; i++)
+		up += atomic_load(&r->mem[i].up);
+	g_string_append_printf(s, "state %s\nmembers %u\nmembers_up %u\nreplicas %u\nevents %"
+			       G_GUINT64_FORMAT "\n",
+			       r->failure ? "failed" : up < r->n ? "degraded" : "up", r->n, up,
+			       r->info.replicas, (guint64)r->info.events);
+	for (i = 0; i < r->n; i++)
+		g_string_append_printf(s, "member%u %s %s %016" G_GINT64_MODIFIER "x\n", i,
+				       r->mem[i].name, state_name(r, i),
+				       (guint64)r->info.m[i].pool_id);
+	if (r->failure)
+		g_string_append_printf(s, "failure %s\n", r->failure);
+	pthread_mutex_unlock(&r->set_lock);
+	n = s->len < cap ? (ssize_t)s->len : -ERANGE;
+	if (n >= 0)
+		memcpy(buf, s->str, s->len);
+	g_string_free(s, TRUE);
 	return n;
-}
-
-void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
-{
-	pthread_mutex_lock(&r->state_lock);
-	atomic_store(&r->deadline_ns, deadline_ns);
-	pthread_cond_broadcast(&r->state_cond);
-	pthread_mutex_unlock(&r->state_lock);
 }

@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * remote.h - the filesystem's view of the pool: byte offsets in one flat
- * remote address space, reached through a small set of transport connections.
+ * address space, over one memserver or a set of them.
  *
- * It hides the transport (xport.h): pool offsets become (raddr, rkey) through
- * the pool descriptor, requests crossing a region boundary are split, and a
- * channel (one xport + a registered bounce area) is taken from a pool of
- * `qps` channels for each request so FUSE worker threads proceed in parallel.
- * Memory inside the registered cache arena moves without the bounce copy.
- * When the server goes away, requests wait for it (reconnect_timeout) and
- * retry; when it stays away, or comes back with another pool, or the lease
- * is lost, the remote *fails*: every request fails with -EIO at once, for good.
+ * One server whose pool holds no membership record is a plain pool: offsets
+ * go straight to it (member.h), as they always did. Several servers (or one
+ * that is a member of a set) form a member set (layout.h "member sets"):
+ * block 0 - the superblock - is kept on every member; the rest of the
+ * address space is cut into units whose copies place.h spreads over the
+ * members. A write completes once every in-sync copy took it; a read goes to
+ * one in-sync copy, the least busy, and moves to another on error. A member
+ * that fails is marked lost in the records of the others before any write it
+ * missed completes, so no later mount reads it (docs/ARCHITECTURE.md,
+ * "Member sets").
  *
  * All functions return 0 or -errno and are thread-safe. Memory, in the whole
  * pool layer: GLib allocation failure aborts (g_new); only the registered
@@ -25,91 +27,125 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "xport.h"
+#include "member.h"
 
 struct remote;
 
-struct remote_config {
-	const char *transport; /* "auto" | "tcp" | "rdma" */
-	/* host, port, token hash, poll mode...; client_id 0: remote_open picks a random one */
-	struct xport_params params;
-	unsigned int qps; /* channels (connections), >= 1 */
-	size_t bounce_size; /* registered bytes per channel (>= 1 MiB) */
-	/* how long requests wait for a server that went away: 0 fails at once, -1 forever */
-	int reconnect_timeout_ms;
+#define REMOTE_MAX_SERVERS 8 /* members of a set (LAYOUT_SET_MAX) */
+
+struct remote_server {
+	char *host;
+	uint16_t port; /* 0: PROTO_DEFAULT_PORT */
 };
 
-int remote_open(const struct remote_config *cfg, struct remote **out);
+/*
+ * Parse "HOST[:PORT][,HOST[:PORT]...]" (IPv6 as [addr]:port) into out[]
+ * (hosts g_malloc'd: remote_servers_free). -EINVAL for a bad address or
+ * more than max servers.
+ */
+int remote_parse_servers(const char *list, struct remote_server *out, unsigned int max,
+			 unsigned int *n);
+void remote_servers_free(struct remote_server *s, unsigned int n);
+
+struct remote_config {
+	/* transport, token, qps, bounce size, reconnect_timeout: the same for every member */
+	struct member_config member;
+	const struct remote_server *servers; /* member.params.host/port are ignored */
+	unsigned int nservers;
+	/* copies of each unit for a new set: 0 = 2 with two or more servers, else 1 */
+	unsigned int replicas;
+	/* mount read-write with no majority of the members (risks split brain) */
+	bool degraded;
+	/* a new set may take servers whose block 0 holds something (-o format) */
+	bool format;
+	/* read-only: no majority needed, nothing is written */
+	bool read_only;
+};
+
+/*
+ * Connect to every server and work out what they hold: a plain pool, a
+ * blank set (all blank: placed in the order given), or the members of a set
+ * (matched to their places by pool id, in any order). A server that is no
+ * member, a member that is missing, a read-write mount without a majority:
+ * -EINVAL / -ENOENT / -EHOSTDOWN with *err_msg (g_malloc'd) saying which.
+ * Nothing is written until remote_claim.
+ */
+int remote_open(const struct remote_config *cfg, struct remote **out, char **err_msg);
 void remote_close(struct remote *r); /* NULL-tolerant */
 
-uint64_t remote_size(const struct remote *r); /* pool bytes */
-uint64_t remote_pool_id(const struct remote *r);
-/*
- * The non-zero client id every channel presents at connect and reconnect; the
- * lease (super.c) uses it as its owner value, so the memserver knows which
- * connections belong to the lease holder.
- */
+uint64_t remote_size(const struct remote *r); /* bytes of the address space */
+/* the non-zero client id every member's connections present (the lease owner value) */
 uint64_t remote_client_id(const struct remote *r);
 const char *remote_transport(const struct remote *r); /* "tcp" / "rdma" */
+const char *remote_name(const struct remote *r); /* the servers, for messages */
+bool remote_is_set(const struct remote *r);
+
+/*
+ * The lease is taken on every member that is up (super.c): once held,
+ * remote_claim writes the membership records - a blank set's first ones,
+ * or the members found missing or stale marked lost - raising the event
+ * count. Plain pool: nothing to do.
+ */
+int remote_claim(struct remote *r);
 
 /* copy [off, off+len) of the pool into buf / from buf into the pool (any size) */
 int remote_read(struct remote *r, uint64_t off, void *buf, size_t len);
 int remote_write(struct remote *r, uint64_t off, const void *buf, size_t len);
-/* vectored forms: one request per iovec entry, posted as one batch per channel */
+/* vectored forms: one request per iovec entry */
 int remote_readv(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt);
 int remote_writev(struct remote *r, const uint64_t *offs, const struct iovec *iov, int cnt);
 /* write len zero bytes at off */
 int remote_zero(struct remote *r, uint64_t off, uint64_t len);
-/* 64-bit atomics on an 8-byte aligned pool offset; *old receives the prior value */
+/*
+ * 64-bit atomics on an 8-byte aligned offset in block 0 (a plain pool: any
+ * offset); on a set they apply to every in-sync member, and a member whose
+ * old value differs from the first's is -ESTALE. *old: the first member's.
+ */
 int remote_cas(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap, uint64_t *old);
 int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
 
 /*
- * The block cache's arena: register [addr, addr+len) with every channel's
- * transport (now, and again after each reconnect). readv/writev pieces that
- * lie inside it move straight between the pool and that memory, with no
- * bounce copy (RDMA READs land in cache slots). One arena at a time: -EINVAL
- * if one is registered; other -errno from xport_reg_mr (nothing registered).
- * Unregister only when no request can be using it. NULL-tolerant.
+ * Each member's own block 0: the lease lives there, one per member
+ * (super.c). i < remote_nmembers(); a member that is not up is -EHOSTDOWN.
+ * Connection failures on a set member drop it (remote_member_lost) and
+ * return -EHOSTDOWN.
  */
+unsigned int remote_nmembers(const struct remote *r);
+bool remote_member_up(const struct remote *r, unsigned int i); /* connected, in sync */
+const char *remote_member_name(const struct remote *r, unsigned int i);
+int remote_member_read(struct remote *r, unsigned int i, uint64_t off, void *buf, size_t len);
+int remote_member_write(struct remote *r, unsigned int i, uint64_t off, const void *buf,
+			size_t len);
+int remote_member_cas(struct remote *r, unsigned int i, uint64_t off, uint64_t compare,
+		      uint64_t swap, uint64_t *old); /* unfenced (member.h) */
+int remote_member_fetch_add(struct remote *r, unsigned int i, uint64_t off, uint64_t add,
+			    uint64_t *old); /* unfenced */
+int remote_member_fence(struct remote *r, unsigned int i, uint64_t victim);
+/*
+ * Take member i out of the set (why: for the log): its record state
+ * becomes lost on every member still in sync. Returns once that is
+ * written (or the filesystem failed: some unit has no copy left, or the
+ * records could not be written). -EIO when failed.
+ */
+int remote_member_lost(struct remote *r, unsigned int i, const char *why);
+/* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */
+int remote_quorum(struct remote *r, unsigned int held, char **why);
+
+/* the block cache's arena (member.h member_register_arena), on every member */
 int remote_register_arena(struct remote *r, void *addr, size_t len);
 void remote_unregister_arena(struct remote *r);
 
 /*
- * The failed state. remote_fail() records why the pool can no longer be used
- * (logged once; later calls are ignored) and from then on every request
- * fails with -EIO at once; remote_failed() says whether that happened.
- * remote_state_text() renders "name value" lines for the stats xattr: state
- * up|away|failed, server, outages, away_ms and, once failed, the failure;
- * bytes written, or -ERANGE if cap is too small.
+ * The failed state (member.h member_fail): every request fails with -EIO
+ * from now on. remote_state_text renders "name value" lines for the stats
+ * xattr: the plain pool's member lines, or for a set its state
+ * (up|degraded|failed), replicas, and one line per member.
  */
 void remote_fail(struct remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool remote_failed(const struct remote *r);
 ssize_t remote_state_text(struct remote *r, char *buf, size_t cap);
 
-/*
- * Write fencing, driven by the lease (super.c). Once CLOCK_MONOTONIC passes
- * the deadline (ns; 0 = none), every write, zero, CAS and FETCH_ADD waits for
- * the deadline to be pushed again (the heartbeat proving the lease), at most
- * reconnect_timeout; then the remote fails. A client that may have lost its
- * lease must not touch the pool. The *_unfenced atomics below are exempt;
- * only the lease protocol itself uses them.
- *
- * The memserver fences too: once a new lease holder sent FENCE with our
- * client id, our requests fail with -EKEYREVOKED and reconnecting is refused.
- * The first such failure fails the remote ("LEASE LOST"); nothing is retried.
- */
+/* write fencing (member.h): on every member */
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns);
-int remote_cas_unfenced(struct remote *r, uint64_t off, uint64_t compare, uint64_t swap,
-			uint64_t *old);
-int remote_fetch_add_unfenced(struct remote *r, uint64_t off, uint64_t add, uint64_t *old);
-
-/*
- * After taking the lease over from @victim: have the memserver revoke every
- * connection presenting that client id and refuse it from now on (PROTO_FENCE).
- * Waits out an outage like any request. Returns once none of its writes can
- * land any more: 0 or -errno.
- */
-int remote_fence_client(struct remote *r, uint64_t victim);
 
 #endif /* RMEM_REMOTE_H */

@@ -41,6 +41,7 @@ struct super {
 	struct remote *r;
 	struct layout_geom g;
 	uint64_t my_id; /* lease owner value while we hold it, else 0 */
+	bool held[LAYOUT_SET_MAX]; /* the members whose lease word is ours */
 	int takeover_ms;
 	int hb_interval_ms;
 	struct worker hb; /* the heartbeat thread */
@@ -101,23 +102,29 @@ int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, c
 
 /* ---- lease ---- */
 
-static char *read_holder(struct super *s)
+static char *read_holder(struct super *s, unsigned int i)
 {
 	char buf[LAYOUT_SB_LEASE_HOLDER_LEN + 1];
-	size_t i;
+	size_t k;
 
-	if (remote_read(s->r, LAYOUT_SB_LEASE_HOLDER, buf, LAYOUT_SB_LEASE_HOLDER_LEN) < 0)
+	if (remote_member_read(s->r, i, LAYOUT_SB_LEASE_HOLDER, buf, LAYOUT_SB_LEASE_HOLDER_LEN) < 0)
 		return g_strdup("an unknown client");
 	buf[LAYOUT_SB_LEASE_HOLDER_LEN] = 0;
-	for (i = 0; buf[i]; i++)
-		if (!g_ascii_isprint(buf[i]))
-			buf[i] = '?';
+	for (k = 0; buf[k]; k++)
+		if (!g_ascii_isprint(buf[k]))
+			buf[k] = '?';
 	return g_strdup(buf[0] ? buf : "an unnamed client");
 }
 
-static int read_heartbeat(struct super *s, uint64_t *hb)
+static int read_heartbeat(struct super *s, unsigned int i, uint64_t *hb)
 {
-	return remote_fetch_add_unfenced(s->r, LAYOUT_SB_LEASE_HEARTBEAT, 0, hb);
+	return remote_member_fetch_add(s->r, i, LAYOUT_SB_LEASE_HEARTBEAT, 0, hb);
+}
+
+static int owner_cas(struct super *s, unsigned int i, uint64_t compare, uint64_t swap,
+		     uint64_t *old)
+{
+	return remote_member_cas(s->r, i, LAYOUT_SB_LEASE_OWNER, compare, swap, old);
 }
 
 static void set_timing(struct super *s, int takeover_ms)
@@ -133,37 +140,38 @@ static void push_deadline(struct super *s)
 	remote_set_write_deadline(s->r, clock_now_ns() + (uint64_t)s->takeover_ms * 500000ULL);
 }
 
-static int write_holder(struct super *s, const char *holder)
+static int write_holder(struct super *s, unsigned int i, const char *holder)
 {
 	char buf[LAYOUT_SB_LEASE_HOLDER_LEN];
 
 	memset(buf, 0, sizeof(buf));
 	g_strlcpy(buf, holder ? holder : "", sizeof(buf));
-	return remote_write(s->r, LAYOUT_SB_LEASE_HOLDER, buf, sizeof(buf));
+	return remote_member_write(s->r, i, LAYOUT_SB_LEASE_HOLDER, buf, sizeof(buf));
 }
 
-static int acquired(struct super *s, const char *holder)
+static int acquired(struct super *s, unsigned int i, uint64_t me, const char *holder)
 {
 	int rc;
 
 	push_deadline(s);
-	rc = write_holder(s, holder);
+	rc = write_holder(s, i, holder);
 	if (rc < 0) {
-		g_message("writing the lease holder: %s", g_strerror(-rc));
-		remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, s->my_id, 0, NULL);
-		s->my_id = 0;
+		g_message("writing the lease holder on %s: %s", remote_member_name(s->r, i),
+			  g_strerror(-rc));
+		owner_cas(s, i, me, 0, NULL);
 		return rc;
 	}
+	s->held[i] = true;
 	return 0;
 }
 
 /*
- * We took the lease word from x: the memserver must fence x before anything
- * is read under the lease (a write x had queued could land afterwards). If it
- * cannot, give the word back to x and fail.
+ * We took member i's lease word from x: the memserver must fence x before
+ * anything is read under the lease (a write x had queued could land
+ * afterwards). If it cannot, give the word back to x and fail.
  */
-static int taken_over(struct super *s, uint64_t me, uint64_t x, const char *holder,
-		      char **err_msg)
+static int taken_over(struct super *s, unsigned int i, uint64_t me, uint64_t x,
+		      const char *holder, char **err_msg)
 {
 	int rc = 0;
 
@@ -172,47 +180,36 @@ static int taken_over(struct super *s, uint64_t me, uint64_t x, const char *hold
 	 * abandoned mount in the same process): its connections are ours.
 	 */
 	if (x != me)
-		rc = remote_fence_client(s->r, x);
+		rc = remote_member_fence(s->r, i, x);
 	if (rc < 0) {
-		if (remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, me, x, NULL) < 0)
+		if (owner_cas(s, i, me, x, NULL) < 0)
 			g_message("giving the lease word back failed");
-		if (err_msg)
+		if (err_msg && rc != -EHOSTDOWN)
 			*err_msg = g_strdup_printf("the memserver did not fence the previous lease "
 						   "holder (FENCE: %s); not taking the lease",
 						   g_strerror(-rc));
 		return rc;
 	}
-	s->my_id = me;
-	return acquired(s, holder);
-}
-
-/* CAS(owner, 0, me): *old 0 means the free lease is ours now */
-static int take_free(struct super *s, uint64_t me, uint64_t *old)
-{
-	int rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, me, old);
-
-	if (!rc && *old == 0)
-		s->my_id = me;
-	return rc;
+	return acquired(s, i, me, holder);
 }
 
 static int cas_failed(int rc, char **err_msg)
 {
-	if (err_msg)
+	if (err_msg && rc != -EHOSTDOWN)
 		*err_msg = g_strdup_printf("lease compare-and-swap on the superblock: %s",
 					   g_strerror(-rc));
 	return rc;
 }
 
 /* CAS(owner, x, me), as how says (WAIT: x fell silent); -EAGAIN: someone else has it now */
-static int take_from(struct super *s, uint64_t me, uint64_t x, enum super_lease_how how,
-		     const char *holder, char **err_msg)
+static int take_from(struct super *s, unsigned int i, uint64_t me, uint64_t x,
+		     enum super_lease_how how, const char *holder, char **err_msg)
 {
-	char *who = read_holder(s);
+	char *who = read_holder(s, i);
 	uint64_t old;
 	int rc;
 
-	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, x, me, &old);
+	rc = owner_cas(s, i, x, me, &old);
 	if (!rc && old != x && old != me)
 		rc = -EAGAIN;
 	if (!rc && how == SUPER_LEASE_FORCE)
@@ -225,100 +222,155 @@ static int take_from(struct super *s, uint64_t me, uint64_t x, enum super_lease_
 	g_free(who);
 	if (rc == -EAGAIN)
 		return rc;
-	return rc < 0 ? cas_failed(rc, err_msg) : taken_over(s, me, x, holder, err_msg);
+	return rc < 0 ? cas_failed(rc, err_msg) : taken_over(s, i, me, x, holder, err_msg);
 }
 
-int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
-			enum super_lease_how how, char **err_msg)
+/* held by x: wait until it is free (ours), x falls silent (take it), or x proves alive */
+static int watch_holder(struct super *s, unsigned int i, uint64_t me, uint64_t x,
+			const char *holder, char **err_msg)
 {
-	uint64_t me, old, x, hb0, hb, since;
+	uint64_t old, hb0, hb, since;
+	int rc;
+
+	rc = read_heartbeat(s, i, &hb0);
+	if (rc < 0)
+		return cas_failed(rc, err_msg);
+	since = clock_now_ms();
+	for (;;) {
+		g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
+		rc = owner_cas(s, i, 0, me, &old);
+		if (rc < 0)
+			return cas_failed(rc, err_msg);
+		if (old == 0)
+			return acquired(s, i, me, holder);
+		if (old != x)
+			return -EAGAIN; /* someone else took it meanwhile: watch the new holder */
+		rc = read_heartbeat(s, i, &hb);
+		if (rc < 0)
+			return cas_failed(rc, err_msg);
+		if (hb != hb0) {
+			char *who = read_holder(s, i);
+
+			if (err_msg)
+				*err_msg = g_strdup_printf("pool is in use: mounted read-write by %s",
+							   who);
+			g_free(who);
+			return -EBUSY;
+		}
+		if (clock_now_ms() - since >= (uint64_t)s->takeover_ms)
+			return take_from(s, i, me, x, SUPER_LEASE_WAIT, holder, err_msg);
+	}
+}
+
+/* take member i's lease (see super_lease_acquire) */
+static int lease_one(struct super *s, unsigned int i, uint64_t me, const char *holder,
+		     enum super_lease_how how, char **err_msg)
+{
+	uint64_t old;
 	int rounds, rc;
 
-	set_timing(s, takeover_ms);
-	me = remote_client_id(s->r);
-	s->my_id = 0;
 	for (rounds = 0; rounds < 16; rounds++) {
-		rc = take_free(s, me, &old);
+		rc = owner_cas(s, i, 0, me, &old);
 		if (rc < 0)
-			goto err_io;
+			return cas_failed(rc, err_msg);
 		/*
 		 * old == me is another mount of this remote (tests do that), or
 		 * our own CAS applied with its reply lost: either way a holder
 		 * to watch, and a silent one is taken over (no FENCE: our id).
 		 */
 		if (old == 0)
-			return acquired(s, holder);
-		x = old;
-		if (how != SUPER_LEASE_WAIT) {
-			rc = take_from(s, me, x, how, holder, err_msg);
-			if (rc != -EAGAIN)
-				return rc;
-			continue;
-		}
-		/* held by x: alive if the heartbeat moves before takeover_ms */
-		rc = read_heartbeat(s, &hb0);
-		if (rc < 0)
-			goto err_io;
-		since = clock_now_ms();
-		for (;;) {
-			g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
-			rc = take_free(s, me, &old);
-			if (rc < 0)
-				goto err_io;
-			if (old == 0)
-				return acquired(s, holder);
-			if (old != x)
-				break; /* someone else took it meanwhile: watch the new holder */
-			rc = read_heartbeat(s, &hb);
-			if (rc < 0)
-				goto err_io;
-			if (hb != hb0) {
-				char *who = read_holder(s);
-
-				if (err_msg)
-					*err_msg = g_strdup_printf(
-						"pool is in use: mounted read-write by %s", who);
-				g_free(who);
-				return -EBUSY;
-			}
-			if (clock_now_ms() - since >= (uint64_t)s->takeover_ms) {
-				rc = take_from(s, me, x, how, holder, err_msg);
-				if (rc != -EAGAIN)
-					return rc;
-				break;
-			}
-		}
+			return acquired(s, i, me, holder);
+		if (how != SUPER_LEASE_WAIT)
+			rc = take_from(s, i, me, old, how, holder, err_msg);
+		else
+			rc = watch_holder(s, i, me, old, holder, err_msg);
+		if (rc != -EAGAIN)
+			return rc;
 	}
 	if (err_msg)
 		*err_msg = g_strdup("pool lease keeps changing hands; try again");
 	return -EBUSY;
+}
 
-err_io:
-	return cas_failed(rc, err_msg);
+/* CAS(owner, me, 0) on every member we hold; 0, or the first failure */
+static int release_held(struct super *s)
+{
+	unsigned int i;
+	uint64_t old;
+	int rc, ret = 0;
+
+	for (i = 0; i < remote_nmembers(s->r); i++) {
+		if (!s->held[i])
+			continue;
+		s->held[i] = false;
+		rc = owner_cas(s, i, s->my_id, 0, &old);
+		if (rc < 0) {
+			g_message("releasing the lease on %s: %s", remote_member_name(s->r, i),
+				  g_strerror(-rc));
+			ret = ret ? ret : rc;
+		} else if (old != s->my_id && old != 0) { /* 0: a retry after a lost reply */
+			g_message("lease on %s was no longer ours at release",
+				  remote_member_name(s->r, i));
+			ret = ret ? ret : -ESTALE;
+		}
+	}
+	s->my_id = 0;
+	return ret;
+}
+
+int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
+			enum super_lease_how how, char **err_msg)
+{
+	unsigned int i, held = 0;
+	int rc = 0;
+
+	set_timing(s, takeover_ms);
+	s->my_id = remote_client_id(s->r);
+	for (i = 0; i < remote_nmembers(s->r) && rc >= 0; i++) {
+		if (!remote_member_up(s->r, i))
+			continue;
+		rc = lease_one(s, i, s->my_id, holder, how, err_msg);
+		if (rc == -EHOSTDOWN && remote_is_set(s->r))
+			rc = 0; /* gone meanwhile: the quorum below counts without it */
+		held += s->held[i];
+	}
+	if (rc >= 0)
+		rc = remote_quorum(s->r, held, err_msg);
+	if (rc >= 0) {
+		rc = remote_claim(s->r);
+		if (rc < 0 && err_msg && !*err_msg)
+			*err_msg = g_strdup_printf("writing the membership records: %s",
+						   g_strerror(-rc));
+	}
+	if (rc < 0)
+		release_held(s);
+	return rc < 0 ? rc : 0;
 }
 
 int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
 {
-	uint64_t owner, hb0, hb, since;
-	int rc;
+	uint64_t owner = 0, hb0, hb, since;
+	unsigned int i;
+	int rc = -EHOSTDOWN;
 
 	*alive = false;
 	if (holder)
 		*holder = NULL;
-	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, 0, 0, &owner);
-	if (rc < 0)
-		return rc;
-	if (!owner)
-		return 0;
+	for (i = 0; i < remote_nmembers(s->r) && !owner; i++)
+		if (remote_member_up(s->r, i))
+			rc = owner_cas(s, i, 0, 0, &owner);
+	if (rc < 0 || !owner)
+		return rc < 0 ? rc : 0;
+	i--;
 	if (holder)
-		*holder = read_holder(s);
-	rc = read_heartbeat(s, &hb0);
+		*holder = read_holder(s, i);
+	rc = read_heartbeat(s, i, &hb0);
 	if (rc < 0)
 		return rc;
 	since = clock_now_ms();
 	while (clock_now_ms() - since < (uint64_t)watch_ms) {
 		g_usleep(100 * 1000);
-		rc = read_heartbeat(s, &hb);
+		rc = read_heartbeat(s, i, &hb);
 		if (rc < 0)
 			return rc;
 		if (hb != hb0) {
@@ -329,37 +381,40 @@ int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder)
 	return 0;
 }
 
-/* the owner word names someone else: the mount fails for good */
-static void lease_lost(struct super *s, const char *who)
+/* one beat on member i; false if the owner word names someone else (the mount fails) */
+static bool beat(struct super *s, unsigned int i)
 {
+	uint64_t owner;
+	char *who;
+	int rc;
+
+	rc = remote_member_fetch_add(s->r, i, LAYOUT_SB_LEASE_HEARTBEAT, 1, NULL);
+	if (rc == 0 && s->self_fence)
+		rc = owner_cas(s, i, s->my_id, s->my_id, &owner);
+	if (rc == -EHOSTDOWN && remote_is_set(s->r))
+		s->held[i] = false; /* the set dropped it */
+	if (rc < 0) {
+		g_debug("heartbeat on %s: %s", remote_member_name(s->r, i), g_strerror(-rc));
+		return rc != -EHOSTDOWN;
+	}
+	if (!s->self_fence || owner == s->my_id)
+		return true;
+	who = read_holder(s, i);
 	remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
+	g_free(who);
+	return false;
 }
 
 static void heartbeat_once(struct super *s)
 {
-	uint64_t owner;
-	int rc;
+	unsigned int i;
+	bool ok = true;
 
-	rc = remote_fetch_add_unfenced(s->r, LAYOUT_SB_LEASE_HEARTBEAT, 1, NULL);
-	if (rc < 0) {
-		g_debug("heartbeat: %s", g_strerror(-rc));
-		return;
-	}
-	if (!s->self_fence)
-		return;
-	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, s->my_id, s->my_id, &owner);
-	if (rc < 0) {
-		g_debug("heartbeat owner check: %s", g_strerror(-rc));
-		return;
-	}
-	if (owner != s->my_id) {
-		char *who = read_holder(s);
-
-		lease_lost(s, who);
-		g_free(who);
-		return;
-	}
-	push_deadline(s);
+	for (i = 0; i < remote_nmembers(s->r); i++)
+		if (s->held[i])
+			ok = beat(s, i) && ok;
+	if (ok && s->self_fence)
+		push_deadline(s);
 }
 
 static void *heartbeat_main(void *arg)
@@ -386,23 +441,8 @@ void super_heartbeat_stop(struct super *s)
 
 int super_lease_release(struct super *s)
 {
-	uint64_t old, id = s->my_id;
-	int rc;
-
 	super_heartbeat_stop(s);
-	if (!id)
-		return 0;
-	rc = remote_cas_unfenced(s->r, LAYOUT_SB_LEASE_OWNER, id, 0, &old);
-	if (rc < 0) {
-		g_message("releasing the lease: %s", g_strerror(-rc));
-		return rc;
-	}
-	s->my_id = 0;
-	if (old != id && old != 0) { /* 0: a retry after a lost reply */
-		g_message("lease was no longer ours at release");
-		return -ESTALE;
-	}
-	return 0;
+	return release_held(s);
 }
 
 /* ---- format and words ---- */
@@ -431,9 +471,43 @@ int super_format(struct super *s)
 	return rc;
 }
 
+/*
+ * Every member keeps the word; a client that died while switching it left
+ * the members before some point with the new generation (remote_cas goes in
+ * member order) and the rest with the old one. Both name a complete
+ * checkpoint: the newer one stands, and under the lease every member is
+ * brought to it.
+ */
 int super_read_ckpt_gen(struct super *s, uint64_t *gen)
 {
-	return remote_fetch_add_unfenced(s->r, LAYOUT_SB_CKPT_GEN, 0, gen);
+	uint64_t v[LAYOUT_SET_MAX], max = 0;
+	unsigned int i, n = remote_nmembers(s->r);
+	bool read = false;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		rc = remote_member_fetch_add(s->r, i, LAYOUT_SB_CKPT_GEN, 0, &v[i]);
+		if (rc == -EHOSTDOWN && remote_is_set(s->r))
+			continue;
+		if (rc < 0)
+			return rc;
+		max = read ? MAX(max, v[i]) : v[i];
+		read = true;
+	}
+	if (!read)
+		return -EIO;
+	for (i = 0; i < n && s->my_id; i++) {
+		if (!remote_member_up(s->r, i) || v[i] == max)
+			continue;
+		g_message("%s names checkpoint %" G_GUINT64_FORMAT ", the others %" G_GUINT64_FORMAT
+			  ": taking the newer", remote_member_name(s->r, i), (guint64)v[i],
+			  (guint64)max);
+		rc = remote_member_cas(s->r, i, LAYOUT_SB_CKPT_GEN, v[i], max, NULL);
+		if (rc < 0 && rc != -EHOSTDOWN)
+			return rc;
+	}
+	*gen = max;
+	return 0;
 }
 
 int super_commit_ckpt_gen(struct super *s, uint64_t old, uint64_t new)

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * place.h - where the copies of each unit of the filesystem's address space
+ * live in a member set (declustered replication).
+ *
+ * The address space is cut into units. Each unit has r copies on r distinct
+ * members of n. Units walk through all C(n, r) r-member combinations in
+ * turn, one cycle after another, so every two members share the same number
+ * of units: when a member is lost, each survivor holds copies of an equal
+ * share of its units and a rebuild reads from all of them, and every member
+ * holds the same number of units. Within a cycle a member holds
+ * C(n, r) * r / n units; the copy of a unit on member m goes to slot
+ * cycle * that + (the combination's rank among those that contain m).
+ *
+ * Pure arithmetic, no allocation after place_init; thread-safe to read.
+ */
+#ifndef RMEM_PLACE_H
+#define RMEM_PLACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PLACE_MAX_MEMBERS 8U
+#define PLACE_MAX_REPLICAS 3U
+#define PLACE_MAX_COMBS 56U /* C(8, 3), the most combinations the limits allow */
+
+struct place_copy {
+	uint32_t member;
+	uint64_t slot; /* unit slot on that member */
+};
+
+struct place {
+	uint32_t n, r;
+	uint32_t ncomb; /* C(n, r) */
+	uint32_t per_cycle; /* slots each member fills per cycle: ncomb * r / n */
+	uint64_t cycles;
+	uint8_t comb[PLACE_MAX_COMBS][PLACE_MAX_REPLICAS]; /* members of each combination */
+	uint32_t rank[PLACE_MAX_COMBS][PLACE_MAX_REPLICAS]; /* slot within the cycle */
+};
+
+/*
+ * Lay out n members holding member_units unit slots each, r copies per
+ * unit. -EINVAL unless 1 <= r <= n <= PLACE_MAX_MEMBERS and r <= 3;
+ * -ENOSPC if not even one cycle fits.
+ */
+int place_init(struct place *p, uint32_t n, uint32_t r, uint64_t member_units);
+/* units in the address space */
+uint64_t place_units(const struct place *p);
+/* the r copies of unit u (u < place_units), in combination order */
+void place_unit(const struct place *p, uint64_t u, struct place_copy *copies);
+/* does unit u have a copy on member m? Its slot to *slot */
+bool place_unit_on(const struct place *p, uint64_t u, uint32_t m, uint64_t *slot);
+
+#endif /* RMEM_PLACE_H */
