@@ -303,6 +303,8 @@ static int release_held(struct super *s)
 		if (!s->held[i])
 			continue;
 		s->held[i] = false;
+		if (!remote_member_up(s->r, i))
+			continue; /* the set dropped it: its word is no longer the lease */
 		rc = owner_cas(s, i, s->my_id, 0, &old);
 		if (rc < 0) {
 			g_message("releasing the lease on %s: %s", remote_member_name(s->r, i),

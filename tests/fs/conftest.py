@@ -83,20 +83,22 @@ def pytest_collection_modifyitems(config, items):
 class MemServer:
     """A real memserver on an ephemeral port with a token."""
 
-    def __init__(self, workdir, size='64M', backing_file=None, name='memserver', args=()):
+    def __init__(self, workdir, size='64M', backing_file=None, name='memserver', args=(),
+                 token_file=None):
         self.workdir = workdir
         self.size = size
         self.backing_file = backing_file
         self.args = list(args)
         self.name = name
-        self.token_file = os.path.join(workdir, f'{name}.token')
+        self.token_file = token_file or os.path.join(workdir, f'{name}.token')
         self.log_path = os.path.join(workdir, f'{name}.log')  # its stderr (MemServerProc)
         self.proc = None
         self.pump = None
         self.port = None
-        with open(self.token_file, 'w') as f:
-            f.write(os.urandom(16).hex() + '\n')
-        os.chmod(self.token_file, 0o600)
+        if not token_file:
+            with open(self.token_file, 'w') as f:
+                f.write(os.urandom(16).hex() + '\n')
+            os.chmod(self.token_file, 0o600)
 
     @property
     def addr(self):
@@ -126,6 +128,20 @@ class MemServer:
 
     def warnings(self):
         return log_warnings(self.pump.text()) if self.pump else []
+
+
+class MemberSet:
+    """Several memservers sharing one token, addressed as one rmemfs server
+    argument (HOST:PORT,HOST:PORT,...): what Rmemfs needs of a server."""
+
+    def __init__(self, members):
+        self.members = list(members)
+        self.workdir = self.members[0].workdir
+        self.token_file = self.members[0].token_file
+
+    @property
+    def addr(self):
+        return ','.join(m.addr for m in self.members)
 
 
 def is_mounted(path):
@@ -281,6 +297,12 @@ class Env:
         s = MemServer(self.workdir, size=size, name=f'memserver{len(self.servers)}', **kw)
         self.servers.append(s)
         return s.start()
+
+    def member_set(self, n, size='64M', **kw):
+        """n memservers with one token (each stopped at teardown like any server)."""
+        first = self.server(size, **kw)
+        rest = [self.server(size, token_file=first.token_file, **kw) for _ in range(n - 1)]
+        return MemberSet([first] + rest)
 
     def mountpoint(self):
         d = make_mountpoint()

@@ -36,7 +36,7 @@ def test_help_lists_every_option():
                 'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'writeback_cache=',
                 'entry_timeout=',
                 'attr_timeout=', 'allow_other', 'default_permissions', '_netdev',
-                'SERVER[:PORT] MOUNTPOINT'):
+                'replicas=', 'degraded', 'SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT'):
         assert opt in text, f'--help does not mention {opt}'
     assert run_rmemfs('-h').returncode == 0
 
@@ -65,6 +65,8 @@ def test_version():
     ('writeback_cache=perhaps', 'writeback_cache=perhaps: expected on or off'),
     ('token_file=', 'token_file= needs a file name'),
     ('no_such_option', "unknown option"),
+    ('replicas=4', 'replicas=4: must be 1..3 and at most the number of servers (1)'),
+    ('replicas=2', 'replicas=2: must be 1..3 and at most the number of servers (1)'),
 ])
 def test_bad_options_get_specific_messages(opts, message, tmp_path):
     r = run_rmemfs('127.0.0.1:7471', str(tmp_path), '-f', '-o', opts)

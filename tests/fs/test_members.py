@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""One filesystem over several memservers: placement, replicas, losing a
+member while the filesystem is in use, the majority rule, capacity, and
+members listed in any order (docs/ARCHITECTURE.md, "Member sets")."""
+import hashlib
+import itertools
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import (EXIT_TIMEOUT, MOUNT_TIMEOUT, MemberSet, MountFailed, binary,
+                      is_mounted, scaled)
+
+MIB = 1 << 20
+UNIT = 256 << 10            # placement unit (remote.c REMOTE_UNIT_SHIFT)
+SET_DATA_OFF = 64 << 10     # where a member's units start (layout.h)
+
+
+def stats(path):
+    text = os.getxattr(path, 'user.rmemfs.stats').decode()
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(' ')
+        out[k] = v
+    return out
+
+
+def content(name, size):
+    """Deterministic bytes for one file (cheap to regenerate for the check)."""
+    seed = hashlib.sha256(name.encode()).digest()
+    block = (seed * (4096 // len(seed) + 1))[:4096]
+    reps = size // 4096 + 1
+    return bytes(b ^ (i & 0xff) for i, b in enumerate(block)) * reps
+
+
+def write_file(path, data):
+    with open(path, 'wb') as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def check_file(path, data):
+    with open(path, 'rb') as f:
+        got = f.read()
+    assert len(got) == len(data), f'{path}: {len(got)} bytes, want {len(data)}'
+    assert got == data, f'{path}: contents differ'
+
+
+def mount_set(env, mset, options=(), mountpoint=None):
+    return env.rmemfs(mset, mountpoint=mountpoint, options=list(options))
+
+
+class Workload:
+    """Writes files (each fsync'd, then read back) on a thread until stopped;
+    every error is kept, never swallowed."""
+
+    def __init__(self, root, size):
+        self.root = root
+        self.size = size
+        self.written = []
+        self.errors = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            name = f'w{i:04d}'
+            data = content(name, self.size)[:self.size]
+            try:
+                write_file(os.path.join(self.root, name), data)
+                check_file(os.path.join(self.root, name), data)
+            except (OSError, AssertionError) as e:
+                self.errors.append(f'{name}: {e}')
+                return
+            self.written.append(name)
+            i += 1
+
+    def verify(self, root=None):
+        for name in self.written:
+            check_file(os.path.join(root or self.root, name), content(name, self.size)[:self.size])
+
+
+def wait_for(cond, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def test_kill_member_mid_write(env):
+    """3 members, replicas=2: SIGKILL one during a verified write+read
+    workload. No application error, every byte verified; the stats show the
+    member lost; remounting without it works (a majority) and still every
+    byte reads back."""
+    mset = env.member_set(3, '64M')
+    fs = mount_set(env, mset, ['replicas=2'])
+    root = fs.mountpoint
+    assert stats(root)['members'] == '3' and stats(root)['replicas'] == '2'
+    wl = Workload(root, scaled(1 * MIB, 64 << 10))
+    wl.thread.start()
+    assert wait_for(lambda: len(wl.written) >= 5 or wl.errors, 60), 'workload did not start'
+    victim = mset.members[1]
+    victim.stop(signal.SIGKILL)
+    n_at_kill = len(wl.written)
+    assert wait_for(lambda: len(wl.written) >= n_at_kill + 10 or wl.errors, 60)
+    wl.stop.set()
+    wl.thread.join(60)
+    assert not wl.errors, wl.errors
+    wl.verify()
+    st = stats(root)
+    assert st['state'] == 'degraded', st
+    assert st['members_up'] == '2', st
+    assert st['member1'].split()[1] == 'lost', st
+    assert fs.unmount() == 0
+    # the two that are left form a majority: a plain mount works
+    left = MemberSet([mset.members[2], mset.members[0]])
+    fs2 = mount_set(env, left, mountpoint=fs.mountpoint)
+    st = stats(fs2.mountpoint)
+    assert st['state'] == 'degraded' and st['member1'].split()[1] == 'missing', st
+    wl.verify(fs2.mountpoint)
+    assert fs2.unmount() == 0
+
+
+def test_two_members_one_down(env):
+    """2 members, replicas=2, one down: a plain mount is refused with the
+    majority explanation; -o degraded mounts and the data is all there."""
+    mset = env.member_set(2, '64M')
+    fs = mount_set(env, mset)
+    assert stats(fs.mountpoint)['replicas'] == '2'  # the default for two servers
+    data = content('two', 3 * MIB)[:3 * MIB]
+    write_file(os.path.join(fs.mountpoint, 'two'), data)
+    assert fs.unmount() == 0
+    mset.members[0].stop(signal.SIGKILL)
+    lone = MemberSet([mset.members[1]])
+    # the dead member is still listed: it cannot be reached
+    fs2 = env.rmemfs(mset, mountpoint=fs.mountpoint, start=False)
+    fs2.start(wait=False)
+    fs2.proc.wait(MOUNT_TIMEOUT)
+    fs2.pump.join()
+    out = fs2.output()
+    assert fs2.proc.returncode != 0, out
+    assert 'majority' in out and '-o degraded' in out, out
+    assert not is_mounted(fs.mountpoint)
+    fs3 = env.rmemfs(lone, mountpoint=fs.mountpoint, options=['degraded'])
+    check_file(os.path.join(fs3.mountpoint, 'two'), data)
+    assert 'degraded' in fs3.output()
+    assert fs3.unmount() == 0
+
+
+def logical_data_blocks(members, member_size, r):
+    """What statfs must report: the address space the placement gives
+    (every member's units, r copies each), less superblock, journal and
+    checkpoint slots (layout_geometry)."""
+    units = (member_size - SET_DATA_OFF) // UNIT
+    ncomb = len(list(itertools.combinations(range(members), r)))
+    per_cycle = ncomb * r // members
+    size = units // per_cycle * ncomb * UNIT
+
+    def area(v, lo, hi):
+        return min(max(v, lo), hi) & ~4095
+    journal = area(size // 64, MIB, 64 * MIB)
+    slot = area(size // 32, MIB, 256 * MIB)
+    return (size - (4096 + journal + 2 * slot)) // 4096
+
+
+@pytest.mark.parametrize('replicas', [1, 2, 3])
+def test_capacity(env, replicas):
+    """statfs: the members' data areas summed, divided by the copies."""
+    mset = env.member_set(3, '64M')
+    fs = mount_set(env, mset, [f'replicas={replicas}'])
+    sv = os.statvfs(fs.mountpoint)
+    assert sv.f_frsize == 4096
+    assert sv.f_blocks == logical_data_blocks(3, 64 * MIB, replicas)
+    # roughly 3 x 64 MiB / replicas, less the metadata areas
+    assert 0.85 * 3 * 64 * MIB / replicas < sv.f_blocks * 4096 < 3 * 64 * MIB / replicas
+    assert fs.unmount() == 0
+
+
+def test_order_and_non_member(env):
+    """Members listed in another order mount the same filesystem; a server
+    that is no member is refused by name; replicas= must match the set."""
+    mset = env.member_set(3, '64M')
+    fs = mount_set(env, mset, ['replicas=2'])
+    data = content('order', 5 * MIB)[:5 * MIB]
+    write_file(os.path.join(fs.mountpoint, 'f'), data)
+    assert fs.unmount() == 0
+    backwards = MemberSet(list(reversed(mset.members)))
+    fs2 = mount_set(env, backwards, mountpoint=fs.mountpoint)
+    check_file(os.path.join(fs2.mountpoint, 'f'), data)
+    assert fs2.unmount() == 0
+
+    stranger = env.server('64M', token_file=mset.token_file)
+    bad = MemberSet(mset.members + [stranger])
+    for srv, opts, want in ((bad, [], f'{stranger.addr} is not a member'),
+                            (mset, ['replicas=3'], 'keeps 2 copies')):
+        fs3 = env.rmemfs(srv, mountpoint=fs.mountpoint, options=opts, start=False)
+        with pytest.raises(MountFailed) as e:
+            fs3.start()
+        assert want in str(e.value)
+
+
+def test_fsck_member_set(env):
+    """rmemfs-fsck takes the member list like rmemfs."""
+    mset = env.member_set(3, '64M')
+    fs = mount_set(env, mset, ['replicas=2'])
+    write_file(os.path.join(fs.mountpoint, 'x'), b'x' * 100000)
+    assert fs.unmount() == 0
+    r = subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
+                        f'token_file={mset.token_file},transport=tcp'],
+                       capture_output=True, text=True, timeout=EXIT_TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r'no problems found', r.stdout), r.stdout
