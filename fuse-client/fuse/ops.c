@@ -759,11 +759,39 @@ static void reply_stats(fuse_req_t req, size_t size)
 	g_free(buf);
 }
 
+/*
+ * rmemfs-ctl's replace: "OLD NEW" set as REMOTE_REPLACE_XATTR on the root,
+ * by root or by whoever runs the daemon; the message of a failure goes to
+ * the stats text (remote.h).
+ */
+static void ctl_replace(fuse_req_t req, const char *value, size_t size)
+{
+	const struct fuse_ctx *fc = fuse_req_ctx(req);
+	char *text, **words;
+	int rc = -EINVAL;
+
+	if (fc->uid != 0 && fc->uid != getuid()) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	text = g_strndup(value, size);
+	words = g_strsplit_set(g_strstrip(text), " \t", -1);
+	if (g_strv_length(words) == 2 && *words[0] && *words[1])
+		rc = remote_replace(req_ctx(req)->remote, words[0], words[1], NULL);
+	g_strfreev(words);
+	g_free(text);
+	fuse_reply_err(req, -rc);
+}
+
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
 	if (is_stats_xattr(ino, name)) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (ino == META_ROOT_INO && strcmp(name, REMOTE_REPLACE_XATTR) == 0) {
+		ctl_replace(req, value, size);
 		return;
 	}
 	fuse_reply_err(req, -meta_setxattr(req_ctx(req)->meta, ino, name, value, size, flags));

@@ -354,6 +354,12 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	}
 	r = g_new0(struct remote, 1);
 	pthread_mutex_init(&r->set_lock, NULL);
+	pthread_rwlock_init(&r->rb_lock, NULL);
+	atomic_store(&r->rb_member, -1);
+	r->mcfg = cfg->member;
+	r->transport = g_strdup(cfg->member.transport ? cfg->member.transport : "auto");
+	r->mcfg.transport = r->transport;
+	r->mcfg.params.host = NULL;
 	r->degraded = cfg->degraded;
 	r->client_id = cfg->member.params.client_id ? cfg->member.params.client_id :
 						      proto_client_id_new();
@@ -400,10 +406,14 @@ void remote_close(struct remote *r)
 
 	if (!r)
 		return;
+	rebuild_stop(r);
 	for (i = 0; i < LAYOUT_SET_MAX; i++)
 		member_close(r->mem[i].m);
+	pthread_rwlock_destroy(&r->rb_lock);
 	pthread_mutex_destroy(&r->set_lock);
+	g_free(r->transport);
 	g_free(r->failure);
+	g_free(r->replace_error);
 	g_free(r->name);
 	g_free(r);
 }
@@ -477,11 +487,11 @@ void remote_servers_free(struct remote_server *s, unsigned int n)
 /* ---- the records ---- */
 
 /*
- * Raise the event count and write the record to every member that is up
- * (set_lock held). A member the write fails on is down too, and the next
- * round records that. -EIO when no member is left up.
+ * Raise the event count and write the record to every member that is up or
+ * being rebuilt (set_lock held). A member that is up and fails the write is
+ * down too, and the next round records that. -EIO when no member took it.
  */
-static int write_records(struct remote *r)
+int remote_write_records(struct remote *r)
 {
 	struct layout_set *rec = g_malloc0(LAYOUT_SET_REC_SIZE);
 	unsigned int i, written;
@@ -498,8 +508,9 @@ static int write_records(struct remote *r)
 				r->info.m[i].state = LAYOUT_MEMBER_LOST;
 		for (i = 0; i < r->n && !again; i++) {
 			struct remote_member *rm = &r->mem[i];
+			bool up = atomic_load(&rm->up);
 
-			if (!atomic_load(&rm->up))
+			if (!up && atomic_load(&r->rb_member) != (int)i)
 				continue;
 			layout_set_pack(&r->info, i, rec);
 			rc = member_write(rm->m, LAYOUT_SET_REC_OFF +
@@ -508,11 +519,14 @@ static int write_records(struct remote *r)
 			if (rc < 0) {
 				g_message("writing the member record to %s: %s", rm->name,
 					  g_strerror(-rc));
+			} else if (up) {
+				written++;
+				continue;
+			}
+			if (rc < 0 && up) {
 				atomic_store(&rm->up, false);
 				atomic_fetch_add(&r->unrecorded, 1);
 				again = true;
-			} else {
-				written++;
 			}
 		}
 	}
@@ -524,6 +538,27 @@ static int write_records(struct remote *r)
 		}
 	}
 	return written ? 0 : -EIO;
+}
+
+/*
+ * A member that is reached but not in sync holds nothing to trust: a stale
+ * one that came back, or a rebuild cut short. Rebuild it (set_lock held,
+ * the records ours), going on from where a rebuild of the same pool stopped.
+ */
+static void rebuild_stale(struct remote *r)
+{
+	unsigned int i;
+	uint64_t from;
+
+	for (i = 0; i < r->n; i++) {
+		if (!r->mem[i].m || atomic_load(&r->mem[i].up))
+			continue;
+		from = r->info.m[i].state == LAYOUT_MEMBER_REBUILDING ? r->info.m[i].rebuilt : 0;
+		r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
+		r->info.m[i].rebuilt = from;
+		if (rebuild_start(r, i, from) == 0)
+			return; /* one at a time; the others at a later mount */
+	}
 }
 
 int remote_claim(struct remote *r)
@@ -547,10 +582,13 @@ int remote_claim(struct remote *r)
 		g_free(zero);
 	}
 	if (!rc)
-		rc = write_records(r);
+		rc = remote_write_records(r);
 	if (!rc) {
 		r->claimed = true;
 		r->fresh = false;
+		rebuild_stale(r);
+		if (atomic_load(&r->rb_member) >= 0)
+			rc = remote_write_records(r);
 	}
 	pthread_mutex_unlock(&r->set_lock);
 	if (rc < 0)
@@ -599,7 +637,7 @@ int remote_member_lost(struct remote *r, unsigned int i, const char *why)
 		return -EIO;
 	}
 	if (r->claimed && !atomic_load(&rm->recorded))
-		rc = write_records(r);
+		rc = remote_write_records(r);
 	pthread_mutex_unlock(&r->set_lock);
 	if (rc < 0) {
 		remote_fail(r, "no member took the membership record");
@@ -672,6 +710,8 @@ int remote_register_arena(struct remote *r, void *addr, size_t len)
 			return rc;
 		}
 	}
+	r->arena = addr;
+	r->arena_len = len;
 	return 0;
 }
 
@@ -683,6 +723,8 @@ void remote_unregister_arena(struct remote *r)
 		return;
 	for (i = 0; i < r->n; i++)
 		member_unregister_arena(r->mem[i].m);
+	r->arena = NULL;
+	r->arena_len = 0;
 }
 
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
@@ -731,7 +773,7 @@ static const char *state_name(const struct remote *r, unsigned int i)
 {
 	if (atomic_load(&((struct remote *)r)->mem[i].up))
 		return "in_sync";
-	if (r->info.m[i].state == LAYOUT_MEMBER_REBUILDING)
+	if (atomic_load(&((struct remote *)r)->rb_member) == (int)i)
 		return "rebuilding";
 	return r->mem[i].m ? "lost" : "missing";
 }
@@ -752,16 +794,159 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 			       G_GUINT64_FORMAT "\n",
 			       r->failure ? "failed" : up < r->n ? "degraded" : "up", r->n, up,
 			       r->info.replicas, (guint64)r->info.events);
-	for (i = 0; i < r->n; i++)
-		g_string_append_printf(s, "member%u %s %s %016" G_GINT64_MODIFIER "x\n", i,
+	for (i = 0; i < r->n; i++) {
+		g_string_append_printf(s, "member%u %s %s %016" G_GINT64_MODIFIER "x", i,
 				       r->mem[i].name, state_name(r, i),
 				       (guint64)r->info.m[i].pool_id);
+		if (atomic_load(&r->rb_member) == (int)i)
+			g_string_append_printf(s, " %u/%u", r->rb_done_units, r->rb_total_units);
+		g_string_append_c(s, '\n');
+	}
 	if (r->failure)
 		g_string_append_printf(s, "failure %s\n", r->failure);
+	if (r->replace_error)
+		g_string_append_printf(s, "replace_error %s\n", r->replace_error);
 	pthread_mutex_unlock(&r->set_lock);
 	n = s->len < cap ? (ssize_t)s->len : -ERANGE;
 	if (n >= 0)
 		memcpy(buf, s->str, s->len);
 	g_string_free(s, TRUE);
 	return n;
+}
+
+void remote_quiesce(struct remote *r)
+{
+	rebuild_stop(r);
+}
+
+/* which member OLD names: its index, "memberN", its address or its pool id */
+static int find_member(struct remote *r, const char *old)
+{
+	unsigned int i;
+	char id[20];
+
+	for (i = 0; i < r->n; i++) {
+		g_snprintf(id, sizeof(id), "%016" G_GINT64_MODIFIER "x",
+			   (guint64)r->info.m[i].pool_id);
+		if (!strcmp(old, r->mem[i].name) || !strcmp(old, id))
+			return (int)i;
+		if (g_str_has_prefix(old, "member") && g_ascii_isdigit(old[6])) {
+			char *end;
+
+			if (strtoul(old + 6, &end, 10) == i && !*end)
+				return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* connect to the replacement and check that it is blank and big enough */
+static int open_blank(struct remote *r, const char *addr, struct member **out, char **err_msg)
+{
+	struct remote_server srv = { 0 };
+	unsigned int n;
+	struct found f;
+	int rc;
+
+	*out = NULL;
+	if (remote_parse_servers(addr, &srv, 1, &n) < 0) {
+		set_msg(err_msg, "'%s' is not one HOST[:PORT]", addr);
+		return -EINVAL;
+	}
+	r->mcfg.params.host = srv.host;
+	r->mcfg.params.port = srv.port;
+	r->mcfg.params.client_id = r->client_id;
+	rc = member_open(&r->mcfg, out);
+	r->mcfg.params.host = NULL;
+	remote_servers_free(&srv, 1);
+	if (rc < 0) {
+		set_msg(err_msg, "%s: %s", addr, g_strerror(-rc));
+		return rc;
+	}
+	rc = read_records(*out, &f);
+	if (!rc && (f.kind != -ENODATA || !f.block0_zero)) {
+		set_msg(err_msg, "%s is not blank (%s): only a memserver with an empty pool can "
+			"take a member's place", addr, f.kind == 0 ? "it holds a member record" :
+			"it holds data");
+		rc = -EEXIST;
+	} else if (!rc && usable_units(member_size(*out), r->info.unit_shift) <
+				  r->info.member_units) {
+		set_msg(err_msg, "%s's pool is too small: a member needs %" G_GUINT64_FORMAT
+			" bytes", addr, (guint64)(LAYOUT_SET_DATA_OFF +
+						  (r->info.member_units << r->info.unit_shift)));
+		rc = -ENOSPC;
+	}
+	if (rc < 0) {
+		member_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static int replace(struct remote *r, const char *old, const char *addr, char **err_msg)
+{
+	struct member *m;
+	int i, rc;
+
+	if (!r->set || !r->claimed) {
+		set_msg(err_msg, "this mount is %s", r->set ? "read-only" : "a single server");
+		return -EINVAL;
+	}
+	i = find_member(r, old);
+	if (i < 0) {
+		set_msg(err_msg, "%s names no member (use an address, a pool id or memberN as "
+			"status shows them)", old);
+		return -ENOENT;
+	}
+	if (atomic_load(&r->mem[i].up) || atomic_load(&r->rb_member) == i) {
+		set_msg(err_msg, "member %d (%s) is %s: only a lost member can be replaced", i,
+			r->mem[i].name, atomic_load(&r->mem[i].up) ? "in sync" : "being rebuilt");
+		return -EBUSY;
+	}
+	if (atomic_load(&r->rb_member) >= 0) {
+		set_msg(err_msg, "another member is being rebuilt; replace this one when it is done");
+		return -EBUSY;
+	}
+	rc = open_blank(r, addr, &m, err_msg);
+	if (rc < 0)
+		return rc;
+	member_set_nowait(m, r->info.replicas > 1);
+	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
+		g_message("%s: the cache arena is not registered: its transfers are copied", addr);
+	pthread_mutex_lock(&r->set_lock);
+	member_close(r->mem[i].m);
+	r->mem[i].m = m;
+	g_strlcpy(r->mem[i].name, member_server(m), sizeof(r->mem[i].name));
+	r->info.m[i].pool_id = member_pool_id(m);
+	r->info.m[i].pool_size = member_size(m);
+	r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
+	r->info.m[i].rebuilt = 0;
+	g_strlcpy(r->info.m[i].addr, r->mem[i].name, LAYOUT_SET_ADDR_LEN);
+	rc = rebuild_start(r, (unsigned int)i, 0);
+	if (!rc)
+		rc = remote_write_records(r);
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0)
+		set_msg(err_msg, "starting the rebuild: %s", g_strerror(-rc));
+	else
+		g_message("member %d: %s replaces %s", i, r->mem[i].name, old);
+	return rc;
+}
+
+int remote_replace(struct remote *r, const char *old, const char *addr, char **err_msg)
+{
+	char *msg = NULL;
+	int rc = replace(r, old, addr, &msg);
+
+	pthread_mutex_lock(&r->set_lock);
+	g_free(r->replace_error);
+	r->replace_error = rc < 0 ? g_strdup(msg ? msg : g_strerror(-rc)) : NULL;
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0)
+		g_message("replace %s by %s: %s", old, addr, msg ? msg : g_strerror(-rc));
+	if (err_msg)
+		*err_msg = msg;
+	else
+		g_free(msg);
+	return rc;
 }

@@ -128,6 +128,19 @@ int remote_member_fence(struct remote *r, unsigned int i, uint64_t victim);
  * records could not be written). -EIO when failed.
  */
 int remote_member_lost(struct remote *r, unsigned int i, const char *why);
+/*
+ * Put blank memserver addr ("host:port") in the place of member old (its
+ * address, pool id or "memberN"), which must be lost, and rebuild it in the
+ * background; -errno with *err_msg. The state text shows the progress, and
+ * the message of the last replace that failed ("replace_error ...").
+ *
+ * rmemfs-ctl asks for it by setting REMOTE_REPLACE_XATTR on the mount's root
+ * to "OLD NEW" (the FUSE front end: root or the mount's owner only).
+ */
+#define REMOTE_REPLACE_XATTR "user.rmemfs.replace"
+int remote_replace(struct remote *r, const char *old, const char *addr, char **err_msg);
+/* stop background work that writes (the rebuild) before the lease goes */
+void remote_quiesce(struct remote *r);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */
 int remote_quorum(struct remote *r, unsigned int held, char **why);
 

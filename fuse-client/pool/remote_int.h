@@ -3,11 +3,14 @@
  * remote_int.h - what remote.c (opening a member set, its records and
  * states) and remote_io.c (the data path over the members) share.
  *
- * Locking: the members' runtime state (up, recorded) changes only under
- * set_lock, which is also held while the records are written; the data
- * path reads it with atomics and takes set_lock only to wait for a loss to
- * be recorded. Nothing else is taken under set_lock but the members' own
- * locks (member.h), through the record writes.
+ * Locking: the members' runtime state (up, recorded, the rebuild's member
+ * and cursor) changes only under set_lock, which is also held while the
+ * records are written; the data path reads it with atomics and takes
+ * set_lock only to wait for a loss to be recorded. Every write to a set
+ * holds rb_lock for reading; the rebuild holds it for writing while it
+ * copies one unit and when it lets the member in, so no write lands on a
+ * unit between the copy's read and its write. Lock order: rb_lock, then
+ * set_lock, then the members' own locks (member.h).
  */
 #ifndef RMEM_REMOTE_INT_H
 #define RMEM_REMOTE_INT_H
@@ -18,6 +21,7 @@
 #include "layout.h"
 #include "place.h"
 #include "remote.h"
+#include "worker.h"
 
 struct remote_member {
 	struct member *m; /* NULL: never reached */
@@ -44,7 +48,38 @@ struct remote {
 	atomic_uint unrecorded; /* members down whose loss the records do not show yet */
 	pthread_mutex_t set_lock;
 	char *failure; /* under set_lock */
+	char *replace_error; /* the last failed replace's message; under set_lock */
+	struct member_config mcfg; /* how members are reached (a replacement too) */
+	void *arena; /* the cache arena every member has registered, or NULL */
+	size_t arena_len;
+	char *transport; /* mcfg.transport, owned */
+	/* the rebuild (rebuild.c): one member at a time */
+	pthread_rwlock_t rb_lock;
+	atomic_int rb_member; /* the member being rebuilt, or -1 */
+	_Atomic uint64_t rb_cursor; /* units below it are copied: writes go there too */
+	struct worker rb_worker;
+	unsigned int rb_done_units, rb_total_units; /* progress, for status */
 };
+
+/* write the records (set_lock held): events + 1, to every member up or being rebuilt */
+int remote_write_records(struct remote *r);
+
+/* ---- rebuild.c ---- */
+
+/*
+ * Fill member i (state REBUILDING in r->info, connected) with a copy of
+ * every unit placed on it, from units `from` on, on a background thread;
+ * then block 0 and in sync. Throttled to half the time (it sleeps as long
+ * as each unit took). set_lock held by the caller.
+ */
+int rebuild_start(struct remote *r, unsigned int i, uint64_t from);
+/* stop it (at unmount; the record keeps the progress, the next mount goes on) */
+void rebuild_stop(struct remote *r);
+/* does a write of segment unit u go to member m, which is being rebuilt? */
+static inline bool rebuild_takes(struct remote *r, uint32_t m, uint64_t u)
+{
+	return atomic_load(&r->rb_member) == (int)m && u < atomic_load(&r->rb_cursor);
+}
 
 /* a member request failed with rc: is the member gone (drop it), not the request wrong? */
 bool remote_member_gone(struct remote *r, unsigned int i, int rc);

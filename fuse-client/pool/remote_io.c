@@ -217,28 +217,52 @@ static int set_read(struct remote *r, struct req *q)
 	return rc;
 }
 
+/* does segment s go to member m: up, or being rebuilt and past the unit (not block 0)? */
+static bool write_to(struct remote *r, const struct seg *s, uint32_t m, bool up, uint64_t *moff)
+{
+	if (!up && (s->off < LAYOUT_SB_SIZE || !rebuild_takes(r, m, s->off / r->unit)))
+		return false;
+	return seg_on(r, s, m, moff);
+}
+
+/* send member m its copies of the segments (rb_lock held for reading) */
+static int write_share(struct req *q, uint32_t m)
+{
+	struct remote *r = q->r;
+	bool up = atomic_load(&r->mem[m].up);
+	uint64_t moff;
+	guint i;
+	int rc;
+
+	if (!up && atomic_load(&r->rb_member) != (int)m)
+		return 0;
+	share_reset(q);
+	for (i = 0; i < q->segs->len; i++)
+		if (write_to(r, seg_at(q, i), m, up, &moff))
+			share_add(q, i, moff);
+	if (!q->offs->len)
+		return 0;
+	rc = share_send(q, m, XPORT_WRITE);
+	if (!rc && up)
+		for (i = 0; i < q->idx->len; i++)
+			seg_at(q, g_array_index(q->idx, guint, i))->copies++;
+	if (rc < 0 && up && remote_member_gone(r, m, rc))
+		rc = 0;
+	if (rc < 0 && !up)
+		rc = 0; /* the rebuild's own copy fails on it and stops */
+	return rc;
+}
+
 static int set_write(struct remote *r, struct req *q)
 {
-	uint64_t moff;
 	uint32_t m;
-	guint i, k;
+	guint i;
 	int rc = 0;
 
-	for (m = 0; m < r->n && !rc; m++) {
-		if (!atomic_load(&r->mem[m].up))
-			continue;
-		share_reset(q);
-		for (i = 0; i < q->segs->len; i++)
-			if (seg_on(r, seg_at(q, i), m, &moff))
-				share_add(q, i, moff);
-		if (!q->offs->len)
-			continue;
-		rc = share_send(q, m, XPORT_WRITE);
-		for (k = 0; k < q->idx->len && !rc; k++)
-			seg_at(q, g_array_index(q->idx, guint, k))->copies++;
-		if (rc < 0 && remote_member_gone(r, m, rc))
-			rc = 0;
-	}
+	pthread_rwlock_rdlock(&r->rb_lock);
+	for (m = 0; m < r->n && !rc; m++)
+		rc = write_share(q, m);
+	pthread_rwlock_unlock(&r->rb_lock);
 	for (i = 0; i < q->segs->len && !rc; i++)
 		if (!seg_at(q, i)->copies)
 			rc = -EIO;
@@ -306,16 +330,15 @@ int remote_zero(struct remote *r, uint64_t off, uint64_t len)
 
 /* ---- atomics on block 0 ---- */
 
-static int set_atomic(struct remote *r, enum xport_op_type type, uint64_t off, uint64_t cmp_add,
-		      uint64_t swap, uint64_t *old)
+/* the atomic on every member that is up; *v0: the first one's old value */
+static int each_atomic(struct remote *r, enum xport_op_type type, uint64_t off, uint64_t cmp_add,
+		       uint64_t swap, uint64_t *out)
 {
 	bool first = true;
 	uint64_t v, v0 = 0;
 	uint32_t m;
 	int rc;
 
-	if (off % 8 || off + 8 > LAYOUT_SB_SIZE)
-		return -EINVAL;
 	for (m = 0; m < r->n; m++) {
 		if (!atomic_load(&r->mem[m].up))
 			continue;
@@ -343,6 +366,23 @@ static int set_atomic(struct remote *r, enum xport_op_type type, uint64_t off, u
 	}
 	if (first && !(type == XPORT_CAS && v0 != cmp_add))
 		return -EIO; /* no member up */
+	*out = v0;
+	return 0;
+}
+
+static int set_atomic(struct remote *r, enum xport_op_type type, uint64_t off, uint64_t cmp_add,
+		      uint64_t swap, uint64_t *old)
+{
+	uint64_t v0 = 0;
+	int rc;
+
+	if (off % 8 || off + 8 > LAYOUT_SB_SIZE)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&r->rb_lock);
+	rc = each_atomic(r, type, off, cmp_add, swap, &v0);
+	pthread_rwlock_unlock(&r->rb_lock);
+	if (rc < 0)
+		return rc;
 	if (old)
 		*old = v0;
 	remote_wait_recorded(r);

@@ -444,6 +444,7 @@ void super_heartbeat_stop(struct super *s)
 int super_lease_release(struct super *s)
 {
 	super_heartbeat_stop(s);
+	remote_quiesce(s->r);
 	return release_held(s);
 }
 

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ctl_main.c - rmemfs-ctl: look at and steer a mounted rmemfs.
+ *
+ *   rmemfs-ctl MOUNTPOINT status [--json]
+ *   rmemfs-ctl MOUNTPOINT replace OLD NEW [--wait]
+ *
+ * The control channel is the mount itself: status reads the stats xattr of
+ * the root (CACHE_STATS_XATTR, the pool's state first: remote.h) and
+ * statvfs; replace sets REMOTE_REPLACE_XATTR, which the daemon serves for
+ * root or its own user, and on failure reads its message back from the
+ * stats. No socket, no daemon address to find: whoever can reach the mount
+ * point (and is allowed to) controls it.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "cache.h"
+#include "json.h"
+#include "remote.h"
+#include "units.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define CTL_WAIT_POLL_MS 200
+
+/* the stats text as name -> value; NULL after saying why */
+static GHashTable *read_state(const char *mnt)
+{
+	char *buf = g_malloc(CACHE_STATS_MAX + 1), **lines;
+	GHashTable *t;
+	ssize_t n;
+	int i;
+
+	n = getxattr(mnt, CACHE_STATS_XATTR, buf, CACHE_STATS_MAX);
+	if (n < 0) {
+		fprintf(stderr, "rmemfs-ctl: %s: %s%s\n", mnt, g_strerror(errno),
+			errno == ENODATA || errno == ENOTSUP ? " (not an rmemfs mount?)" : "");
+		g_free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	lines = g_strsplit(buf, "\n", -1);
+	for (i = 0; lines[i]; i++) {
+		char *sp = strchr(lines[i], ' ');
+
+		if (sp)
+			g_hash_table_insert(t, g_strndup(lines[i], (gsize)(sp - lines[i])),
+					    g_strdup(sp + 1));
+	}
+	g_strfreev(lines);
+	g_free(buf);
+	return t;
+}
+
+struct member_line {
+	char *addr, *pool_id, *state;
+	unsigned int done, total; /* rebuilding: units copied of all */
+};
+
+/* "ADDR STATE POOLID [DONE/TOTAL]" */
+static void parse_member(const char *v, struct member_line *m)
+{
+	char **w = g_strsplit(v, " ", -1);
+
+	memset(m, 0, sizeof(*m));
+	m->addr = g_strdup(w[0] ? w[0] : "?");
+	m->state = g_strdup(w[0] && w[1] ? w[1] : "?");
+	m->pool_id = g_strdup(w[0] && w[1] && w[2] ? w[2] : "?");
+	if (w[0] && w[1] && w[2] && w[3])
+		sscanf(w[3], "%u/%u", &m->done, &m->total);
+	g_strfreev(w);
+}
+
+static void free_member(struct member_line *m)
+{
+	g_free(m->addr);
+	g_free(m->pool_id);
+	g_free(m->state);
+}
+
+static unsigned int count_members(GHashTable *t)
+{
+	const char *v = g_hash_table_lookup(t, "members");
+
+	return v ? (unsigned int)strtoul(v, NULL, 10) : 1;
+}
+
+/* member i of the state; a single-server mount is member 0 */
+static void member_at(GHashTable *t, unsigned int i, struct member_line *m)
+{
+	char key[16];
+	const char *v;
+
+	g_snprintf(key, sizeof(key), "member%u", i);
+	v = g_hash_table_lookup(t, key);
+	if (v) {
+		parse_member(v, m);
+		return;
+	}
+	memset(m, 0, sizeof(*m));
+	v = g_hash_table_lookup(t, "server");
+	m->addr = g_strdup(v ? v : "?");
+	v = g_hash_table_lookup(t, "state");
+	m->state = g_strdup(v && !strcmp(v, "up") ? "in_sync" : v ? v : "?");
+	m->pool_id = g_strdup("-");
+}
+
+static const char *lookup(GHashTable *t, const char *k, const char *dflt)
+{
+	const char *v = g_hash_table_lookup(t, k);
+
+	return v ? v : dflt;
+}
+
+static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
+{
+	unsigned int i, n = count_members(t);
+	struct member_line m;
+
+	printf("{\"mountpoint\": ");
+	json_write_string(stdout, mnt);
+	printf(", \"state\": ");
+	json_write_string(stdout, lookup(t, "state", "?"));
+	printf(", \"replicas\": %s, \"capacity_bytes\": %llu, \"free_bytes\": %llu, "
+	       "\"members\": [", lookup(t, "replicas", "1"),
+	       (unsigned long long)sv->f_blocks * sv->f_frsize,
+	       (unsigned long long)sv->f_bavail * sv->f_frsize);
+	for (i = 0; i < n; i++) {
+		member_at(t, i, &m);
+		printf("%s{\"index\": %u, \"address\": ", i ? ", " : "", i);
+		json_write_string(stdout, m.addr);
+		printf(", \"pool_id\": ");
+		json_write_string(stdout, m.pool_id);
+		printf(", \"state\": ");
+		json_write_string(stdout, m.state);
+		if (m.total)
+			printf(", \"rebuilt_units\": %u, \"units\": %u", m.done, m.total);
+		printf("}");
+		free_member(&m);
+	}
+	printf("]");
+	if (g_hash_table_lookup(t, "failure")) {
+		printf(", \"failure\": ");
+		json_write_string(stdout, lookup(t, "failure", ""));
+	}
+	printf("}\n");
+}
+
+static void print_text(const char *mnt, GHashTable *t, const struct statvfs *sv)
+{
+	unsigned int i, n = count_members(t);
+	char cap[32], used[32];
+	struct member_line m;
+
+	units_format_size((uint64_t)sv->f_blocks * sv->f_frsize, cap, sizeof(cap));
+	units_format_size((uint64_t)(sv->f_blocks - sv->f_bfree) * sv->f_frsize, used,
+			  sizeof(used));
+	printf("%s: %s, %s of %u member%s in sync, replicas %s\n", mnt, lookup(t, "state", "?"),
+	       lookup(t, "members_up", n == 1 ? "1" : "?"), n, n == 1 ? "" : "s",
+	       lookup(t, "replicas", "1"));
+	printf("capacity %s, %s used\n", cap, used);
+	printf("%3s  %-24s %-16s  %s\n", "#", "address", "pool id", "state");
+	for (i = 0; i < n; i++) {
+		member_at(t, i, &m);
+		printf("%3u  %-24s %-16s  %s", i, m.addr, m.pool_id, m.state);
+		if (m.total)
+			printf(" %u/%u units (%u%%)", m.done, m.total, m.done * 100 / m.total);
+		printf("\n");
+		free_member(&m);
+	}
+	if (g_hash_table_lookup(t, "failure"))
+		printf("failure: %s\n", lookup(t, "failure", ""));
+}
+
+static int cmd_status(const char *mnt, bool json)
+{
+	struct statvfs sv;
+	GHashTable *t;
+
+	if (statvfs(mnt, &sv) < 0) {
+		fprintf(stderr, "rmemfs-ctl: %s: %s\n", mnt, g_strerror(errno));
+		return EXIT_FAIL;
+	}
+	t = read_state(mnt);
+	if (!t)
+		return EXIT_FAIL;
+	if (json)
+		print_json(mnt, t, &sv);
+	else
+		print_text(mnt, t, &sv);
+	g_hash_table_destroy(t);
+	return 0;
+}
+
+/* is any member being rebuilt? Prints the progress line; -1 when the state cannot be read */
+static int rebuilding(const char *mnt)
+{
+	GHashTable *t = read_state(mnt);
+	unsigned int i, n;
+	struct member_line m;
+	int busy = 0;
+
+	if (!t)
+		return -1;
+	n = count_members(t);
+	for (i = 0; i < n; i++) {
+		member_at(t, i, &m);
+		if (!strcmp(m.state, "rebuilding")) {
+			busy = 1;
+			fprintf(stderr, "\rrebuilding member %u (%s): %u/%u units", i, m.addr,
+				m.done, m.total);
+		}
+		free_member(&m);
+	}
+	g_hash_table_destroy(t);
+	return busy;
+}
+
+static int cmd_replace(const char *mnt, const char *old, const char *new, bool wait)
+{
+	char *v = g_strdup_printf("%s %s", old, new);
+	GHashTable *t;
+	int rc;
+
+	rc = setxattr(mnt, REMOTE_REPLACE_XATTR, v, strlen(v), 0);
+	g_free(v);
+	if (rc < 0) {
+		int err = errno;
+
+		t = read_state(mnt);
+		fprintf(stderr, "rmemfs-ctl: replace %s by %s: %s\n", old, new,
+			t && g_hash_table_lookup(t, "replace_error") ?
+				(char *)g_hash_table_lookup(t, "replace_error") :
+				g_strerror(err));
+		if (t)
+			g_hash_table_destroy(t);
+		return EXIT_FAIL;
+	}
+	printf("%s takes the place of %s; rebuilding\n", new, old);
+	while (wait && rebuilding(mnt) > 0)
+		g_usleep(CTL_WAIT_POLL_MS * 1000);
+	if (wait) {
+		fprintf(stderr, "\n");
+		return cmd_status(mnt, false);
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: rmemfs-ctl MOUNTPOINT status [--json]\n"
+		   "       rmemfs-ctl MOUNTPOINT replace OLD NEW [--wait]\n"
+		   "\n"
+		   "status   the members (address, pool id, state: in_sync, lost, missing,\n"
+		   "         rebuilding with progress), replicas and capacity\n"
+		   "replace  put the blank memserver NEW (HOST:PORT) in the place of the lost\n"
+		   "         member OLD (its address, pool id, or memberN) and rebuild it in\n"
+		   "         the background; --wait returns when the rebuild is done\n");
+}
+
+int main(int argc, char **argv)
+{
+	bool json = false, wait = false;
+	char *args[4];
+	int i, n = 0;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--wait")) {
+			wait = true;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (n < 4) {
+			args[n++] = argv[i];
+		} else {
+			n = 5;
+		}
+	}
+	if (n == 2 && !strcmp(args[1], "status") && !wait)
+		return cmd_status(args[0], json);
+	if (n == 4 && !strcmp(args[1], "replace") && !json)
+		return cmd_replace(args[0], args[2], args[3], wait);
+	usage(stderr);
+	return EXIT_USAGE;
+}
