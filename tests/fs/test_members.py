@@ -4,6 +4,7 @@ member while the filesystem is in use, the majority rule, capacity, and
 members listed in any order (docs/ARCHITECTURE.md, "Member sets")."""
 import hashlib
 import itertools
+import json
 import os
 import re
 import signal
@@ -60,8 +61,9 @@ class Workload:
     """Writes files (each fsync'd, then read back) on a thread until stopped;
     every error is kept, never swallowed."""
 
-    def __init__(self, root, size):
+    def __init__(self, root, size, prefix='w'):
         self.root = root
+        self.prefix = prefix
         self.size = size
         self.written = []
         self.errors = []
@@ -71,7 +73,7 @@ class Workload:
     def run(self):
         i = 0
         while not self.stop.is_set():
-            name = f'w{i:04d}'
+            name = f'{self.prefix}{i:04d}'
             data = content(name, self.size)[:self.size]
             try:
                 write_file(os.path.join(self.root, name), data)
@@ -127,7 +129,62 @@ def test_kill_member_mid_write(env):
     st = stats(fs2.mountpoint)
     assert st['state'] == 'degraded' and st['member1'].split()[1] == 'missing', st
     wl.verify(fs2.mountpoint)
+
+    # a blank memserver takes member 1's place; writes go on during the rebuild
+    blank = env.server('64M', token_file=mset.token_file)
+    wl2 = Workload(fs2.mountpoint, scaled(512 << 10, 64 << 10), prefix='r')
+    wl2.thread.start()
+    r = ctl(fs2.mountpoint, 'replace', victim.addr, blank.addr, '--wait')
+    wl2.stop.set()
+    wl2.thread.join(60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not wl2.errors, wl2.errors
+    st = stats(fs2.mountpoint)
+    assert st['state'] == 'up' and st['member1'].split()[:2] == [blank.addr, 'in_sync'], st
+    # the rebuilt member now holds the only other copy of member 0's units
+    mset.members[0].stop(signal.SIGKILL)
+    wl.verify(fs2.mountpoint)
+    wl2.verify()
     assert fs2.unmount() == 0
+    # and a fresh client sees the same with member 0 gone for good
+    fs3 = mount_set(env, MemberSet([blank, mset.members[2]]), mountpoint=fs.mountpoint)
+    wl.verify(fs3.mountpoint)
+    wl2.verify(fs3.mountpoint)
+    assert fs3.unmount() == 0
+
+
+def ctl(mnt, *args):
+    return subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt] + list(args),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_ctl_status_and_bad_replace(env):
+    """status in text and JSON; replace refuses an in-sync member, an
+    unknown one and a server that is not blank, each with its reason."""
+    mset = env.member_set(3, '64M')
+    fs = mount_set(env, mset, ['replicas=2'])
+    r = ctl(fs.mountpoint, 'status', '--json')
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc['replicas'] == 2 and doc['state'] == 'up'
+    assert [m['address'] for m in doc['members']] == [m.addr for m in mset.members]
+    assert all(m['state'] == 'in_sync' for m in doc['members'])
+    assert doc['capacity_bytes'] == os.statvfs(fs.mountpoint).f_blocks * 4096
+    r = ctl(fs.mountpoint, 'status')
+    assert r.returncode == 0 and 'up, 3 of 3 members in sync, replicas 2' in r.stdout, r.stdout
+    spare = env.server('64M', token_file=mset.token_file)
+    for old, new, want in ((mset.members[0].addr, spare.addr, 'in sync: only a lost member'),
+                           ('member9', spare.addr, 'names no member'),
+                           ('member1', mset.members[2].addr, None)):
+        if want is None:
+            mset.members[1].stop(signal.SIGKILL)
+            # the lease heartbeat touches every member: it notices with no I/O at all
+            assert wait_for(lambda: stats(fs.mountpoint)['member1'].split()[1] == 'lost', 15)
+            want = 'is not blank'
+        r = ctl(fs.mountpoint, 'replace', old, new)
+        assert r.returncode == 1, r.stdout
+        assert want in r.stderr, r.stderr
+    assert ctl(fs.mountpoint, 'bogus').returncode == 2
 
 
 def test_two_members_one_down(env):
