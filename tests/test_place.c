@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_place.c - the placement of units over a member set (place.h) and
+ * the membership record (layout.h): every copy on a distinct member, no
+ * two copies in one slot, every member equally full, and the copies of a
+ * lost member's units spread evenly over all survivors.
+ */
+#include <string.h>
+
+#include <glib.h>
+
+#include "layout.h"
+#include "place.h"
+
+#define CYCLES 5
+
+static void check_set(uint32_t n, uint32_t r)
+{
+	struct place p;
+	struct place_copy c[PLACE_MAX_REPLICAS];
+	uint64_t u, units, slots;
+	uint32_t k, j, lost, fill[PLACE_MAX_MEMBERS] = { 0 };
+	GHashTable *used = g_hash_table_new(g_int64_hash, g_int64_equal);
+	gint64 *keys;
+
+	g_assert_cmpint(place_init(&p, n, r, 1000), ==, 0);
+	units = place_units(&p);
+	slots = p.cycles * p.per_cycle;
+	g_assert_cmpuint(slots, <=, 1000);
+	g_assert_cmpuint(units * r, ==, slots * n); /* nothing wasted within the cycles */
+	keys = g_new(gint64, units * r);
+	for (u = 0; u < units; u++) {
+		place_unit(&p, u, c);
+		for (k = 0; k < r; k++) {
+			uint64_t slot;
+
+			g_assert_cmpuint(c[k].member, <, n);
+			g_assert_cmpuint(c[k].slot, <, slots);
+			for (j = 0; j < k; j++)
+				g_assert_cmpuint(c[j].member, !=, c[k].member);
+			keys[u * r + k] = (gint64)(c[k].slot * PLACE_MAX_MEMBERS + c[k].member);
+			g_assert_false(g_hash_table_contains(used, &keys[u * r + k]));
+			g_hash_table_add(used, &keys[u * r + k]);
+			g_assert_true(place_unit_on(&p, u, c[k].member, &slot));
+			g_assert_cmpuint(slot, ==, c[k].slot);
+			fill[c[k].member]++;
+		}
+	}
+	for (k = 1; k < n; k++)
+		g_assert_cmpuint(fill[k], ==, fill[0]);
+	/* declustered: a lost member's units have their other copies on every survivor alike */
+	for (lost = 0; lost < n && r > 1; lost++) {
+		uint32_t share[PLACE_MAX_MEMBERS] = { 0 };
+
+		for (u = 0; u < units; u++) {
+			uint64_t slot;
+
+			if (!place_unit_on(&p, u, lost, &slot))
+				continue;
+			place_unit(&p, u, c);
+			for (k = 0; k < r; k++)
+				share[c[k].member] += c[k].member != lost;
+		}
+		for (k = 0; k < n; k++)
+			if (k != lost)
+				g_assert_cmpuint(share[k], ==, share[lost == 0 ? 1 : 0]);
+		g_assert_cmpuint(share[lost], ==, 0);
+	}
+	g_hash_table_destroy(used);
+	g_free(keys);
+}
+
+static void test_placement(void)
+{
+	uint32_t n, r;
+
+	for (n = 1; n <= PLACE_MAX_MEMBERS; n++)
+		for (r = 1; r <= MIN(n, PLACE_MAX_REPLICAS); r++)
+			check_set(n, r);
+}
+
+static void test_limits(void)
+{
+	struct place p;
+
+	g_assert_cmpint(place_init(&p, 2, 3, 100), ==, -EINVAL);
+	g_assert_cmpint(place_init(&p, 9, 2, 100), ==, -EINVAL);
+	g_assert_cmpint(place_init(&p, 3, 0, 100), ==, -EINVAL);
+	g_assert_cmpint(place_init(&p, 8, 3, 20), ==, -ENOSPC); /* a cycle needs 21 */
+	g_assert_cmpint(place_init(&p, 8, 3, 21), ==, 0);
+	g_assert_cmpuint(place_units(&p), ==, 56);
+}
+
+static void test_record(void)
+{
+	struct layout_set_info in, out;
+	uint8_t blk[LAYOUT_SET_REC_SIZE];
+	uint32_t place;
+
+	memset(&in, 0, sizeof(in));
+	memset(blk, 0, sizeof(blk));
+	g_assert_cmpint(layout_set_unpack(blk, &out, &place), ==, -ENODATA);
+	memset(in.set_uuid, 0xab, 16);
+	in.events = 42;
+	in.nmembers = 3;
+	in.replicas = 2;
+	in.unit_shift = 18;
+	in.member_units = 255;
+	in.m[1].pool_id = 0x1234;
+	in.m[1].state = LAYOUT_MEMBER_REBUILDING;
+	in.m[1].rebuilt = 7;
+	g_strlcpy(in.m[1].addr, "10.0.0.2:7471", LAYOUT_SET_ADDR_LEN);
+	layout_set_pack(&in, 1, (struct layout_set *)blk);
+	g_assert_cmpint(layout_set_unpack(blk, &out, &place), ==, 0);
+	g_assert_cmpuint(place, ==, 1);
+	g_assert_cmpuint(out.events, ==, 42);
+	g_assert_cmpuint(out.m[1].pool_id, ==, 0x1234);
+	g_assert_cmpint(out.m[1].state, ==, LAYOUT_MEMBER_REBUILDING);
+	g_assert_cmpuint(out.m[1].rebuilt, ==, 7);
+	g_assert_cmpstr(out.m[1].addr, ==, "10.0.0.2:7471");
+	blk[100] ^= 1; /* a torn or damaged record */
+	g_assert_cmpint(layout_set_unpack(blk, &out, &place), ==, -EBADMSG);
+	blk[100] ^= 1;
+	in.replicas = 4; /* more copies than members */
+	layout_set_pack(&in, 1, (struct layout_set *)blk);
+	g_assert_cmpint(layout_set_unpack(blk, &out, &place), ==, -EBADMSG);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/place/placement", test_placement);
+	g_test_add_func("/place/limits", test_limits);
+	g_test_add_func("/place/record", test_record);
+	return g_test_run();
+}
