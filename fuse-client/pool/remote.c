@@ -329,6 +329,9 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 	r->unit = 1ULL << r->info.unit_shift;
 	r->size = place_units(&r->place) * r->unit;
 	init_states(r, cfg);
+	rc = lanes_new(r->n, &r->lanes);
+	if (rc < 0)
+		goto out;
 	rc = check_copies(r, err_msg);
 	if (!rc && !cfg->read_only)
 		rc = remote_quorum(r, 0, err_msg);
@@ -407,6 +410,7 @@ void remote_close(struct remote *r)
 	if (!r)
 		return;
 	rebuild_stop(r);
+	lanes_free(r->lanes);
 	for (i = 0; i < LAYOUT_SET_MAX; i++)
 		member_close(r->mem[i].m);
 	pthread_rwlock_destroy(&r->rb_lock);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "lane.h"
 #include "layout.h"
 #include "place.h"
 #include "remote.h"
@@ -49,6 +50,7 @@ struct remote {
 	pthread_mutex_t set_lock;
 	char *failure; /* under set_lock */
 	char *replace_error; /* the last failed replace's message; under set_lock */
+	struct lanes *lanes; /* a set's per-member threads (remote_io.c), or NULL */
 	struct member_config mcfg; /* how members are reached (a replacement too) */
 	void *arena; /* the cache arena every member has registered, or NULL */
 	size_t arena_len;

@@ -13,7 +13,8 @@
  * meanwhile is waited for until its loss is recorded (remote_wait_recorded).
  * Only a segment left with no copy at all fails the request (and then the
  * filesystem has failed). The pieces of one member go out as one vectored
- * request.
+ * request, and the members' shares of a big request at the same time, on
+ * their lanes (lane.h).
  *
  * A plain pool passes everything straight to its member.
  */
@@ -33,55 +34,75 @@ struct seg {
 	size_t len;
 	uint32_t tried; /* reads: members that failed it */
 	uint32_t copies; /* writes: copies that took it */
+	int pick; /* reads: the member it goes to this round, or -1 */
 	bool done;
 };
 
-/* the request, cut into segments, and the scratch to send one member's share */
-struct req {
-	struct remote *r;
-	GArray *segs; /* struct seg */
-	GArray *offs; /* uint64_t, one member's share */
-	GArray *iov; /* struct iovec */
-	GArray *idx; /* guint: which segment each iov entry is */
+struct req;
+
+/* one member's part of a request: entries [first, first + n) of the request's arrays */
+struct share {
+	struct req *q;
+	uint32_t m;
+	unsigned int first, n;
+	bool up; /* writes: the member was up (else it is being rebuilt) */
 };
 
-static struct seg *seg_at(struct req *q, guint i)
-{
-	return &g_array_index(q->segs, struct seg, i);
-}
+/* the request cut into segments, and the per-member entries of one round */
+struct req {
+	struct remote *r;
+	enum xport_op_type type;
+	struct seg *segs;
+	unsigned int nsegs;
+	uint64_t *offs; /* entries, grouped by member */
+	struct iovec *iov;
+	unsigned int *idx; /* the segment of each entry */
+	unsigned int cap; /* entries the arrays hold */
+	struct share shares[LAYOUT_SET_MAX];
+	struct lane_job jobs[LAYOUT_SET_MAX];
+	unsigned int nshares;
+};
 
-static void req_init(struct req *q, struct remote *r, const uint64_t *offs,
-		     const struct iovec *iov, int cnt)
+/* segments: block 0 alone, else at most one unit each */
+static void req_init(struct req *q, struct remote *r, enum xport_op_type type,
+		     const uint64_t *offs, const struct iovec *iov, int cnt)
 {
+	unsigned int n = 0;
 	int i;
 
+	memset(q, 0, sizeof(*q));
 	q->r = r;
-	q->segs = g_array_new(FALSE, FALSE, sizeof(struct seg));
-	q->offs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	q->iov = g_array_new(FALSE, FALSE, sizeof(struct iovec));
-	q->idx = g_array_new(FALSE, FALSE, sizeof(guint));
+	q->type = type;
+	for (i = 0; i < cnt; i++)
+		n += (unsigned int)((offs[i] % r->unit + iov[i].iov_len) / r->unit) + 2;
+	q->segs = g_new(struct seg, n);
 	for (i = 0; i < cnt; i++) {
 		size_t pos = 0;
 
 		while (pos < iov[i].iov_len) {
-			struct seg s = { .off = offs[i] + pos };
-			uint64_t end = s.off < LAYOUT_SB_SIZE ? LAYOUT_SB_SIZE :
-								(s.off / r->unit + 1) * r->unit;
+			struct seg *s = &q->segs[q->nsegs++];
+			uint64_t end;
 
-			s.len = (size_t)MIN((uint64_t)(iov[i].iov_len - pos), end - s.off);
-			s.buf = iov[i].iov_base ? (uint8_t *)iov[i].iov_base + pos : NULL;
-			g_array_append_val(q->segs, s);
-			pos += s.len;
+			memset(s, 0, sizeof(*s));
+			s->off = offs[i] + pos;
+			end = s->off < LAYOUT_SB_SIZE ? LAYOUT_SB_SIZE : (s->off / r->unit + 1) * r->unit;
+			s->len = (size_t)MIN((uint64_t)(iov[i].iov_len - pos), end - s->off);
+			s->buf = iov[i].iov_base ? (uint8_t *)iov[i].iov_base + pos : NULL;
+			pos += s->len;
 		}
 	}
+	q->cap = q->nsegs * (type == XPORT_READ ? 1 : r->n);
+	q->offs = g_new(uint64_t, q->cap);
+	q->iov = g_new(struct iovec, q->cap);
+	q->idx = g_new(unsigned int, q->cap);
 }
 
 static void req_clear(struct req *q)
 {
-	g_array_free(q->segs, TRUE);
-	g_array_free(q->offs, TRUE);
-	g_array_free(q->iov, TRUE);
-	g_array_free(q->idx, TRUE);
+	g_free(q->segs);
+	g_free(q->offs);
+	g_free(q->iov);
+	g_free(q->idx);
 }
 
 /* where segment s lives on member m: its offset there, or false if m holds no copy */
@@ -99,33 +120,30 @@ static bool seg_on(const struct remote *r, const struct seg *s, uint32_t m, uint
 	return true;
 }
 
-static void share_add(struct req *q, guint i, uint64_t moff)
+/* does segment s go to member m this round? Reads: picked; writes: a copy to keep current */
+static bool seg_goes(struct req *q, const struct seg *s, uint32_t m, bool up, uint64_t *moff)
 {
-	struct seg *s = seg_at(q, i);
-	struct iovec v = { .iov_base = s->buf, .iov_len = s->len };
+	struct remote *r = q->r;
 
-	g_array_append_val(q->offs, moff);
-	g_array_append_val(q->iov, v);
-	g_array_append_val(q->idx, i);
+	if (q->type == XPORT_READ)
+		return s->pick == (int)m && seg_on(r, s, m, moff);
+	if (!up && (s->off < LAYOUT_SB_SIZE || !rebuild_takes(r, m, s->off / r->unit)))
+		return false;
+	return seg_on(r, s, m, moff);
 }
 
-static void share_reset(struct req *q)
+/* send member m its share as one request */
+static int share_send(void *arg)
 {
-	g_array_set_size(q->offs, 0);
-	g_array_set_size(q->iov, 0);
-	g_array_set_size(q->idx, 0);
-}
-
-/* send member m its share (q->offs/iov) as one request */
-static int share_send(struct req *q, uint32_t m, enum xport_op_type type)
-{
-	struct remote_member *rm = &q->r->mem[m];
-	const uint64_t *offs = (const uint64_t *)q->offs->data;
-	const struct iovec *iov = (const struct iovec *)q->iov->data;
-	int n = (int)q->offs->len, rc = 0, k;
+	struct share *sh = arg;
+	struct req *q = sh->q;
+	struct remote_member *rm = &q->r->mem[sh->m];
+	const uint64_t *offs = q->offs + sh->first;
+	const struct iovec *iov = q->iov + sh->first;
+	int n = (int)sh->n, rc = 0, k;
 
 	atomic_fetch_add(&rm->inflight, 1);
-	if (type == XPORT_READ)
+	if (q->type == XPORT_READ)
 		rc = member_readv(rm->m, offs, iov, n);
 	else if (iov[0].iov_base)
 		rc = member_writev(rm->m, offs, iov, n);
@@ -134,6 +152,67 @@ static int share_send(struct req *q, uint32_t m, enum xport_op_type type)
 			rc = member_zero(rm->m, offs[k], iov[k].iov_len);
 	atomic_fetch_sub(&rm->inflight, 1);
 	return rc;
+}
+
+/* group this round's entries by member into shares */
+static void plan(struct req *q)
+{
+	struct remote *r = q->r;
+	unsigned int e = 0, i;
+	uint64_t moff;
+	uint32_t m;
+
+	q->nshares = 0;
+	for (m = 0; m < r->n; m++) {
+		bool up = atomic_load(&r->mem[m].up);
+		struct share *sh = &q->shares[q->nshares];
+
+		if (!up && (q->type == XPORT_READ || atomic_load(&r->rb_member) != (int)m))
+			continue;
+		sh->q = q;
+		sh->m = m;
+		sh->up = up;
+		sh->first = e;
+		for (i = 0; i < q->nsegs && e < q->cap; i++) {
+			struct seg *s = &q->segs[i];
+
+			if (s->done || !seg_goes(q, s, m, up, &moff))
+				continue;
+			q->offs[e] = moff;
+			q->iov[e] = (struct iovec){ .iov_base = s->buf, .iov_len = s->len };
+			q->idx[e] = i;
+			e++;
+		}
+		sh->n = e - sh->first;
+		if (sh->n)
+			q->nshares++;
+	}
+}
+
+/*
+ * Send the shares, at once on the members' lanes when there are several and
+ * the request is big enough for that to pay (a small one goes member by
+ * member: a lane hand-off costs more than it saves).
+ */
+#define REMOTE_PARALLEL_MIN (64U << 10)
+
+static void send_all(struct req *q)
+{
+	size_t bytes = 0;
+	unsigned int k, e;
+
+	for (k = 0; k < q->nshares; k++) {
+		q->jobs[k] = (struct lane_job){ .member = q->shares[k].m, .fn = share_send,
+						.arg = &q->shares[k] };
+		for (e = 0; e < q->shares[k].n && bytes < REMOTE_PARALLEL_MIN; e++)
+			bytes += q->iov[q->shares[k].first + e].iov_len;
+	}
+	if (q->nshares > 1 && bytes >= REMOTE_PARALLEL_MIN && q->r->lanes) {
+		lanes_run(q->r->lanes, q->jobs, q->nshares);
+		return;
+	}
+	for (k = 0; k < q->nshares; k++)
+		q->jobs[k].rc = share_send(&q->shares[k]);
 }
 
 /* the member that is up, holds a copy of s, has not failed it, and is least busy */
@@ -155,116 +234,86 @@ static int pick_copy(struct remote *r, const struct seg *s, unsigned int first)
 	return best;
 }
 
-/* one member's share of a read: the segments picked for m, not done */
-static int read_share(struct req *q, uint32_t m, const int *pick)
+/* pick a copy for every segment not read yet; false when none is left; -EIO: no copy */
+static int pick_round(struct req *q, bool *left)
 {
-	uint64_t moff;
-	guint i;
-	int rc;
+	struct remote *r = q->r;
+	unsigned int i;
 
-	share_reset(q);
-	for (i = 0; i < q->segs->len; i++)
-		if (pick[i] == (int)m && seg_on(q->r, seg_at(q, i), m, &moff))
-			share_add(q, i, moff);
-	if (!q->offs->len)
-		return 0;
-	rc = share_send(q, m, XPORT_READ);
-	for (i = 0; i < q->idx->len; i++) {
-		struct seg *s = seg_at(q, g_array_index(q->idx, guint, i));
+	*left = false;
+	for (i = 0; i < q->nsegs; i++) {
+		struct seg *s = &q->segs[i];
 
-		if (!rc)
+		s->pick = -1;
+		if (s->done)
+			continue;
+		if (r->fresh && s->off < LAYOUT_SB_SIZE) { /* no superblock yet */
+			memset(s->buf, 0, s->len);
 			s->done = true;
-		else
-			s->tried |= 1U << m;
+			continue;
+		}
+		s->pick = pick_copy(r, s, (unsigned int)(s->off / r->unit));
+		if (s->pick < 0)
+			return -EIO;
+		*left = true;
 	}
-	if (rc < 0 && remote_member_gone(q->r, m, rc))
-		return 0; /* its segments go to another copy */
-	return rc;
+	return 0;
 }
 
 static int set_read(struct remote *r, struct req *q)
 {
-	int *pick = g_new(int, q->segs->len);
+	unsigned int k, e;
 	bool left = true;
-	uint32_t m;
-	guint i;
 	int rc = 0;
 
-	while (left && !rc) {
-		left = false;
-		for (i = 0; i < q->segs->len && !rc; i++) {
-			struct seg *s = seg_at(q, i);
+	while (!rc) {
+		rc = pick_round(q, &left);
+		if (rc < 0 || !left)
+			break;
+		plan(q);
+		send_all(q);
+		for (k = 0; k < q->nshares && !rc; k++) {
+			struct share *sh = &q->shares[k];
+			int src = q->jobs[k].rc;
 
-			pick[i] = -1;
-			if (s->done)
-				continue;
-			if (r->fresh && s->off < LAYOUT_SB_SIZE) { /* no superblock yet */
-				memset(s->buf, 0, s->len);
-				s->done = true;
-				continue;
+			for (e = sh->first; e < sh->first + sh->n; e++) {
+				if (!src)
+					q->segs[q->idx[e]].done = true;
+				else
+					q->segs[q->idx[e]].tried |= 1U << sh->m;
 			}
-			pick[i] = pick_copy(r, s, (unsigned int)(s->off / r->unit));
-			left = true;
-			if (pick[i] < 0)
-				rc = -EIO;
+			/* a member that is gone: its segments go to another copy next round */
+			if (src < 0 && !remote_member_gone(r, sh->m, src))
+				rc = src;
 		}
-		for (m = 0; m < r->n && !rc && left; m++)
-			rc = read_share(q, m, pick);
 		if (!rc && atomic_load(&r->failed))
 			rc = -EIO;
 	}
-	g_free(pick);
-	return rc;
-}
-
-/* does segment s go to member m: up, or being rebuilt and past the unit (not block 0)? */
-static bool write_to(struct remote *r, const struct seg *s, uint32_t m, bool up, uint64_t *moff)
-{
-	if (!up && (s->off < LAYOUT_SB_SIZE || !rebuild_takes(r, m, s->off / r->unit)))
-		return false;
-	return seg_on(r, s, m, moff);
-}
-
-/* send member m its copies of the segments (rb_lock held for reading) */
-static int write_share(struct req *q, uint32_t m)
-{
-	struct remote *r = q->r;
-	bool up = atomic_load(&r->mem[m].up);
-	uint64_t moff;
-	guint i;
-	int rc;
-
-	if (!up && atomic_load(&r->rb_member) != (int)m)
-		return 0;
-	share_reset(q);
-	for (i = 0; i < q->segs->len; i++)
-		if (write_to(r, seg_at(q, i), m, up, &moff))
-			share_add(q, i, moff);
-	if (!q->offs->len)
-		return 0;
-	rc = share_send(q, m, XPORT_WRITE);
-	if (!rc && up)
-		for (i = 0; i < q->idx->len; i++)
-			seg_at(q, g_array_index(q->idx, guint, i))->copies++;
-	if (rc < 0 && up && remote_member_gone(r, m, rc))
-		rc = 0;
-	if (rc < 0 && !up)
-		rc = 0; /* the rebuild's own copy fails on it and stops */
 	return rc;
 }
 
 static int set_write(struct remote *r, struct req *q)
 {
-	uint32_t m;
-	guint i;
+	unsigned int i, k, e;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&r->rb_lock);
-	for (m = 0; m < r->n && !rc; m++)
-		rc = write_share(q, m);
+	plan(q);
+	send_all(q);
 	pthread_rwlock_unlock(&r->rb_lock);
-	for (i = 0; i < q->segs->len && !rc; i++)
-		if (!seg_at(q, i)->copies)
+	for (k = 0; k < q->nshares; k++) {
+		struct share *sh = &q->shares[k];
+		int src = q->jobs[k].rc;
+
+		if (!src && sh->up)
+			for (e = sh->first; e < sh->first + sh->n; e++)
+				q->segs[q->idx[e]].copies++;
+		/* a member being rebuilt that fails: the rebuild's own copy stops on it */
+		if (src < 0 && sh->up && !remote_member_gone(r, sh->m, src) && !rc)
+			rc = src;
+	}
+	for (i = 0; i < q->nsegs && !rc; i++)
+		if (!q->segs[i].copies)
 			rc = -EIO;
 	if (!rc)
 		remote_wait_recorded(r);
@@ -289,7 +338,7 @@ static int do_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs
 	for (i = 0; i < cnt; i++)
 		if (offs[i] + iov[i].iov_len < offs[i] || offs[i] + iov[i].iov_len > r->size)
 			return -ERANGE;
-	req_init(&q, r, offs, iov, cnt);
+	req_init(&q, r, type, offs, iov, cnt);
 	rc = type == XPORT_READ ? set_read(r, &q) : set_write(r, &q);
 	req_clear(&q);
 	return rc;
