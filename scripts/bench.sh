@@ -54,6 +54,8 @@
 #                      the chart into docs/perf/rmemfs-ratios.png
 #   --report-only DIR  no run: rebuild the table, JSON and chart of results directory DIR
 #                      (with --update-docs: and the docs)
+#   --scale-out        the other benchmark: one filesystem over 1..4 memservers in network
+#                      namespaces behind rate-limited links (scripts/bench/scaleout.sh --help)
 #
 # Output in the results directory: results.txt (the tables), results.json (the same data plus
 # the environment and every exact command line), ratios.png (gnuplot: rmemfs / each baseline
@@ -67,6 +69,15 @@ HERE=$ROOT/scripts/bench
 ALL_TARGETS="rmemfs-tcp rmemfs-rdma tmpfs passthrough_ll sshfs rmem-perf"
 PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 PY=/usr/bin/python3
+
+# --scale-out: the other benchmark (many memservers behind rate-limited links), its own script
+for a in "$@"; do
+	if [ "$a" = --scale-out ]; then
+		rest=()
+		for b in "$@"; do [ "$b" = --scale-out ] || rest+=("$b"); done
+		exec "$ROOT/scripts/bench/scaleout.sh" ${rest[@]+"${rest[@]}"}
+	fi
+done
 
 ORIG_ARGS=("$@")
 usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; }

@@ -215,19 +215,28 @@ static void send_all(struct req *q)
 		q->jobs[k].rc = share_send(&q->shares[k]);
 }
 
-/* the member that is up, holds a copy of s, has not failed it, and is least busy */
-static int pick_copy(struct remote *r, const struct seg *s, unsigned int first)
+/*
+ * The member that is up, holds a copy of s, has not failed it, and is least
+ * busy. Ties go to the unit's preferred copy, which rotates with the unit
+ * and its cycle so that a sequential read uses every member alike.
+ */
+static int pick_copy(struct remote *r, const struct seg *s)
 {
-	unsigned int best_load = UINT_MAX, k, m;
-	uint64_t moff;
+	struct place_copy c[PLACE_MAX_REPLICAS];
+	unsigned int best_load = UINT_MAX, load, j, k0;
+	uint64_t u = s->off / r->unit;
 	int best = -1;
 
-	for (k = 0; k < r->n; k++) {
-		m = (first + k) % r->n;
-		if (!atomic_load(&r->mem[m].up) || (s->tried & (1U << m)) || !seg_on(r, s, m, &moff))
+	place_unit(&r->place, u, c);
+	k0 = s->off < LAYOUT_SB_SIZE ? 0 : (unsigned int)((u + u / r->place.ncomb) % r->place.r);
+	for (j = 0; j < (s->off < LAYOUT_SB_SIZE ? r->n : r->place.r); j++) {
+		uint32_t m = s->off < LAYOUT_SB_SIZE ? j : c[(k0 + j) % r->place.r].member;
+
+		if (!atomic_load(&r->mem[m].up) || (s->tried & (1U << m)))
 			continue;
-		if (atomic_load(&r->mem[m].inflight) < best_load) {
-			best_load = atomic_load(&r->mem[m].inflight);
+		load = atomic_load(&r->mem[m].inflight);
+		if (load < best_load) {
+			best_load = load;
 			best = (int)m;
 		}
 	}
@@ -252,7 +261,7 @@ static int pick_round(struct req *q, bool *left)
 			s->done = true;
 			continue;
 		}
-		s->pick = pick_copy(r, s, (unsigned int)(s->off / r->unit));
+		s->pick = pick_copy(r, s);
 		if (s->pick < 0)
 			return -EIO;
 		*left = true;
