@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * rebuild.c - filling a member that holds nothing trustworthy (a blank
- * replacement, or a member that came back stale) from the others
- * (remote_int.h).
+ * rebuild.c - bringing a member back into the set (remote_int.h): a blank
+ * replacement, a stale member found at mount, or a member that this mount
+ * lost and that answers again. All of it runs on one keeper thread.
  *
  * Units are copied in order. Each copy reads the unit from a member that is
  * up and holds it (another copy if that one fails) and writes it to the
@@ -15,6 +15,17 @@
  * a crash goes on from there at the next mount. Last, block 0 (superblock,
  * checkpoint generation; not the lease words) is copied and the member is
  * let in, still under rb_lock, and the records say it is in sync.
+ *
+ * Resync: from the moment this mount loses a member it notes every unit
+ * written without it (the dirty map, in RAM: writes it skipped, and the
+ * shares that failed on it). If the member answers again within
+ * reconnect_timeout with the same pool, only those units are copied -
+ * writes during the resync to units past the cursor mark them too. This
+ * trusts the member to have kept every write it acknowledged: true across a
+ * network outage and across a restart of its memserver over a backing file
+ * (the memserver's writes reach the file's page cache), not across a crash
+ * of its host; a member back later than reconnect_timeout, or found stale
+ * by another mount (no map), is rebuilt whole.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -29,6 +40,7 @@
 #include "clock.h"
 
 #define REBUILD_RECORD_MS 1000
+#define KEEPER_POLL_MS 1000
 
 /* read unit u (unit bytes) from a member that is up and holds it; 0 or -EIO */
 static int read_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t *buf)
@@ -105,6 +117,7 @@ static int finish(struct remote *r, unsigned int i, uint8_t *buf)
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&r->set_lock);
+	g_free(atomic_exchange(&r->dirty[i], NULL));
 	r->info.m[i].state = LAYOUT_MEMBER_IN_SYNC;
 	r->info.m[i].rebuilt = 0;
 	atomic_store(&r->mem[i].up, true);
@@ -112,7 +125,7 @@ static int finish(struct remote *r, unsigned int i, uint8_t *buf)
 	atomic_store(&r->rb_member, -1);
 	rc = remote_write_records(r);
 	pthread_mutex_unlock(&r->set_lock);
-	g_message("member %u (%s) is rebuilt and in sync", i, r->mem[i].name);
+	g_message("member %u (%s) is in sync again", i, r->mem[i].name);
 	return rc;
 }
 
@@ -133,11 +146,19 @@ static void record_progress(struct remote *r, unsigned int i, uint64_t cursor)
 	pthread_mutex_unlock(&r->set_lock);
 }
 
-static void *rebuild_main(void *arg)
+static bool dirty_bit(struct remote *r, unsigned int i, uint64_t u)
 {
-	struct remote *r = arg;
+	uint64_t *map = atomic_load(&r->dirty[i]);
+
+	return !map || (__atomic_load_n(&map[u / 64], __ATOMIC_SEQ_CST) >> (u % 64)) & 1;
+}
+
+/* rebuild member r->rb_member; 0, -ECANCELED (stopping) or why it failed */
+static int rebuild_run(struct remote *r)
+{
 	unsigned int i = (unsigned int)atomic_load(&r->rb_member);
 	uint64_t u, slot, total = place_units(&r->place), t0, last = clock_now_ms();
+	bool resync = atomic_load(&r->rb_resync);
 	uint8_t *buf = g_malloc(r->unit);
 	int rc = 0;
 
@@ -146,17 +167,20 @@ static void *rebuild_main(void *arg)
 			continue;
 		t0 = clock_now_us();
 		pthread_rwlock_wrlock(&r->rb_lock);
-		rc = copy_unit(r, i, u, slot, buf);
+		if (!resync || dirty_bit(r, i, u)) {
+			rc = copy_unit(r, i, u, slot, buf);
+			if (++r->rb_done_units > r->rb_total_units)
+				r->rb_total_units = r->rb_done_units; /* written meanwhile */
+		}
 		if (!rc)
 			atomic_store(&r->rb_cursor, u + 1);
 		pthread_rwlock_unlock(&r->rb_lock);
-		r->rb_done_units++;
 		if (!rc && clock_now_ms() - last >= REBUILD_RECORD_MS) {
 			record_progress(r, i, u + 1);
 			last = clock_now_ms();
 		}
 		/* throttle: as long idle as busy */
-		if (!rc && worker_wait(&r->rb_worker, (int)((clock_now_us() - t0) / 1000)) < 0)
+		if (!rc && worker_wait(&r->keeper, (int)((clock_now_us() - t0) / 1000)) < 0)
 			rc = -ECANCELED;
 	}
 	if (!rc) {
@@ -165,42 +189,121 @@ static void *rebuild_main(void *arg)
 		rc = finish(r, i, buf);
 		pthread_rwlock_unlock(&r->rb_lock);
 	}
-	if (rc == -ECANCELED)
+	if (rc == -ECANCELED && !resync)
 		record_progress(r, i, atomic_load(&r->rb_cursor));
 	if (rc < 0)
 		give_up(r, i, rc);
 	g_free(buf);
+	return rc;
+}
+
+/*
+ * Is lost member i answering again with its pool? A member that was never
+ * reached is opened at its recorded address (a blank or foreign server
+ * there is left alone: rmemfs-ctl replace is for that).
+ */
+static bool member_back(struct remote *r, unsigned int i)
+{
+	struct member *m = r->mem[i].m;
+	uint64_t v;
+
+	if (m)
+		return !member_failed(m) && member_fetch_add_unfenced(m, 0, 0, &v) == 0;
+	if (remote_reconnect(r, i) < 0)
+		return false;
+	return true;
+}
+
+/* start bringing back the first lost member that answers (keeper thread) */
+static void look_for_returns(struct remote *r)
+{
+	unsigned int i;
+	bool resync;
+
+	for (i = 0; i < r->n; i++) {
+		if (atomic_load(&r->mem[i].up) || r->info.m[i].state == LAYOUT_MEMBER_REBUILDING ||
+		    !member_back(r, i))
+			continue;
+		resync = atomic_load(&r->dirty[i]) &&
+			 (r->reconnect_ms < 0 ||
+			  clock_now_ns() - r->lost_ns[i] <= (uint64_t)r->reconnect_ms * 1000000ULL);
+		pthread_mutex_lock(&r->set_lock);
+		g_message("member %u (%s) answers again: %s", i, r->mem[i].name,
+			  resync ? "resyncing the units written without it" :
+				   "rebuilding it whole (away too long, or lost before this mount)");
+		r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
+		r->info.m[i].rebuilt = 0;
+		if (rebuild_start(r, i, 0, resync) == 0)
+			remote_write_records(r);
+		pthread_mutex_unlock(&r->set_lock);
+		return;
+	}
+}
+
+static void *keeper_main(void *arg)
+{
+	struct remote *r = arg;
+
+	while (worker_wait(&r->keeper, KEEPER_POLL_MS) == 0) {
+		if (atomic_load(&r->failed))
+			continue;
+		if (atomic_load(&r->rb_member) >= 0) {
+			if (rebuild_run(r) == -ECANCELED)
+				break;
+			continue;
+		}
+		look_for_returns(r);
+	}
 	return NULL;
 }
 
-int rebuild_start(struct remote *r, unsigned int i, uint64_t from)
+int rebuild_keeper_start(struct remote *r)
+{
+	return worker_start(&r->keeper, "keeper", keeper_main, r);
+}
+
+int rebuild_start(struct remote *r, unsigned int i, uint64_t from, bool resync)
 {
 	uint64_t u, slot, total = place_units(&r->place);
-	int rc;
 
 	if (atomic_load(&r->rb_member) >= 0)
 		return -EBUSY;
+	if (!resync)
+		g_free(atomic_exchange(&r->dirty[i], NULL));
 	r->rb_done_units = r->rb_total_units = 0;
 	for (u = 0; u < total; u++) {
-		if (place_unit_on(&r->place, u, i, &slot)) {
+		if (place_unit_on(&r->place, u, i, &slot) && dirty_bit(r, i, u)) {
 			r->rb_total_units++;
 			r->rb_done_units += u < from;
 		}
 	}
+	atomic_store(&r->rb_resync, resync);
 	atomic_store(&r->rb_cursor, from);
 	atomic_store(&r->rb_member, (int)i);
-	worker_stop(&r->rb_worker); /* a finished one's thread */
-	rc = worker_start(&r->rb_worker, "rebuild", rebuild_main, r);
-	if (rc < 0) {
-		atomic_store(&r->rb_member, -1);
-		return rc;
-	}
-	g_message("rebuilding member %u (%s): %u units%s", i, r->mem[i].name, r->rb_total_units,
-		  from ? ", going on where it stopped" : "");
+	worker_kick(&r->keeper);
+	g_message("%s member %u (%s): %u units%s", resync ? "resyncing" : "rebuilding", i,
+		  r->mem[i].name, r->rb_total_units, from ? ", going on where it stopped" : "");
 	return 0;
 }
 
 void rebuild_stop(struct remote *r)
 {
-	worker_stop(&r->rb_worker);
+	worker_stop(&r->keeper);
+}
+
+void rebuild_track(struct remote *r, unsigned int i)
+{
+	uint64_t words = (place_units(&r->place) + 63) / 64;
+
+	r->lost_ns[i] = clock_now_ns();
+	if (!atomic_load(&r->dirty[i]))
+		atomic_store(&r->dirty[i], g_new0(uint64_t, words));
+}
+
+void rebuild_note_write(struct remote *r, uint32_t m, uint64_t u)
+{
+	uint64_t *map = atomic_load(&r->dirty[m]);
+
+	if (map)
+		__atomic_fetch_or(&map[u / 64], 1ULL << (u % 64), __ATOMIC_SEQ_CST);
 }

@@ -364,6 +364,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	r->mcfg.transport = r->transport;
 	r->mcfg.params.host = NULL;
 	r->degraded = cfg->degraded;
+	r->reconnect_ms = cfg->member.reconnect_timeout_ms;
 	r->client_id = cfg->member.params.client_id ? cfg->member.params.client_id :
 						      proto_client_id_new();
 	r->name = g_strdup(cfg->servers[0].host);
@@ -411,8 +412,10 @@ void remote_close(struct remote *r)
 		return;
 	rebuild_stop(r);
 	lanes_free(r->lanes);
-	for (i = 0; i < LAYOUT_SET_MAX; i++)
+	for (i = 0; i < LAYOUT_SET_MAX; i++) {
 		member_close(r->mem[i].m);
+		g_free(atomic_load(&r->dirty[i]));
+	}
 	pthread_rwlock_destroy(&r->rb_lock);
 	pthread_mutex_destroy(&r->set_lock);
 	g_free(r->transport);
@@ -560,7 +563,7 @@ static void rebuild_stale(struct remote *r)
 		from = r->info.m[i].state == LAYOUT_MEMBER_REBUILDING ? r->info.m[i].rebuilt : 0;
 		r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
 		r->info.m[i].rebuilt = from;
-		if (rebuild_start(r, i, from) == 0)
+		if (rebuild_start(r, i, from, false) == 0)
 			return; /* one at a time; the others at a later mount */
 	}
 }
@@ -590,6 +593,9 @@ int remote_claim(struct remote *r)
 	if (!rc) {
 		r->claimed = true;
 		r->fresh = false;
+		rc = rebuild_keeper_start(r);
+	}
+	if (!rc) {
 		rebuild_stale(r);
 		if (atomic_load(&r->rb_member) >= 0)
 			rc = remote_write_records(r);
@@ -630,6 +636,8 @@ int remote_member_lost(struct remote *r, unsigned int i, const char *why)
 	}
 	pthread_mutex_lock(&r->set_lock);
 	if (atomic_load(&rm->up)) {
+		if (r->claimed)
+			rebuild_track(r, i); /* before anyone can skip it */
 		atomic_store(&rm->up, false);
 		atomic_fetch_add(&r->unrecorded, 1);
 		g_message("member %u (%s) is lost: %s; the others carry on without it", i, rm->name,
@@ -887,6 +895,39 @@ static int open_blank(struct remote *r, const char *addr, struct member **out, c
 	return rc;
 }
 
+int remote_reconnect(struct remote *r, unsigned int i)
+{
+	struct remote_server srv = { 0 };
+	struct member *m;
+	unsigned int n;
+	int rc;
+
+	if (remote_parse_servers(r->info.m[i].addr, &srv, 1, &n) < 0)
+		return -EINVAL;
+	r->mcfg.params.host = srv.host;
+	r->mcfg.params.port = srv.port;
+	r->mcfg.params.client_id = r->client_id;
+	r->mcfg.params.quiet = true;
+	rc = member_open(&r->mcfg, &m);
+	r->mcfg.params.host = NULL;
+	remote_servers_free(&srv, 1);
+	if (rc < 0)
+		return rc;
+	if (member_pool_id(m) != r->info.m[i].pool_id) {
+		member_close(m);
+		return -ESTALE;
+	}
+	member_set_nowait(m, r->info.replicas > 1);
+	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
+		g_message("%s: the cache arena is not registered: its transfers are copied",
+			  r->info.m[i].addr);
+	pthread_mutex_lock(&r->set_lock);
+	r->mem[i].m = m;
+	g_strlcpy(r->mem[i].name, r->info.m[i].addr, sizeof(r->mem[i].name));
+	pthread_mutex_unlock(&r->set_lock);
+	return 0;
+}
+
 static int replace(struct remote *r, const char *old, const char *addr, char **err_msg)
 {
 	struct member *m;
@@ -926,7 +967,7 @@ static int replace(struct remote *r, const char *old, const char *addr, char **e
 	r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
 	r->info.m[i].rebuilt = 0;
 	g_strlcpy(r->info.m[i].addr, r->mem[i].name, LAYOUT_SET_ADDR_LEN);
-	rc = rebuild_start(r, (unsigned int)i, 0);
+	rc = rebuild_start(r, (unsigned int)i, 0, false);
 	if (!rc)
 		rc = remote_write_records(r);
 	pthread_mutex_unlock(&r->set_lock);

@@ -55,37 +55,59 @@ struct remote {
 	void *arena; /* the cache arena every member has registered, or NULL */
 	size_t arena_len;
 	char *transport; /* mcfg.transport, owned */
-	/* the rebuild (rebuild.c): one member at a time */
+	/* the rebuild (rebuild.c): one member at a time, on the keeper thread */
 	pthread_rwlock_t rb_lock;
 	atomic_int rb_member; /* the member being rebuilt, or -1 */
-	_Atomic uint64_t rb_cursor; /* units below it are copied: writes go there too */
-	struct worker rb_worker;
+	atomic_bool rb_resync; /* only its dirty units (a member that came back), else all */
+	_Atomic uint64_t rb_cursor; /* units below it are done: writes go there too */
+	struct worker keeper; /* runs rebuilds, and looks for members coming back */
 	unsigned int rb_done_units, rb_total_units; /* progress, for status */
+	/*
+	 * Units written while member i was away (one bit each; set with atomics),
+	 * from the moment this mount lost it: NULL when it is not being tracked.
+	 * lost_ns: when it was lost (CLOCK_MONOTONIC).
+	 */
+	_Atomic(uint64_t *) dirty[LAYOUT_SET_MAX];
+	uint64_t lost_ns[LAYOUT_SET_MAX];
+	int reconnect_ms; /* a member back within this is resynced, later rebuilt (-1: always) */
 };
 
 /* write the records (set_lock held): events + 1, to every member up or being rebuilt */
 int remote_write_records(struct remote *r);
+/* a member request failed with rc: is the member gone (dropped now), not the request wrong? */
+bool remote_member_gone(struct remote *r, unsigned int i, int rc);
+/* after a write: wait until every member that is down is recorded lost */
+void remote_wait_recorded(struct remote *r);
+/*
+ * Connect to lost member i at its recorded address (it was never reached):
+ * 0 when it serves the member's pool (then r->mem[i].m is it), else -errno.
+ */
+int remote_reconnect(struct remote *r, unsigned int i);
 
 /* ---- rebuild.c ---- */
 
 /*
- * Fill member i (state REBUILDING in r->info, connected) with a copy of
- * every unit placed on it, from units `from` on, on a background thread;
- * then block 0 and in sync. Throttled to half the time (it sleeps as long
- * as each unit took). set_lock held by the caller.
+ * Start the keeper thread of a claimed set (remote_claim): it runs the
+ * rebuilds rebuild_start asks for, and once a second looks for lost members
+ * that answer again. Stopped by rebuild_stop (unmount: the records keep a
+ * rebuild's progress, and the next mount goes on from there).
  */
-int rebuild_start(struct remote *r, unsigned int i, uint64_t from);
-/* stop it (at unmount; the record keeps the progress, the next mount goes on) */
+int rebuild_keeper_start(struct remote *r);
 void rebuild_stop(struct remote *r);
-/* does a write of segment unit u go to member m, which is being rebuilt? */
+/*
+ * Fill member i (connected; set_lock held) from units `from` on: every unit
+ * placed on it, or with resync only the units its dirty map names; then
+ * block 0, and it is in sync. -EBUSY while another rebuild runs.
+ */
+int rebuild_start(struct remote *r, unsigned int i, uint64_t from, bool resync);
+/* member i is lost now (set_lock held): note the units written from here on */
+void rebuild_track(struct remote *r, unsigned int i);
+/* a write of unit u did not reach member m (down, or not rebuilt that far yet) */
+void rebuild_note_write(struct remote *r, uint32_t m, uint64_t u);
+/* does a write of unit u go to member m, which is being rebuilt? */
 static inline bool rebuild_takes(struct remote *r, uint32_t m, uint64_t u)
 {
 	return atomic_load(&r->rb_member) == (int)m && u < atomic_load(&r->rb_cursor);
 }
-
-/* a member request failed with rc: is the member gone (drop it), not the request wrong? */
-bool remote_member_gone(struct remote *r, unsigned int i, int rc);
-/* after a write: wait until every member that is down is recorded lost */
-void remote_wait_recorded(struct remote *r);
 
 #endif /* RMEM_REMOTE_INT_H */

@@ -228,7 +228,7 @@ static int pick_copy(struct remote *r, const struct seg *s)
 	int best = -1;
 
 	place_unit(&r->place, u, c);
-	k0 = s->off < LAYOUT_SB_SIZE ? 0 : (unsigned int)((u + u / r->place.ncomb) % r->place.r);
+	k0 = (unsigned int)((u % r->place.ncomb + u / r->place.ncomb) % r->place.r);
 	for (j = 0; j < (s->off < LAYOUT_SB_SIZE ? r->n : r->place.r); j++) {
 		uint32_t m = s->off < LAYOUT_SB_SIZE ? j : c[(k0 + j) % r->place.r].member;
 
@@ -301,6 +301,32 @@ static int set_read(struct remote *r, struct req *q)
 	return rc;
 }
 
+/*
+ * The units this write does not send to a member that holds a copy: one
+ * that is down, or being rebuilt and not that far yet. Their dirty maps
+ * (rebuild.c) get them, so a resync copies them.
+ */
+static void note_skipped(struct req *q)
+{
+	struct remote *r = q->r;
+	unsigned int i;
+	uint64_t moff;
+	uint32_t m;
+
+	for (m = 0; m < r->n; m++) {
+		if (atomic_load(&r->mem[m].up) || !atomic_load(&r->dirty[m]))
+			continue;
+		for (i = 0; i < q->nsegs; i++) {
+			struct seg *s = &q->segs[i];
+			uint64_t u = s->off / r->unit;
+
+			if (s->off >= LAYOUT_SB_SIZE && !rebuild_takes(r, m, u) &&
+			    seg_on(r, s, m, &moff))
+				rebuild_note_write(r, m, u);
+		}
+	}
+}
+
 static int set_write(struct remote *r, struct req *q)
 {
 	unsigned int i, k, e;
@@ -308,6 +334,7 @@ static int set_write(struct remote *r, struct req *q)
 
 	pthread_rwlock_rdlock(&r->rb_lock);
 	plan(q);
+	note_skipped(q);
 	send_all(q);
 	pthread_rwlock_unlock(&r->rb_lock);
 	for (k = 0; k < q->nshares; k++) {
@@ -317,9 +344,14 @@ static int set_write(struct remote *r, struct req *q)
 		if (!src && sh->up)
 			for (e = sh->first; e < sh->first + sh->n; e++)
 				q->segs[q->idx[e]].copies++;
+		if (!src)
+			continue;
 		/* a member being rebuilt that fails: the rebuild's own copy stops on it */
-		if (src < 0 && sh->up && !remote_member_gone(r, sh->m, src) && !rc)
+		if (sh->up && !remote_member_gone(r, sh->m, src) && !rc)
 			rc = src;
+		for (e = sh->first; e < sh->first + sh->n; e++)
+			if (q->offs[e] >= LAYOUT_SET_DATA_OFF)
+				rebuild_note_write(r, sh->m, q->segs[q->idx[e]].off / r->unit);
 	}
 	for (i = 0; i < q->nsegs && !rc; i++)
 		if (!q->segs[i].copies)

@@ -61,9 +61,10 @@ class Workload:
     """Writes files (each fsync'd, then read back) on a thread until stopped;
     every error is kept, never swallowed."""
 
-    def __init__(self, root, size, prefix='w'):
+    def __init__(self, root, size, prefix='w', limit=None):
         self.root = root
         self.prefix = prefix
+        self.limit = limit
         self.size = size
         self.written = []
         self.errors = []
@@ -72,7 +73,7 @@ class Workload:
 
     def run(self):
         i = 0
-        while not self.stop.is_set():
+        while not self.stop.is_set() and (self.limit is None or i < self.limit):
             name = f'{self.prefix}{i:04d}'
             data = content(name, self.size)[:self.size]
             try:
@@ -276,3 +277,34 @@ def test_fsck_member_set(env):
                        capture_output=True, text=True, timeout=EXIT_TIMEOUT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r'no problems found', r.stdout), r.stdout
+
+
+def test_member_back_is_resynced(env):
+    """A member whose memserver (backing file) restarts on its port while the
+    filesystem is in use: it is dropped at once, noted units written without
+    it, and once it answers again within reconnect_timeout only those are
+    copied back (a resync, not a rebuild). Then the other original member
+    goes, and every byte still reads back through the resynced one."""
+    first = env.server('64M')
+    back = env.server('64M', token_file=first.token_file,
+                      backing_file=os.path.join(env.workdir, 'member1.img'))
+    third = env.server('64M', token_file=first.token_file)
+    mset = MemberSet([first, back, third])
+    fs = mount_set(env, mset, ['replicas=2', 'reconnect_timeout=60'])
+    wl = Workload(fs.mountpoint, scaled(256 << 10, 64 << 10), limit=150)
+    wl.thread.start()
+    assert wait_for(lambda: len(wl.written) >= 5 or wl.errors, 60)
+    back.stop(signal.SIGKILL)
+    assert wait_for(lambda: stats(fs.mountpoint)['member1'].split()[1] != 'in_sync', 15)
+    n = len(wl.written)
+    assert wait_for(lambda: len(wl.written) >= n + 10 or wl.errors, 60)
+    back.start()
+    assert wait_for(lambda: stats(fs.mountpoint)['member1'].split()[1] == 'in_sync', 30), \
+        stats(fs.mountpoint)
+    wl.stop.set()
+    wl.thread.join(60)
+    assert not wl.errors, wl.errors
+    assert 'resyncing member 1' in fs.output(), fs.output()
+    first.stop(signal.SIGKILL)
+    wl.verify()
+    assert fs.unmount() == 0
