@@ -16,7 +16,10 @@
 #   randread-4k-qd32  4 KiB random reads over it, libaio QD32, O_DIRECT, --runtime seconds,
 #                     after another remount
 # The client's cache is --size / 8 (at least 64M), so the random reads mostly miss and cross
-# the links: they measure the members, not the client's memory.
+# the links: they measure the members, not the client's memory. The memservers stand in for
+# machines of their own but share this machine's CPUs: they run with --spin-us 0, since a
+# memserver that polls its socket after each request (the default, for the latency of one
+# client on its own machine) takes CPU from the client and the other memservers here.
 # and, with all members and replicas=2, each job again with the last member SIGKILLed a
 # third of the way in ("-kill" rows): errors must be zero, and the loss costs at most one
 # member's share of the throughput.
@@ -132,7 +135,8 @@ ms_start()
 {
 	local i=$1 log=$RAW/logs/member$1.out
 	local cmd=(ip netns exec "$TAG-$i" "$build/memserver/memserver" --size "$POOL"
-		--listen "10.79.$i.2" --port 7471 --transport tcp --token-file "$WORK/token")
+		--listen "10.79.$i.2" --port 7471 --transport tcp --token-file "$WORK/token"
+		--spin-us 0)
 	record "member$i" "${cmd[@]}"
 	"${cmd[@]}" >"$log" 2>"$RAW/logs/member$i.err" &
 	MS_PIDS[i]=$!
