@@ -615,6 +615,29 @@ static int fsck_refuse_live(struct remote *r, char **err_msg)
 	return rc;
 }
 
+static void scrub_line(void *ctx, const char *line)
+{
+	g_ptr_array_add(((struct fsck_report *)ctx)->lines, g_strdup(line));
+}
+
+/* a member set: do its copies agree? Each difference counts as a problem */
+static int scrub_members(struct remote *r, bool repair, struct fsck_report *rep,
+			 char **err_msg)
+{
+	struct remote_scrub s = { .repair = repair, .report = scrub_line, .ctx = rep };
+	int rc;
+
+	if (!remote_is_set(r))
+		return 0;
+	rc = remote_scrub(r, &s);
+	if (rc < 0)
+		set_err(err_msg, g_strdup_printf("comparing the members' copies: %s",
+						 g_strerror(-rc)));
+	rep->problems += s.differ;
+	rep->repaired += s.repaired;
+	return rc;
+}
+
 int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
 	       char **err_msg)
 {
@@ -641,6 +664,8 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
 	if (rc < 0)
 		set_err(err_msg, g_strdup_printf("repairing: %s", g_strerror(-rc)));
+	if (!rc)
+		rc = scrub_members(r, o->repair, rep, err_msg);
 	if (!rc && o->repair) {
 		rc = commit_write(m, true);
 		if (rc < 0)

@@ -682,16 +682,22 @@ bool remote_member_gone(struct remote *r, unsigned int i, int rc)
 	return false;
 }
 
-int remote_quorum(struct remote *r, unsigned int held, char **why)
+unsigned int remote_quorum_up(struct remote *r)
 {
 	unsigned int i, up = 0;
 
-	if (!r->set)
-		return 0;
 	for (i = 0; i < r->n; i++)
 		up += atomic_load(&r->mem[i].up);
-	if (held)
-		up = held;
+	return up;
+}
+
+int remote_quorum(struct remote *r, unsigned int held, char **why)
+{
+	unsigned int up;
+
+	if (!r->set)
+		return 0;
+	up = held ? held : remote_quorum_up(r);
 	if (2 * up > r->n)
 		return 0;
 	if (r->degraded) {
@@ -800,8 +806,7 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 		return member_state_text(r->mem[0].m, buf, cap);
 	s = g_string_new(NULL);
 	pthread_mutex_lock(&r->set_lock);
-	for (i = 0; i < r->n; i++)
-		up += atomic_load(&r->mem[i].up);
+	up = remote_quorum_up(r);
 	g_string_append_printf(s, "state %s\nmembers %u\nmembers_up %u\nreplicas %u\nevents %"
 			       G_GUINT64_FORMAT "\n",
 			       r->failure ? "failed" : up < r->n ? "degraded" : "up", r->n, up,

@@ -141,6 +141,21 @@ int remote_member_lost(struct remote *r, unsigned int i, const char *why);
 int remote_replace(struct remote *r, const char *old, const char *addr, char **err_msg);
 /* stop background work that writes (the rebuild) before the lease goes */
 void remote_quiesce(struct remote *r);
+/*
+ * rmemfs-fsck's check of a member set: every unit's copies (and the
+ * superblock) compared across the members that are up; with repair the
+ * first copy in placement order is written over a differing one. One
+ * line per finding through report. A plain pool has nothing to compare: 0.
+ */
+struct remote_scrub {
+	bool repair;
+	void (*report)(void *ctx, const char *line);
+	void *ctx;
+	unsigned int differ, repaired; /* out */
+};
+int remote_scrub(struct remote *r, struct remote_scrub *s);
+/* members up now */
+unsigned int remote_quorum_up(struct remote *r);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */
 int remote_quorum(struct remote *r, unsigned int held, char **why);
 

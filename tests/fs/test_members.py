@@ -267,16 +267,59 @@ def test_order_and_non_member(env):
 
 
 def test_fsck_member_set(env):
-    """rmemfs-fsck takes the member list like rmemfs."""
-    mset = env.member_set(3, '64M')
+    """rmemfs-fsck takes the member list like rmemfs and compares the copies:
+    a copy damaged behind the filesystem's back is found, and --repair makes
+    the copies agree (from the first in placement order: with two copies and
+    no checksums it cannot tell which one is right), so the next check is
+    clean and the file reads the same whichever copy serves it."""
+    first = env.server('64M')
+    damaged = env.server('64M', token_file=first.token_file,
+                         backing_file=os.path.join(env.workdir, 'member1.img'))
+    mset = MemberSet([first, damaged, env.server('64M', token_file=first.token_file)])
     fs = mount_set(env, mset, ['replicas=2'])
-    write_file(os.path.join(fs.mountpoint, 'x'), b'x' * 100000)
+    data = content('fsck', 4 * MIB)[:4 * MIB]
+    write_file(os.path.join(fs.mountpoint, 'x'), data)
     assert fs.unmount() == 0
-    r = subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
-                        f'token_file={mset.token_file},transport=tcp'],
-                       capture_output=True, text=True, timeout=EXIT_TIMEOUT)
+
+    def fsck(*extra):
+        return subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
+                               f'token_file={mset.token_file},transport=tcp'] + list(extra),
+                              capture_output=True, text=True, timeout=EXIT_TIMEOUT)
+    r = fsck()
     assert r.returncode == 0, r.stdout + r.stderr
-    assert re.search(r'no problems found', r.stdout), r.stdout
+    assert 'no problems found' in r.stdout and '0 differ' in r.stdout, r.stdout
+    # flip a byte of the file's data in member 1's copy, memserver stopped
+    damaged.stop()
+    with open(damaged.backing_file, 'r+b') as f:
+        img = f.read()
+        chunk = data[1 * MIB:1 * MIB + 4096]
+        where = img.find(chunk, SET_DATA_OFF)
+        if where < 0:  # member 1 holds no copy of that MiB: another one
+            chunk = data[2 * MIB + 4096:2 * MIB + 8192]
+            where = img.find(chunk, SET_DATA_OFF)
+        assert where >= 0, 'no copy of the file on member 1'
+        f.seek(where + 100)
+        f.write(bytes([img[where + 100] ^ 0xff]))
+    damaged.start()
+    r = fsck()
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r'unit \d+ .*: the copy on \S+ differs from the one on', r.stdout), r.stdout
+    r = fsck('--repair')
+    assert r.returncode == 1 and 'rewritten from it' in r.stdout, r.stdout + r.stderr
+    r = fsck()
+    assert r.returncode == 0 and '0 differ' in r.stdout, r.stdout + r.stderr
+    fs2 = mount_set(env, mset, mountpoint=fs.mountpoint)
+    with open(os.path.join(fs2.mountpoint, 'x'), 'rb') as f:
+        got = f.read()
+    diff = [i for i in range(len(data)) if got[i] != data[i]] if got != data else []
+    assert len(got) == len(data) and len(diff) <= 1, diff[:5]
+    assert fs2.unmount() == 0
+    # with member 1 gone the other copy serves the same bytes
+    damaged.stop(signal.SIGKILL)
+    fs3 = mount_set(env, MemberSet([first, mset.members[2]]), mountpoint=fs.mountpoint)
+    with open(os.path.join(fs3.mountpoint, 'x'), 'rb') as f:
+        assert f.read() == got
+    assert fs3.unmount() == 0
 
 
 def test_member_back_is_resynced(env):
