@@ -114,11 +114,7 @@ if [ -x "$RMEMFS" ]; then
 		"$RMEMFS" "$SERVER" "$MNT" -f -o "token_file=$WORK/token${1:+,$1}" \
 			>>"$WORK/rmemfs.log" 2>&1 &
 		FS_PID=$!
-		for _ in $(seq 300); do
-			mountpoint -q "$MNT" && return 0
-			kill -0 "$FS_PID" 2>/dev/null || break
-			sleep 0.1
-		done
+		wait_mount "$MNT" "$FS_PID" 300 && return 0
 		echo "demo: rmemfs did not mount:" >&2
 		cat "$WORK/rmemfs.log" >&2
 		exit 1

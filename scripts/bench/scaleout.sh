@@ -63,9 +63,12 @@ if [ $quick = 1 ]; then
 else
 	: "${SEQ_SIZE:=512M}" "${RUNTIME:=10}"
 fi
-[[ $RUNTIME =~ ^[0-9]+$ ]] && [ "$RUNTIME" -ge 1 ] || die "--runtime: whole seconds, at least 1"
-[[ $MEMBERS =~ ^[0-9]+$ ]] && [ "$MEMBERS" -ge 2 ] && [ "$MEMBERS" -le 8 ] ||
+if ! [[ $RUNTIME =~ ^[0-9]+$ ]] || [ "$RUNTIME" -lt 1 ]; then
+	die "--runtime: whole seconds, at least 1"
+fi
+if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 8 ]; then
 	die "--members: 2..8"
+fi
 [ "$(id -u)" = 0 ] || die "run as root: it creates network namespaces, veth pairs and mounts"
 for t in fio ip tc; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/deps.sh bench installs it)"
@@ -157,11 +160,7 @@ mount_fs()
 	record "mount-$1-$2" "${cmd[@]}"
 	"${cmd[@]}" >>"$RAW/logs/client-$1-$2.log" 2>&1 &
 	FS_PID=$!
-	for _ in $(seq 300); do
-		mountpoint -q "$MNT" && return 0
-		kill -0 "$FS_PID" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_mount "$MNT" "$FS_PID" 300 && return 0
 	tail -20 "$RAW/logs/client-$1-$2.log" >&2
 	die "mounting $1 members, replicas $2 failed"
 }

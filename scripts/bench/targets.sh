@@ -120,16 +120,12 @@ mem_sampler()
 wait_mounted()
 {
 	local mnt=$1 pid=$2 log=$3
-	for _ in $(seq 300); do
-		mountpoint -q "$mnt" && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "bench: the daemon for $mnt exited before mounting:" >&2
-			tail -20 "$log" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "bench: $mnt not mounted after 30 s" >&2
+	wait_mount "$mnt" "$pid" 300 && return 0
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "bench: $mnt not mounted after 30 s" >&2
+	else
+		echo "bench: the daemon for $mnt exited before mounting:" >&2
+	fi
 	tail -20 "$log" >&2
 	return 1
 }

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # proc.sh - waiting for the processes the scripts start: one way to wait for an exit, to stop
-# a daemon, and to read a memserver's port from its ready line.
+# a daemon, to wait for a FUSE daemon's mount, and to read a memserver's port from its ready
+# line.
 
 # wait_gone PID TENTHS: wait up to TENTHS tenths of a second for PID to exit; 1 if it did not
 wait_gone()
@@ -20,6 +21,19 @@ stop_pid()
 	wait_gone "$1" "$2" || kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 	return 0
+}
+
+# wait_mount MNT PID TENTHS: wait up to TENTHS tenths of a second for MNT to be a mount point
+# while PID (the daemon mounting it) lives; 1 if PID exits or the time passes first
+wait_mount()
+{
+	local _
+	for _ in $(seq "$3"); do
+		mountpoint -q "$1" && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	mountpoint -q "$1"
 }
 
 # ready_port FILE PID TENTHS: print the TCP port of the memserver ready line in FILE (the
