@@ -42,6 +42,7 @@ struct super {
 	struct layout_geom g;
 	uint64_t my_id; /* lease owner value while we hold it, else 0 */
 	bool held[LAYOUT_SET_MAX]; /* the members whose lease word is ours */
+	char holder[LAYOUT_SB_LEASE_HOLDER_LEN]; /* what the lease area says of us */
 	int takeover_ms;
 	int hb_interval_ms;
 	struct worker hb; /* the heartbeat thread */
@@ -328,6 +329,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 
 	set_timing(s, takeover_ms);
 	s->my_id = remote_client_id(s->r);
+	g_strlcpy(s->holder, holder ? holder : "", sizeof(s->holder));
 	for (i = 0; i < remote_nmembers(s->r) && rc >= 0; i++) {
 		if (!remote_member_up(s->r, i))
 			continue;
@@ -407,14 +409,31 @@ static bool beat(struct super *s, unsigned int i)
 	return false;
 }
 
+/*
+ * A member let into the set since the lease was taken (rebuilt, resynced)
+ * holds no lease word of ours: take it, so the lease stays on every member
+ * that is up. Someone else's word there is left alone: the beats on the
+ * others still prove the lease.
+ */
+static void join(struct super *s, unsigned int i)
+{
+	uint64_t old;
+
+	if (owner_cas(s, i, 0, s->my_id, &old) == 0 && (old == 0 || old == s->my_id))
+		s->held[i] = write_holder(s, i, s->holder) == 0;
+}
+
 static void heartbeat_once(struct super *s)
 {
 	unsigned int i;
 	bool ok = true;
 
-	for (i = 0; i < remote_nmembers(s->r); i++)
+	for (i = 0; i < remote_nmembers(s->r); i++) {
+		if (!s->held[i] && remote_member_up(s->r, i))
+			join(s, i);
 		if (s->held[i])
 			ok = beat(s, i) && ok;
+	}
 	if (ok && s->self_fence)
 		push_deadline(s);
 }
