@@ -141,6 +141,8 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
  *                       ckpt_gen and clean
  *   [4 KiB, 12 KiB)     two membership record slots (record events & 1 goes
  *                       to slot events & 1, so a torn write leaves the other)
+ *   [12 KiB, 64 KiB)    the write-intent map: one bit per region of units
+ *                       that may be written right now (intent.c)
  *   [64 KiB, ...)       unit slots of 1 << unit_shift bytes (place.h)
  *
  * The record names every member by its pool id, its place and state, and
@@ -153,6 +155,7 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
 #define LAYOUT_SET_VERSION 1
 #define LAYOUT_SET_REC_OFF 4096ULL /* slot 0; slot 1 follows */
 #define LAYOUT_SET_REC_SIZE 4096U
+#define LAYOUT_SET_INTENT_OFF (12ULL << 10)
 #define LAYOUT_SET_DATA_OFF (64ULL << 10)
 #define LAYOUT_SET_MAX 8U
 #define LAYOUT_SET_ADDR_LEN 64

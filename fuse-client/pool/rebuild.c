@@ -41,6 +41,7 @@
 
 #define REBUILD_RECORD_MS 1000
 #define KEEPER_POLL_MS 1000
+#define INTENT_SWEEP_MS 5000 /* a region not written this long is clean again */
 
 /* read unit u (unit bytes) from a member that is up and holds it; 0 or -EIO */
 static int read_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t *buf)
@@ -243,10 +244,16 @@ static void look_for_returns(struct remote *r)
 static void *keeper_main(void *arg)
 {
 	struct remote *r = arg;
+	uint64_t swept = clock_now_ms();
 
 	while (worker_wait(&r->keeper, KEEPER_POLL_MS) == 0) {
 		if (atomic_load(&r->failed))
 			continue;
+		if (clock_now_ms() - swept >= INTENT_SWEEP_MS) {
+			if (intent_sweep(r, false) < 0)
+				g_debug("write-intent sweep failed");
+			swept = clock_now_ms();
+		}
 		if (atomic_load(&r->rb_member) >= 0) {
 			if (rebuild_run(r) == -ECANCELED)
 				break;

@@ -329,6 +329,7 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 	r->unit = 1ULL << r->info.unit_shift;
 	r->size = place_units(&r->place) * r->unit;
 	init_states(r, cfg);
+	intent_init(r);
 	rc = lanes_new(r->n, &r->lanes);
 	if (rc < 0)
 		goto out;
@@ -412,6 +413,8 @@ void remote_close(struct remote *r)
 		return;
 	rebuild_stop(r);
 	lanes_free(r->lanes);
+	if (r->intent_map)
+		intent_clear_all(r);
 	for (i = 0; i < LAYOUT_SET_MAX; i++) {
 		member_close(r->mem[i].m);
 		g_free(atomic_load(&r->dirty[i]));
@@ -593,8 +596,10 @@ int remote_claim(struct remote *r)
 	if (!rc) {
 		r->claimed = true;
 		r->fresh = false;
-		rc = rebuild_keeper_start(r);
+		rc = intent_recover(r);
 	}
+	if (!rc)
+		rc = rebuild_keeper_start(r);
 	if (!rc) {
 		rebuild_stale(r);
 		if (atomic_load(&r->rb_member) >= 0)
@@ -834,6 +839,9 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 void remote_quiesce(struct remote *r)
 {
 	rebuild_stop(r);
+	/* every write has ended: no region may differ between copies now */
+	if (r->claimed && !atomic_load(&r->failed) && intent_sweep(r, true) < 0)
+		g_message("clearing the write-intent map failed: the next mount compares copies");
 }
 
 /* which member OLD names: its index, "memberN", its address or its pool id */

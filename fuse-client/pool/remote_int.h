@@ -10,7 +10,7 @@
  * holds rb_lock for reading; the rebuild holds it for writing while it
  * copies one unit and when it lets the member in, so no write lands on a
  * unit between the copy's read and its write. Lock order: rb_lock, then
- * set_lock, then the members' own locks (member.h).
+ * intent_lock, then set_lock, then the members' own locks (member.h).
  */
 #ifndef RMEM_REMOTE_INT_H
 #define RMEM_REMOTE_INT_H
@@ -70,6 +70,11 @@ struct remote {
 	_Atomic(uint64_t *) dirty[LAYOUT_SET_MAX];
 	uint64_t lost_ns[LAYOUT_SET_MAX];
 	int reconnect_ms; /* a member back within this is resynced, later rebuilt (-1: always) */
+	/* the write-intent map (intent.c); lock order: rb_lock, intent_lock, set_lock */
+	pthread_mutex_t intent_lock;
+	uint64_t intent_region; /* units per bit */
+	uint8_t *intent_map; /* the bits on the members; set under intent_lock */
+	uint8_t *intent_recent; /* regions written since the last sweep (atomic or) */
 };
 
 /* write the records (set_lock held): events + 1, to every member up or being rebuilt */
@@ -83,6 +88,22 @@ void remote_wait_recorded(struct remote *r);
  * 0 when it serves the member's pool (then r->mem[i].m is it), else -errno.
  */
 int remote_reconnect(struct remote *r, unsigned int i);
+
+/* ---- scrub.c ---- */
+
+/* make unit u's copies agree (s->repair) or count where they differ; bufs: r copies' room */
+int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs);
+
+/* ---- intent.c ---- */
+
+void intent_init(struct remote *r); /* a set's map, all clear */
+void intent_clear_all(struct remote *r); /* free it */
+/* before a write to unit u goes out: its region's bit is on the members (0 or -errno) */
+int intent_mark(struct remote *r, uint64_t u);
+/* clear the bits of regions not written since the last sweep (all: every bit) */
+int intent_sweep(struct remote *r, bool all);
+/* at claim: make the copies of the regions a dead client marked agree, then clear them */
+int intent_recover(struct remote *r);
 
 /* ---- rebuild.c ---- */
 

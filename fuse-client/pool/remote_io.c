@@ -333,10 +333,17 @@ static int set_write(struct remote *r, struct req *q)
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&r->rb_lock);
-	plan(q);
-	note_skipped(q);
-	send_all(q);
+	for (i = 0; i < q->nsegs && !rc; i++)
+		if (q->segs[i].off >= LAYOUT_SB_SIZE)
+			rc = intent_mark(r, q->segs[i].off / r->unit);
+	if (!rc) {
+		plan(q);
+		note_skipped(q);
+		send_all(q);
+	}
 	pthread_rwlock_unlock(&r->rb_lock);
+	if (rc < 0)
+		return rc;
 	for (k = 0; k < q->nshares; k++) {
 		struct share *sh = &q->shares[k];
 		int src = q->jobs[k].rc;

@@ -29,6 +29,8 @@ static void say(struct remote_scrub *s, const char *fmt, ...)
 	va_list ap;
 	char *line;
 
+	if (!s->report)
+		return;
 	va_start(ap, fmt);
 	line = g_strdup_vprintf(fmt, ap);
 	va_end(ap);
@@ -41,7 +43,7 @@ static void say(struct remote_scrub *s, const char *fmt, ...)
  * most others agree with (three copies: a majority), ties going to the
  * first in placement order.
  */
-static int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs)
+int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
 	unsigned int agree[PLACE_MAX_REPLICAS] = { 0 };

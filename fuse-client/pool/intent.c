@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * intent.c - the write-intent map of a member set (remote_int.h), as Linux
+ * md keeps one: after a client crash, the copies of a unit may differ (it
+ * died between writing one copy and the next), and the map says where.
+ *
+ * One bit per region of units, kept on every member at LAYOUT_SET_INTENT_OFF.
+ * Before a write to a region whose bit is clear goes out, the bit is set and
+ * the 4 KiB page of the map that holds it is written to every member that is
+ * up (the writer waits for that; later writes to the region do not). Once a
+ * few seconds the keeper clears the bits of regions not written since the
+ * last sweep, holding rb_lock for writing so no write is between its mark
+ * and its end; a clean unmount clears them all. A mount that finds bits set
+ * (the client before it died) makes the copies of those regions agree before
+ * anything is read: the majority with three copies, else the first in
+ * placement order (scrub.c's rule) - either is a state some write left, and
+ * none of them was acknowledged.
+ */
+#define G_LOG_DOMAIN "rmemfs-remote"
+
+#include "remote_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#define INTENT_MAP_BYTES (LAYOUT_SET_DATA_OFF - LAYOUT_SET_INTENT_OFF)
+#define INTENT_PAGE 4096U
+#define INTENT_MIN_REGION_UNITS 64U /* 16 MiB of 256 KiB units: few marks per stream */
+
+void intent_init(struct remote *r)
+{
+	uint64_t units = place_units(&r->place), bits = INTENT_MAP_BYTES * 8;
+
+	r->intent_region = MAX((uint64_t)INTENT_MIN_REGION_UNITS, (units + bits - 1) / bits);
+	r->intent_map = g_malloc0(INTENT_MAP_BYTES);
+	r->intent_recent = g_malloc0(INTENT_MAP_BYTES);
+	pthread_mutex_init(&r->intent_lock, NULL);
+}
+
+void intent_clear_all(struct remote *r)
+{
+	g_free(r->intent_map);
+	g_free(r->intent_recent);
+	r->intent_map = r->intent_recent = NULL;
+	pthread_mutex_destroy(&r->intent_lock);
+}
+
+/* write [off, off+len) of the map to every member that is up or being rebuilt */
+static int write_map(struct remote *r, size_t off, size_t len)
+{
+	unsigned int i, ok = 0;
+	int rc;
+
+	for (i = 0; i < r->n; i++) {
+		bool up = atomic_load(&r->mem[i].up);
+
+		if (!up && atomic_load(&r->rb_member) != (int)i)
+			continue;
+		rc = member_write(r->mem[i].m, LAYOUT_SET_INTENT_OFF + off, r->intent_map + off, len);
+		if (rc < 0 && up && remote_member_gone(r, i, rc))
+			continue;
+		if (rc < 0 && up)
+			return rc;
+		ok += up;
+	}
+	return ok ? 0 : -EIO;
+}
+
+static bool bit(const uint8_t *map, uint64_t b)
+{
+	return (__atomic_load_n(&map[b / 8], __ATOMIC_SEQ_CST) >> (b % 8)) & 1;
+}
+
+int intent_mark(struct remote *r, uint64_t u)
+{
+	uint64_t b = u / r->intent_region;
+	size_t page;
+	int rc = 0;
+
+	if (!r->intent_map || r->info.replicas < 2)
+		return 0;
+	__atomic_fetch_or(&r->intent_recent[b / 8], (uint8_t)(1U << (b % 8)), __ATOMIC_SEQ_CST);
+	if (bit(r->intent_map, b))
+		return 0;
+	pthread_mutex_lock(&r->intent_lock);
+	if (!bit(r->intent_map, b)) {
+		__atomic_fetch_or(&r->intent_map[b / 8], (uint8_t)(1U << (b % 8)),
+				  __ATOMIC_SEQ_CST);
+		page = (size_t)(b / 8) / INTENT_PAGE * INTENT_PAGE;
+		rc = write_map(r, page, INTENT_PAGE);
+	}
+	pthread_mutex_unlock(&r->intent_lock);
+	return rc;
+}
+
+int intent_sweep(struct remote *r, bool all)
+{
+	bool changed = false;
+	size_t k;
+	int rc = 0;
+
+	if (!r->intent_map || r->info.replicas < 2)
+		return 0;
+	pthread_rwlock_wrlock(&r->rb_lock);
+	pthread_mutex_lock(&r->intent_lock);
+	for (k = 0; k < INTENT_MAP_BYTES; k++) {
+		uint8_t keep = all ? 0 : r->intent_map[k] & r->intent_recent[k];
+
+		changed = changed || keep != r->intent_map[k];
+		r->intent_map[k] = keep;
+		r->intent_recent[k] = 0;
+	}
+	if (changed)
+		rc = write_map(r, 0, INTENT_MAP_BYTES);
+	pthread_mutex_unlock(&r->intent_lock);
+	pthread_rwlock_unlock(&r->rb_lock);
+	return rc;
+}
+
+/* the maps of every member that is up, or'ed (the writer may have died between members) */
+static int read_maps(struct remote *r, uint8_t *map)
+{
+	uint8_t *one = g_malloc(INTENT_MAP_BYTES);
+	unsigned int i;
+	size_t k;
+	int rc = 0;
+
+	memset(map, 0, INTENT_MAP_BYTES);
+	for (i = 0; i < r->n && !rc; i++) {
+		if (!atomic_load(&r->mem[i].up))
+			continue;
+		rc = member_read(r->mem[i].m, LAYOUT_SET_INTENT_OFF, one, INTENT_MAP_BYTES);
+		if (rc < 0 && remote_member_gone(r, i, rc))
+			rc = 0;
+		for (k = 0; k < INTENT_MAP_BYTES && !rc; k++)
+			map[k] |= one[k];
+	}
+	g_free(one);
+	return rc;
+}
+
+int intent_recover(struct remote *r)
+{
+	struct remote_scrub s = { .repair = true, .report = NULL };
+	uint64_t b, u, units = place_units(&r->place), marked = 0;
+	uint8_t *bufs[PLACE_MAX_REPLICAS];
+	unsigned int k;
+	int rc;
+
+	if (r->info.replicas < 2)
+		return 0;
+	rc = read_maps(r, r->intent_map);
+	for (k = 0; k < PLACE_MAX_REPLICAS; k++)
+		bufs[k] = g_malloc(r->unit);
+	for (b = 0; b < INTENT_MAP_BYTES * 8 && !rc; b++) {
+		if (!bit(r->intent_map, b))
+			continue;
+		marked++;
+		for (u = b * r->intent_region; u < MIN(units, (b + 1) * r->intent_region) && !rc;
+		     u++)
+			rc = scrub_unit(r, &s, u, bufs);
+	}
+	for (k = 0; k < PLACE_MAX_REPLICAS; k++)
+		g_free(bufs[k]);
+	if (!rc && marked)
+		g_message("the last client stopped with writes in flight: %" G_GUINT64_FORMAT
+			  " regions compared, %u units had copies that differed, now rewritten",
+			  (guint64)marked, s.repaired);
+	if (!rc && marked) {
+		memset(r->intent_map, 0, INTENT_MAP_BYTES);
+		rc = write_map(r, 0, INTENT_MAP_BYTES);
+	}
+	return rc;
+}
