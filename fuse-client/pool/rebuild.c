@@ -38,6 +38,7 @@
 #include <glib.h>
 
 #include "clock.h"
+#include "net.h"
 
 #define REBUILD_RECORD_MS 1000
 #define KEEPER_POLL_MS 1000
@@ -199,6 +200,43 @@ static int rebuild_run(struct remote *r)
 }
 
 /*
+ * Connect to lost member i at its recorded address (this mount never
+ * reached it): 0 when it serves the member's pool (then r->mem[i].m is it).
+ */
+static int reconnect(struct remote *r, unsigned int i)
+{
+	struct member *m;
+	char *host;
+	uint16_t port;
+	int rc;
+
+	if (net_parse_server(r->info.m[i].addr, &host, &port) < 0)
+		return -EINVAL;
+	r->mcfg.params.host = host;
+	r->mcfg.params.port = port;
+	r->mcfg.params.client_id = r->client_id;
+	r->mcfg.params.quiet = true;
+	rc = member_open(&r->mcfg, &m);
+	r->mcfg.params.host = NULL;
+	g_free(host);
+	if (rc < 0)
+		return rc;
+	if (member_pool_id(m) != r->info.m[i].pool_id) {
+		member_close(m);
+		return -ESTALE;
+	}
+	member_set_nowait(m, r->info.replicas > 1);
+	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
+		g_message("%s: the cache arena is not registered: its transfers are copied",
+			  r->info.m[i].addr);
+	pthread_mutex_lock(&r->set_lock);
+	r->mem[i].m = m;
+	g_strlcpy(r->mem[i].name, r->info.m[i].addr, sizeof(r->mem[i].name));
+	pthread_mutex_unlock(&r->set_lock);
+	return 0;
+}
+
+/*
  * Is lost member i answering again with its pool? A member that was never
  * reached is opened at its recorded address (a blank or foreign server
  * there is left alone: rmemfs-ctl replace is for that).
@@ -210,7 +248,7 @@ static bool member_back(struct remote *r, unsigned int i)
 
 	if (m)
 		return !member_failed(m) && member_fetch_add_unfenced(m, 0, 0, &v) == 0;
-	if (remote_reconnect(r, i) < 0)
+	if (reconnect(r, i) < 0)
 		return false;
 	return true;
 }
@@ -296,21 +334,4 @@ int rebuild_start(struct remote *r, unsigned int i, uint64_t from, bool resync)
 void rebuild_stop(struct remote *r)
 {
 	worker_stop(&r->keeper);
-}
-
-void rebuild_track(struct remote *r, unsigned int i)
-{
-	uint64_t words = (place_units(&r->place) + 63) / 64;
-
-	r->lost_ns[i] = clock_now_ns();
-	if (!atomic_load(&r->dirty[i]))
-		atomic_store(&r->dirty[i], g_new0(uint64_t, words));
-}
-
-void rebuild_note_write(struct remote *r, uint32_t m, uint64_t u)
-{
-	uint64_t *map = atomic_load(&r->dirty[m]);
-
-	if (map)
-		__atomic_fetch_or(&map[u / 64], 1ULL << (u % 64), __ATOMIC_SEQ_CST);
 }

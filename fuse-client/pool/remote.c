@@ -1,25 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * remote.c - opening a plain pool or a member set, the membership records,
- * the members' states, and each member's own block 0 (remote.h). The data
- * path is remote_io.c.
- *
- * Which record is the truth. Every membership change (a set formed, a
- * member lost, a mount) raises the event count and writes the record to
- * every member that is up, in both the slot of its parity and nowhere
- * else, so the other slot keeps the previous record if the write tears. At
- * open, the newest valid record among the members reached is the truth: a
- * member it marks lost is stale (it missed writes) and is never read, even
- * if its own older record says it is in sync. A loss is written before any
- * write the lost member missed completes (remote_io.c waits for it), so a
- * later mount that reaches a majority always sees at least one record that
- * knows.
+ * remote.c - opening a plain pool or a member set and claiming it (remote.h):
+ * connecting to the servers, reading their records and matching them to
+ * places by pool id, the first records of a new set, the quorum rule, and
+ * what applies to every member alike (the arena, the write deadline, the
+ * state text). The members' states change in remote_state.c; the data path
+ * is remote_io.c, replace remote_replace.c, the keeper rebuild.c.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
 #include "remote_int.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,7 +19,6 @@
 
 #include <glib.h>
 
-#include "clock.h"
 #include "net.h"
 
 static_assert(REMOTE_MAX_SERVERS == LAYOUT_SET_MAX, "one limit on members");
@@ -36,17 +26,7 @@ static_assert(PLACE_MAX_MEMBERS == LAYOUT_SET_MAX, "one limit on members");
 
 #define REMOTE_UNIT_SHIFT 18 /* 256 KiB units: see docs/ARCHITECTURE.md "Member sets" */
 
-/* what one server's record slots hold */
-struct found {
-	int kind; /* 0: a record; -ENODATA: none; -EBADMSG / -EPROTONOSUPPORT: unusable */
-	struct layout_set_info info;
-	uint32_t place;
-	bool block0_zero; /* its block 0 is all zero */
-};
-
-static void set_msg(char **err_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void set_msg(char **err_msg, const char *fmt, ...)
+void remote_set_msg(char **err_msg, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -67,8 +47,7 @@ static bool all_zero(const uint8_t *p, size_t len)
 	return true;
 }
 
-/* read a server's block 0 and both record slots; the newer valid record wins */
-static int read_records(struct member *m, struct found *f)
+int remote_read_records(struct member *m, struct remote_found *f)
 {
 	size_t len = LAYOUT_SET_REC_OFF + 2 * LAYOUT_SET_REC_SIZE;
 	uint8_t *buf = g_malloc(len);
@@ -123,7 +102,7 @@ static int connect_server(struct remote *r, const struct remote_config *cfg, uns
 	if (rc < 0) {
 		g_message("member %s: %s", name, g_strerror(-rc));
 		if (rc == -EPERM || rc == -EPROTONOSUPPORT || rc == -EKEYREVOKED) {
-			set_msg(err_msg, "%s: %s", name, g_strerror(-rc));
+			remote_set_msg(err_msg, "%s: %s", name, g_strerror(-rc));
 			return rc;
 		}
 		*out = NULL;
@@ -131,14 +110,14 @@ static int connect_server(struct remote *r, const struct remote_config *cfg, uns
 	return 0;
 }
 
-static uint64_t usable_units(uint64_t pool_size, unsigned int shift)
+uint64_t remote_usable_units(uint64_t pool_size, unsigned int shift)
 {
 	return pool_size > LAYOUT_SET_DATA_OFF ? (pool_size - LAYOUT_SET_DATA_OFF) >> shift : 0;
 }
 
 /* a blank set: places in the order given, every server needed */
 static int new_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
-		   const struct found *f, char **err_msg)
+		   const struct remote_found *f, char **err_msg)
 {
 	struct layout_set_info *in = &r->info;
 	uint64_t units = UINT64_MAX;
@@ -153,19 +132,19 @@ static int new_set(struct remote *r, const struct remote_config *cfg, struct mem
 	for (i = 0; i < cfg->nservers; i++) {
 		member_name(r->mem[i].name, &cfg->servers[i]);
 		if (!mem[i]) {
-			set_msg(err_msg, "%s cannot be reached: a new member set needs every server",
+			remote_set_msg(err_msg, "%s cannot be reached: a new member set needs every server",
 				r->mem[i].name);
 			return -EHOSTDOWN;
 		}
 		if (!f[i].block0_zero && !cfg->format) {
-			set_msg(err_msg, "%s holds data but no member record (a single-server "
+			remote_set_msg(err_msg, "%s holds data but no member record (a single-server "
 				"filesystem?); -o format would destroy it", r->mem[i].name);
 			return -EMEDIUMTYPE;
 		}
 		in->m[i].pool_id = member_pool_id(mem[i]);
 		in->m[i].pool_size = member_size(mem[i]);
 		g_strlcpy(in->m[i].addr, r->mem[i].name, LAYOUT_SET_ADDR_LEN);
-		units = MIN(units, usable_units(in->m[i].pool_size, in->unit_shift));
+		units = MIN(units, remote_usable_units(in->m[i].pool_size, in->unit_shift));
 		r->mem[i].m = mem[i];
 		mem[i] = NULL;
 	}
@@ -187,9 +166,9 @@ static int place_of(const struct layout_set_info *in, uint64_t pool_id)
 
 /* the servers hold a set: take the newest record and give each member its place */
 static int join_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
-		    const struct found *f, char **err_msg)
+		    const struct remote_found *f, char **err_msg)
 {
-	const struct found *best = NULL;
+	const struct remote_found *best = NULL;
 	char name[LAYOUT_SET_ADDR_LEN];
 	unsigned int i;
 	int p;
@@ -203,26 +182,26 @@ static int join_set(struct remote *r, const struct remote_config *cfg, struct me
 			continue;
 		member_name(name, &cfg->servers[i]);
 		if (f[i].kind == -ENODATA) {
-			set_msg(err_msg, "%s is not a member of this filesystem (it holds no member "
+			remote_set_msg(err_msg, "%s is not a member of this filesystem (it holds no member "
 				"record; rmemfs-ctl replace puts a blank server in a lost "
 				"member's place)", name);
 			return -EINVAL;
 		}
 		if (f[i].kind < 0) {
-			set_msg(err_msg, "%s: its member record is %s", name,
+			remote_set_msg(err_msg, "%s: its member record is %s", name,
 				f[i].kind == -EBADMSG ? "damaged" : "from a newer rmemfs");
 			return f[i].kind;
 		}
 		p = place_of(&r->info, member_pool_id(mem[i]));
 		if (memcmp(f[i].info.set_uuid, r->info.set_uuid, 16) || p < 0) {
-			set_msg(err_msg, "%s is not a member of this filesystem (%s)", name,
+			remote_set_msg(err_msg, "%s is not a member of this filesystem (%s)", name,
 				memcmp(f[i].info.set_uuid, r->info.set_uuid, 16) ?
 					"it belongs to another member set" :
 					"its pool is no longer in the member set");
 			return -EINVAL;
 		}
 		if (r->mem[p].m) {
-			set_msg(err_msg, "%s and %s are the same member", r->mem[p].name, name);
+			remote_set_msg(err_msg, "%s and %s are the same member", r->mem[p].name, name);
 			return -EINVAL;
 		}
 		r->mem[p].m = mem[i];
@@ -230,7 +209,7 @@ static int join_set(struct remote *r, const struct remote_config *cfg, struct me
 		g_strlcpy(r->mem[p].name, name, sizeof(r->mem[p].name));
 	}
 	if (cfg->replicas && cfg->replicas != r->info.replicas) {
-		set_msg(err_msg, "the member set keeps %u copies of each unit, not replicas=%u",
+		remote_set_msg(err_msg, "the member set keeps %u copies of each unit, not replicas=%u",
 			r->info.replicas, cfg->replicas);
 		return -EINVAL;
 	}
@@ -283,7 +262,7 @@ static int check_copies(struct remote *r, char **err_msg)
 	}
 	if (!lost)
 		return 0;
-	set_msg(err_msg, "too many members are missing or stale: %" G_GUINT64_FORMAT " of every %u "
+	remote_set_msg(err_msg, "too many members are missing or stale: %" G_GUINT64_FORMAT " of every %u "
 		"units have no copy left (replicas=%u)", (guint64)lost, r->place.ncomb,
 		r->place.r);
 	return -EIO;
@@ -292,13 +271,13 @@ static int check_copies(struct remote *r, char **err_msg)
 static int open_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
 		    char **err_msg)
 {
-	struct found *f = g_new0(struct found, cfg->nservers);
+	struct remote_found *f = g_new0(struct remote_found, cfg->nservers);
 	bool any_member = false;
 	unsigned int i;
 	int rc = 0;
 
 	for (i = 0; i < cfg->nservers; i++) {
-		if (mem[i] && read_records(mem[i], &f[i]) < 0) {
+		if (mem[i] && remote_read_records(mem[i], &f[i]) < 0) {
 			g_message("reading the member record of %s: unreachable", member_server(mem[i]));
 			member_close(mem[i]);
 			mem[i] = NULL;
@@ -320,7 +299,7 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 		goto out;
 	rc = place_init(&r->place, r->info.nmembers, r->info.replicas, r->info.member_units);
 	if (rc < 0) {
-		set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
+		remote_set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
 			"given), at most %u servers and 3 copies" : "the members' pools are too "
 			"small for one placement cycle (replicas=%u, %u members, at most %u)",
 			r->info.replicas, r->info.nmembers, PLACE_MAX_MEMBERS);
@@ -352,7 +331,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	if (err_msg)
 		*err_msg = NULL;
 	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX || cfg->replicas > 3) {
-		set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
+		remote_set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
 			"copies", cfg->nservers, cfg->replicas, LAYOUT_SET_MAX);
 		return -EINVAL;
 	}
@@ -388,7 +367,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 		reached += mem[i] != NULL;
 	}
 	if (!reached) {
-		set_msg(err_msg, "none of the servers can be reached");
+		remote_set_msg(err_msg, "none of the servers can be reached");
 		rc = -EHOSTDOWN;
 		goto err;
 	}
@@ -497,60 +476,6 @@ void remote_servers_free(struct remote_server *s, unsigned int n)
 /* ---- the records ---- */
 
 /*
- * Raise the event count and write the record to every member that is up or
- * being rebuilt (set_lock held). A member that is up and fails the write is
- * down too, and the next round records that. -EIO when no member took it.
- */
-int remote_write_records(struct remote *r)
-{
-	struct layout_set *rec = g_malloc0(LAYOUT_SET_REC_SIZE);
-	unsigned int i, written;
-	bool again = true;
-	int rc;
-
-	while (again) {
-		again = false;
-		written = 0;
-		r->info.events++;
-		for (i = 0; i < r->n; i++)
-			if (!atomic_load(&r->mem[i].up) &&
-			    r->info.m[i].state == LAYOUT_MEMBER_IN_SYNC)
-				r->info.m[i].state = LAYOUT_MEMBER_LOST;
-		for (i = 0; i < r->n && !again; i++) {
-			struct remote_member *rm = &r->mem[i];
-			bool up = atomic_load(&rm->up);
-
-			if (!up && atomic_load(&r->rb_member) != (int)i)
-				continue;
-			layout_set_pack(&r->info, i, rec);
-			rc = member_write(rm->m, LAYOUT_SET_REC_OFF +
-					  (r->info.events & 1) * LAYOUT_SET_REC_SIZE,
-					  rec, LAYOUT_SET_REC_SIZE);
-			if (rc < 0) {
-				g_message("writing the member record to %s: %s", rm->name,
-					  g_strerror(-rc));
-			} else if (up) {
-				written++;
-				continue;
-			}
-			if (rc < 0 && up) {
-				atomic_store(&rm->up, false);
-				atomic_fetch_add(&r->unrecorded, 1);
-				again = true;
-			}
-		}
-	}
-	g_free(rec);
-	for (i = 0; i < r->n; i++) {
-		if (!atomic_load(&r->mem[i].up) && !atomic_load(&r->mem[i].recorded)) {
-			atomic_store(&r->mem[i].recorded, true);
-			atomic_fetch_sub(&r->unrecorded, 1);
-		}
-	}
-	return written ? 0 : -EIO;
-}
-
-/*
  * A member that is reached but not in sync holds nothing to trust: a stale
  * one that came back, or a rebuild cut short. Rebuild it (set_lock held,
  * the records ours), going on from where a rebuild of the same pool stopped.
@@ -611,91 +536,6 @@ int remote_claim(struct remote *r)
 	return rc;
 }
 
-/* a unit with no copy on a member that is up (set_lock held) */
-static bool copies_lost(struct remote *r)
-{
-	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint64_t u;
-	uint32_t k;
-
-	for (u = 0; u < r->place.ncomb; u++) {
-		bool any = false;
-
-		place_unit(&r->place, u, c);
-		for (k = 0; k < r->place.r; k++)
-			any = any || atomic_load(&r->mem[c[k].member].up);
-		if (!any)
-			return true;
-	}
-	return false;
-}
-
-int remote_member_lost(struct remote *r, unsigned int i, const char *why)
-{
-	struct remote_member *rm = &r->mem[i];
-	int rc = 0;
-
-	if (!r->set) {
-		remote_fail(r, "%s", why);
-		return -EIO;
-	}
-	pthread_mutex_lock(&r->set_lock);
-	if (atomic_load(&rm->up)) {
-		if (r->claimed)
-			rebuild_track(r, i); /* before anyone can skip it */
-		atomic_store(&rm->up, false);
-		atomic_fetch_add(&r->unrecorded, 1);
-		g_message("member %u (%s) is lost: %s; the others carry on without it", i, rm->name,
-			  why);
-	}
-	if (copies_lost(r)) {
-		pthread_mutex_unlock(&r->set_lock);
-		remote_fail(r, "lost %s too: some units have no copy left", rm->name);
-		return -EIO;
-	}
-	if (r->claimed && !atomic_load(&rm->recorded))
-		rc = remote_write_records(r);
-	pthread_mutex_unlock(&r->set_lock);
-	if (rc < 0) {
-		remote_fail(r, "no member took the membership record");
-		return -EIO;
-	}
-	return 0;
-}
-
-void remote_wait_recorded(struct remote *r)
-{
-	if (!atomic_load(&r->unrecorded) || !r->claimed)
-		return;
-	pthread_mutex_lock(&r->set_lock);
-	pthread_mutex_unlock(&r->set_lock);
-}
-
-bool remote_member_gone(struct remote *r, unsigned int i, int rc)
-{
-	struct member *m = r->mem[i].m;
-
-	if (member_fenced(m)) {
-		remote_fail(r, "LEASE LOST: %s fenced this client off its pool", r->mem[i].name);
-		return false;
-	}
-	if (rc == -EHOSTDOWN || (rc == -EIO && member_failed(m))) {
-		remote_member_lost(r, i, rc == -EHOSTDOWN ? "it stopped answering" :
-							  "its pool is lost");
-		return !atomic_load(&r->failed);
-	}
-	return false;
-}
-
-unsigned int remote_quorum_up(struct remote *r)
-{
-	unsigned int i, up = 0;
-
-	for (i = 0; i < r->n; i++)
-		up += atomic_load(&r->mem[i].up);
-	return up;
-}
-
 int remote_quorum(struct remote *r, unsigned int held, char **why)
 {
 	unsigned int up;
@@ -710,7 +550,7 @@ int remote_quorum(struct remote *r, unsigned int held, char **why)
 			  up, r->n);
 		return 0;
 	}
-	set_msg(why, "only %u of %u members are up: a read-write mount needs a majority (%u), so "
+	remote_set_msg(why, "only %u of %u members are up: a read-write mount needs a majority (%u), so "
 		"that two clients cut off from each other cannot both write; -o degraded mounts "
 		"anyway, at that risk", up, r->n, r->n / 2 + 1);
 	return -EHOSTDOWN;
@@ -757,39 +597,6 @@ void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
 	for (i = 0; i < r->n; i++)
 		if (r->mem[i].m)
 			member_set_write_deadline(r->mem[i].m, deadline_ns);
-}
-
-void remote_fail(struct remote *r, const char *fmt, ...)
-{
-	va_list ap;
-	char *why;
-
-	va_start(ap, fmt);
-	why = g_strdup_vprintf(fmt, ap);
-	va_end(ap);
-	if (!r->set) {
-		member_fail(r->mem[0].m, "%s", why);
-		g_free(why);
-		return;
-	}
-	pthread_mutex_lock(&r->set_lock);
-	if (!r->failure) {
-		r->failure = why;
-		why = NULL;
-		atomic_store(&r->failed, true);
-		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
-			  "fails with EIO; unmount it.",
-			  r->failure);
-	}
-	pthread_mutex_unlock(&r->set_lock);
-	g_free(why);
-}
-
-bool remote_failed(const struct remote *r)
-{
-	if (!r->set)
-		return member_failed(r->mem[0].m);
-	return atomic_load(&((struct remote *)r)->failed);
 }
 
 static const char *state_name(const struct remote *r, unsigned int i)
@@ -842,169 +649,4 @@ void remote_quiesce(struct remote *r)
 	/* every write has ended: no region may differ between copies now */
 	if (r->claimed && !atomic_load(&r->failed) && intent_sweep(r, true) < 0)
 		g_message("clearing the write-intent map failed: the next mount compares copies");
-}
-
-/* which member OLD names: its index, "memberN", its address or its pool id */
-static int find_member(struct remote *r, const char *old)
-{
-	unsigned int i;
-	char id[20];
-
-	for (i = 0; i < r->n; i++) {
-		g_snprintf(id, sizeof(id), "%016" G_GINT64_MODIFIER "x",
-			   (guint64)r->info.m[i].pool_id);
-		if (!strcmp(old, r->mem[i].name) || !strcmp(old, id))
-			return (int)i;
-		if (g_str_has_prefix(old, "member") && g_ascii_isdigit(old[6])) {
-			char *end;
-
-			if (strtoul(old + 6, &end, 10) == i && !*end)
-				return (int)i;
-		}
-	}
-	return -1;
-}
-
-/* connect to the replacement and check that it is blank and big enough */
-static int open_blank(struct remote *r, const char *addr, struct member **out, char **err_msg)
-{
-	struct remote_server srv = { 0 };
-	unsigned int n;
-	struct found f;
-	int rc;
-
-	*out = NULL;
-	if (remote_parse_servers(addr, &srv, 1, &n) < 0) {
-		set_msg(err_msg, "'%s' is not one HOST[:PORT]", addr);
-		return -EINVAL;
-	}
-	r->mcfg.params.host = srv.host;
-	r->mcfg.params.port = srv.port;
-	r->mcfg.params.client_id = r->client_id;
-	rc = member_open(&r->mcfg, out);
-	r->mcfg.params.host = NULL;
-	remote_servers_free(&srv, 1);
-	if (rc < 0) {
-		set_msg(err_msg, "%s: %s", addr, g_strerror(-rc));
-		return rc;
-	}
-	rc = read_records(*out, &f);
-	if (!rc && (f.kind != -ENODATA || !f.block0_zero)) {
-		set_msg(err_msg, "%s is not blank (%s): only a memserver with an empty pool can "
-			"take a member's place", addr, f.kind == 0 ? "it holds a member record" :
-			"it holds data");
-		rc = -EEXIST;
-	} else if (!rc && usable_units(member_size(*out), r->info.unit_shift) <
-				  r->info.member_units) {
-		set_msg(err_msg, "%s's pool is too small: a member needs %" G_GUINT64_FORMAT
-			" bytes", addr, (guint64)(LAYOUT_SET_DATA_OFF +
-						  (r->info.member_units << r->info.unit_shift)));
-		rc = -ENOSPC;
-	}
-	if (rc < 0) {
-		member_close(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
-int remote_reconnect(struct remote *r, unsigned int i)
-{
-	struct remote_server srv = { 0 };
-	struct member *m;
-	unsigned int n;
-	int rc;
-
-	if (remote_parse_servers(r->info.m[i].addr, &srv, 1, &n) < 0)
-		return -EINVAL;
-	r->mcfg.params.host = srv.host;
-	r->mcfg.params.port = srv.port;
-	r->mcfg.params.client_id = r->client_id;
-	r->mcfg.params.quiet = true;
-	rc = member_open(&r->mcfg, &m);
-	r->mcfg.params.host = NULL;
-	remote_servers_free(&srv, 1);
-	if (rc < 0)
-		return rc;
-	if (member_pool_id(m) != r->info.m[i].pool_id) {
-		member_close(m);
-		return -ESTALE;
-	}
-	member_set_nowait(m, r->info.replicas > 1);
-	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
-		g_message("%s: the cache arena is not registered: its transfers are copied",
-			  r->info.m[i].addr);
-	pthread_mutex_lock(&r->set_lock);
-	r->mem[i].m = m;
-	g_strlcpy(r->mem[i].name, r->info.m[i].addr, sizeof(r->mem[i].name));
-	pthread_mutex_unlock(&r->set_lock);
-	return 0;
-}
-
-static int replace(struct remote *r, const char *old, const char *addr, char **err_msg)
-{
-	struct member *m;
-	int i, rc;
-
-	if (!r->set || !r->claimed) {
-		set_msg(err_msg, "this mount is %s", r->set ? "read-only" : "a single server");
-		return -EINVAL;
-	}
-	i = find_member(r, old);
-	if (i < 0) {
-		set_msg(err_msg, "%s names no member (use an address, a pool id or memberN as "
-			"status shows them)", old);
-		return -ENOENT;
-	}
-	if (atomic_load(&r->mem[i].up) || atomic_load(&r->rb_member) == i) {
-		set_msg(err_msg, "member %d (%s) is %s: only a lost member can be replaced", i,
-			r->mem[i].name, atomic_load(&r->mem[i].up) ? "in sync" : "being rebuilt");
-		return -EBUSY;
-	}
-	if (atomic_load(&r->rb_member) >= 0) {
-		set_msg(err_msg, "another member is being rebuilt; replace this one when it is done");
-		return -EBUSY;
-	}
-	rc = open_blank(r, addr, &m, err_msg);
-	if (rc < 0)
-		return rc;
-	member_set_nowait(m, r->info.replicas > 1);
-	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
-		g_message("%s: the cache arena is not registered: its transfers are copied", addr);
-	pthread_mutex_lock(&r->set_lock);
-	member_close(r->mem[i].m);
-	r->mem[i].m = m;
-	g_strlcpy(r->mem[i].name, member_server(m), sizeof(r->mem[i].name));
-	r->info.m[i].pool_id = member_pool_id(m);
-	r->info.m[i].pool_size = member_size(m);
-	r->info.m[i].state = LAYOUT_MEMBER_REBUILDING;
-	r->info.m[i].rebuilt = 0;
-	g_strlcpy(r->info.m[i].addr, r->mem[i].name, LAYOUT_SET_ADDR_LEN);
-	rc = rebuild_start(r, (unsigned int)i, 0, false);
-	if (!rc)
-		rc = remote_write_records(r);
-	pthread_mutex_unlock(&r->set_lock);
-	if (rc < 0)
-		set_msg(err_msg, "starting the rebuild: %s", g_strerror(-rc));
-	else
-		g_message("member %d: %s replaces %s", i, r->mem[i].name, old);
-	return rc;
-}
-
-int remote_replace(struct remote *r, const char *old, const char *addr, char **err_msg)
-{
-	char *msg = NULL;
-	int rc = replace(r, old, addr, &msg);
-
-	pthread_mutex_lock(&r->set_lock);
-	g_free(r->replace_error);
-	r->replace_error = rc < 0 ? g_strdup(msg ? msg : g_strerror(-rc)) : NULL;
-	pthread_mutex_unlock(&r->set_lock);
-	if (rc < 0)
-		g_message("replace %s by %s: %s", old, addr, msg ? msg : g_strerror(-rc));
-	if (err_msg)
-		*err_msg = msg;
-	else
-		g_free(msg);
-	return rc;
 }

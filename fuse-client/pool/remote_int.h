@@ -77,17 +77,35 @@ struct remote {
 	uint8_t *intent_recent; /* regions written since the last sweep (atomic or) */
 };
 
+/* ---- remote.c, for the rest of the set's code ---- */
+
+/* what one server's record slots hold */
+struct remote_found {
+	int kind; /* 0: a record; -ENODATA: none; -EBADMSG / -EPROTONOSUPPORT: unusable */
+	struct layout_set_info info;
+	uint32_t place;
+	bool block0_zero; /* its block 0 is all zero */
+};
+
+/* read a server's block 0 and both record slots; the newer valid record wins */
+int remote_read_records(struct member *m, struct remote_found *f);
+/* unit slots of 2^shift bytes a member pool of pool_size bytes holds */
+uint64_t remote_usable_units(uint64_t pool_size, unsigned int shift);
+/* *err_msg (if err_msg and not set yet) = the message */
+void remote_set_msg(char **err_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- remote_state.c ---- */
+
 /* write the records (set_lock held): events + 1, to every member up or being rebuilt */
 int remote_write_records(struct remote *r);
 /* a member request failed with rc: is the member gone (dropped now), not the request wrong? */
 bool remote_member_gone(struct remote *r, unsigned int i, int rc);
 /* after a write: wait until every member that is down is recorded lost */
 void remote_wait_recorded(struct remote *r);
-/*
- * Connect to lost member i at its recorded address (it was never reached):
- * 0 when it serves the member's pool (then r->mem[i].m is it), else -errno.
- */
-int remote_reconnect(struct remote *r, unsigned int i);
+/* member i is lost now (set_lock held): note the units written from here on */
+void remote_track_loss(struct remote *r, unsigned int i);
+/* a write of unit u did not reach member m (down, or not rebuilt that far yet) */
+void remote_note_write(struct remote *r, uint32_t m, uint64_t u);
 
 /* ---- scrub.c ---- */
 
@@ -121,10 +139,6 @@ void rebuild_stop(struct remote *r);
  * block 0, and it is in sync. -EBUSY while another rebuild runs.
  */
 int rebuild_start(struct remote *r, unsigned int i, uint64_t from, bool resync);
-/* member i is lost now (set_lock held): note the units written from here on */
-void rebuild_track(struct remote *r, unsigned int i);
-/* a write of unit u did not reach member m (down, or not rebuilt that far yet) */
-void rebuild_note_write(struct remote *r, uint32_t m, uint64_t u);
 /* does a write of unit u go to member m, which is being rebuilt? */
 static inline bool rebuild_takes(struct remote *r, uint32_t m, uint64_t u)
 {

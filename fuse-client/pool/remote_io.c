@@ -322,7 +322,7 @@ static void note_skipped(struct req *q)
 
 			if (s->off >= LAYOUT_SB_SIZE && !rebuild_takes(r, m, u) &&
 			    seg_on(r, s, m, &moff))
-				rebuild_note_write(r, m, u);
+				remote_note_write(r, m, u);
 		}
 	}
 }
@@ -358,7 +358,7 @@ static int set_write(struct remote *r, struct req *q)
 			rc = src;
 		for (e = sh->first; e < sh->first + sh->n; e++)
 			if (q->offs[e] >= LAYOUT_SET_DATA_OFF)
-				rebuild_note_write(r, sh->m, q->segs[q->idx[e]].off / r->unit);
+				remote_note_write(r, sh->m, q->segs[q->idx[e]].off / r->unit);
 	}
 	for (i = 0; i < q->nsegs && !rc; i++)
 		if (!q->segs[i].copies)

@@ -133,7 +133,7 @@ def test_kill_member_mid_write(env):
 
     # a blank memserver takes member 1's place; writes go on during the rebuild
     blank = env.server('64M', token_file=mset.token_file)
-    wl2 = Workload(fs2.mountpoint, scaled(512 << 10, 64 << 10), prefix='r')
+    wl2 = Workload(fs2.mountpoint, scaled(512 << 10, 64 << 10), prefix='r', limit=40)
     wl2.thread.start()
     r = ctl(fs2.mountpoint, 'replace', victim.addr, blank.addr, '--wait')
     wl2.stop.set()
