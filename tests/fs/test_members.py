@@ -402,3 +402,30 @@ def test_write_intent_after_a_crash(env):
                         f'token_file={mset.token_file},transport=tcp'],
                        capture_output=True, text=True, timeout=EXIT_TIMEOUT)
     assert r.returncode == 0 and '0 differ' in r.stdout, r.stdout + r.stderr
+
+
+def test_stale_member_is_rebuilt_at_mount(env):
+    """A member lost while the filesystem was mounted comes back with its old
+    pool (a backing file) only after the unmount: the next mount finds it
+    stale from the others' records, never reads it, and rebuilds it whole;
+    then every byte reads back through it with another original member gone."""
+    first = env.server('64M')
+    stale = env.server('64M', token_file=first.token_file,
+                       backing_file=os.path.join(env.workdir, 'member1.img'))
+    mset = MemberSet([first, stale, env.server('64M', token_file=first.token_file)])
+    fs = mount_set(env, mset, ['replicas=2'])
+    before = content('before', 3 * MIB)[:3 * MIB]
+    write_file(os.path.join(fs.mountpoint, 'before'), before)
+    stale.stop(signal.SIGKILL)
+    after = content('after', 3 * MIB)[:3 * MIB]
+    write_file(os.path.join(fs.mountpoint, 'before'), after)  # overwrites what it holds
+    assert fs.unmount() == 0
+    stale.start()
+    fs2 = mount_set(env, mset, mountpoint=fs.mountpoint)
+    assert 'member 1 (%s) is lost (stale)' % stale.addr in fs2.output(), fs2.output()
+    assert wait_for(lambda: stats(fs2.mountpoint)['member1'].split()[1] == 'in_sync', 60), \
+        stats(fs2.mountpoint)
+    assert 'rebuilding member 1' in fs2.output(), fs2.output()
+    first.stop(signal.SIGKILL)
+    check_file(os.path.join(fs2.mountpoint, 'before'), after)
+    assert fs2.unmount() == 0
