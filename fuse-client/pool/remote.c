@@ -96,6 +96,7 @@ static int connect_server(struct remote *r, const struct remote_config *cfg, uns
 	mc.params.host = cfg->servers[i].host;
 	mc.params.port = cfg->servers[i].port;
 	mc.params.client_id = r->client_id;
+	mc.params.quiet = mc.params.quiet || i > 0; /* what "auto" picked: said once */
 	rc = member_open(&mc, out);
 	if (rc < 0 && cfg->nservers == 1)
 		return rc; /* the caller reports it, as it always did */
