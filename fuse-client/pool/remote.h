@@ -112,6 +112,8 @@ int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old
  */
 unsigned int remote_nmembers(const struct remote *r);
 bool remote_member_up(const struct remote *r, unsigned int i); /* connected, in sync */
+/* being rebuilt: written to, not read yet (the remote_member_* calls reach it too) */
+bool remote_member_joining(const struct remote *r, unsigned int i);
 const char *remote_member_name(const struct remote *r, unsigned int i);
 int remote_member_read(struct remote *r, unsigned int i, uint64_t off, void *buf, size_t len);
 int remote_member_write(struct remote *r, unsigned int i, uint64_t off, const void *buf,

@@ -502,10 +502,10 @@ int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old
 
 /* ---- each member's own block 0 ---- */
 
-/* member i for a request: -EHOSTDOWN if it is not up */
+/* member i for a request: NULL (-EHOSTDOWN) unless it is up or being rebuilt */
 static struct member *member_at(struct remote *r, unsigned int i)
 {
-	return i < r->n && atomic_load(&r->mem[i].up) ? r->mem[i].m : NULL;
+	return remote_member_up(r, i) || remote_member_joining(r, i) ? r->mem[i].m : NULL;
 }
 
 /* the end of a request on member i: a set member that is gone is -EHOSTDOWN */
@@ -562,6 +562,11 @@ unsigned int remote_nmembers(const struct remote *r)
 bool remote_member_up(const struct remote *r, unsigned int i)
 {
 	return i < r->n && atomic_load(&((struct remote *)r)->mem[i].up);
+}
+
+bool remote_member_joining(const struct remote *r, unsigned int i)
+{
+	return i < r->n && atomic_load(&((struct remote *)r)->rb_member) == (int)i;
 }
 
 const char *remote_member_name(const struct remote *r, unsigned int i)

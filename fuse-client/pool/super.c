@@ -410,17 +410,25 @@ static bool beat(struct super *s, unsigned int i)
 }
 
 /*
- * A member let into the set since the lease was taken (rebuilt, resynced)
- * holds no lease word of ours: take it, so the lease stays on every member
- * that is up. Someone else's word there is left alone: the beats on the
- * others still prove the lease.
+ * A member let into the set since the lease was taken (one being rebuilt or
+ * resynced: it is written to) holds no lease word of ours: take it, so the
+ * lease covers every member written. A word left by an earlier holder is
+ * taken over after FENCE: we hold the majority, so that holder is dead or
+ * cut off, and none of its writes may land on the member any more.
  */
 static void join(struct super *s, unsigned int i)
 {
-	uint64_t old;
+	uint64_t old, seen;
 
-	if (owner_cas(s, i, 0, s->my_id, &old) == 0 && (old == 0 || old == s->my_id))
-		s->held[i] = write_holder(s, i, s->holder) == 0;
+	if (owner_cas(s, i, 0, s->my_id, &old) < 0)
+		return;
+	if (old && old != s->my_id) {
+		if (remote_member_fence(s->r, i, old) < 0)
+			return;
+		if (owner_cas(s, i, old, s->my_id, &seen) < 0 || (seen != old && seen != s->my_id))
+			return;
+	}
+	s->held[i] = write_holder(s, i, s->holder) == 0;
 }
 
 static void heartbeat_once(struct super *s)
@@ -429,7 +437,7 @@ static void heartbeat_once(struct super *s)
 	bool ok = true;
 
 	for (i = 0; i < remote_nmembers(s->r); i++) {
-		if (!s->held[i] && remote_member_up(s->r, i))
+		if (!s->held[i] && (remote_member_up(s->r, i) || remote_member_joining(s->r, i)))
 			join(s, i);
 		if (s->held[i])
 			ok = beat(s, i) && ok;

@@ -426,6 +426,14 @@ def test_stale_member_is_rebuilt_at_mount(env):
     assert wait_for(lambda: stats(fs2.mountpoint)['member1'].split()[1] == 'in_sync', 60), \
         stats(fs2.mountpoint)
     assert 'rebuilding member 1' in fs2.output(), fs2.output()
+
+    def holder():  # member 1's lease holder string, as its memserver maps the file
+        with open(stale.backing_file, 'rb') as f:
+            f.seek(256)
+            return f.read(64).rstrip(b'\0')
+    # let back in, it carries the lease too (the heartbeat takes its word)
+    me = f'pid {fs2.proc.pid}'.encode()
+    assert wait_for(lambda: holder().endswith(me), 10), holder()
     first.stop(signal.SIGKILL)
     check_file(os.path.join(fs2.mountpoint, 'before'), after)
     assert fs2.unmount() == 0
