@@ -859,6 +859,25 @@ void member_unregister_arena(struct member *r)
 		pthread_mutex_unlock(&r->chan[i].lock);
 }
 
+bool member_fail_once(pthread_mutex_t *lock, char **failure, atomic_bool *failed, char *why)
+{
+	bool first;
+
+	pthread_mutex_lock(lock);
+	first = !*failure;
+	if (first) {
+		*failure = why;
+		why = NULL;
+		atomic_store(failed, true);
+		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
+			  "fails with EIO; unmount it.",
+			  *failure);
+	}
+	pthread_mutex_unlock(lock);
+	g_free(why);
+	return first;
+}
+
 void member_fail(struct member *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -867,18 +886,8 @@ void member_fail(struct member *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	why = g_strdup_vprintf(fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&r->state_lock);
-	if (!r->failure) {
-		r->failure = why;
-		why = NULL;
-		atomic_store(&r->failed, true);
-		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
-			  "fails with EIO; unmount it.",
-			  r->failure);
-		pthread_cond_broadcast(&r->state_cond);
-	}
-	pthread_mutex_unlock(&r->state_lock);
-	g_free(why);
+	if (member_fail_once(&r->state_lock, &r->failure, &r->failed, why))
+		pthread_cond_broadcast(&r->state_cond); /* waiters see failed and give up */
 }
 
 bool member_failed(const struct member *r)

@@ -21,6 +21,8 @@
 #ifndef RMEM_MEMBER_H
 #define RMEM_MEMBER_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -98,6 +100,13 @@ void member_unregister_arena(struct member *r);
  */
 void member_fail(struct member *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool member_failed(const struct member *r);
+/*
+ * The one "FILESYSTEM FAILED" transition, for a member and for a member set
+ * (remote.h): under lock, the first reason is kept in *failure (why, a
+ * g_malloc'd string, is taken over or freed), *failed is set and the
+ * failure said once. True if this call failed it.
+ */
+bool member_fail_once(pthread_mutex_t *lock, char **failure, atomic_bool *failed, char *why);
 /* did the server fence this client off (failed with "LEASE LOST")? */
 bool member_fenced(const struct member *r);
 ssize_t member_state_text(struct member *r, char *buf, size_t cap);

@@ -179,17 +179,7 @@ void remote_fail(struct remote *r, const char *fmt, ...)
 		g_free(why);
 		return;
 	}
-	pthread_mutex_lock(&r->set_lock);
-	if (!r->failure) {
-		r->failure = why;
-		why = NULL;
-		atomic_store(&r->failed, true);
-		g_message("FILESYSTEM FAILED: %s. From now on every change and every pool access "
-			  "fails with EIO; unmount it.",
-			  r->failure);
-	}
-	pthread_mutex_unlock(&r->set_lock);
-	g_free(why);
+	member_fail_once(&r->set_lock, &r->failure, &r->failed, why);
 }
 
 bool remote_failed(const struct remote *r)
