@@ -321,6 +321,21 @@ out:
 	return rc;
 }
 
+/*
+ * rb_lock prefers its writer (the rebuild's unit copy, the intent sweep):
+ * glibc's default lets a steady stream of writes, each holding it for
+ * reading, keep a rebuild out for good. Nothing takes it twice for reading.
+ */
+static void rb_lock_init(pthread_rwlock_t *lock)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
 int remote_open(const struct remote_config *cfg, struct remote **out, char **err_msg)
 {
 	struct member *mem[LAYOUT_SET_MAX] = { 0 };
@@ -338,7 +353,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	}
 	r = g_new0(struct remote, 1);
 	pthread_mutex_init(&r->set_lock, NULL);
-	pthread_rwlock_init(&r->rb_lock, NULL);
+	rb_lock_init(&r->rb_lock);
 	atomic_store(&r->rb_member, -1);
 	r->mcfg = cfg->member;
 	r->transport = g_strdup(cfg->member.transport ? cfg->member.transport : "auto");
