@@ -8,8 +8,8 @@
 #   valgrind  the unit suite of build/ again under valgrind (memcheck; errors and definite
 #             leaks fail the test)
 #   asan      build-asan/ (-Db_sanitize=address,undefined -Dwerror=true): the unit and
-#             integration suites (RMEMFS_ASAN_SUITES overrides the list), with leak detection
-#             and UBSan halting on the first error
+#             integration suites and the member-set tests (suite sets; RMEMFS_ASAN_SUITES
+#             overrides the list), with leak detection and UBSan halting on the first error
 #   rdma      scripts/test-rdma.sh build/: the rdma suite and the transport tests over real
 #             verbs (soft-RoCE) inside a qemu guest; a loud SKIP only where qemu cannot start
 # The counts come from meson's JSON test logs (meson-logs/<run>.json) and from the RDMA run's
@@ -22,7 +22,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 BUILD=$ROOT/build
 ASAN_BUILD=$ROOT/build-asan
-ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration}
+ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration sets}
 do_asan=1 do_valgrind=1 do_rdma=1
 for arg in "$@"; do
 	case $arg in
