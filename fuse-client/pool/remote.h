@@ -106,9 +106,9 @@ int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old
 
 /*
  * Each member's own block 0: the lease lives there, one per member
- * (super.c). i < remote_nmembers(); a member that is not up is -EHOSTDOWN.
- * Connection failures on a set member drop it (remote_member_lost) and
- * return -EHOSTDOWN.
+ * (super.c). i < remote_nmembers(); a member that is neither up nor being
+ * rebuilt is -EHOSTDOWN. Connection failures on a set member drop it
+ * (remote_member_lost) and return -EHOSTDOWN.
  */
 unsigned int remote_nmembers(const struct remote *r);
 bool remote_member_up(const struct remote *r, unsigned int i); /* connected, in sync */

@@ -11,7 +11,13 @@
  * to the memserver: after taking the word from a previous holder X we send
  * FENCE(X), and only once the memserver confirmed that none of X's writes can
  * land any more is the lease ours. Conversely, when the memserver refuses us
- * (-EKEYREVOKED), remote.c fails the mount with "LEASE LOST".
+ * (-EKEYREVOKED), member.c fails the mount with "LEASE LOST" (a member of a
+ * set: remote_state.c fails the whole set).
+ *
+ * Each member keeps its own lease words; every step below takes a member
+ * index, and the protocol runs on each member that is up, in order.
+ * super_read_ckpt_gen reconciles the members' copies of the checkpoint
+ * generation (see there).
  *
  * Test knob: RMEM_TEST_NO_SELF_FENCE=1 in the environment turns the holder's
  * own fencing off - no write deadline, no owner-word check in the heartbeat -

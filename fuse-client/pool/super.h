@@ -3,8 +3,11 @@
  * super.h - the superblock (block 0 of the pool: format, newest checkpoint
  * generation, clean flag) and the lease that makes a pool single-writer: an
  * owner word taken by compare-and-swap, kept alive by a heartbeat thread
- * that also keeps the pool's write deadline ahead (remote.h). The protocol
- * and its timing: docs/ARCHITECTURE.md, "Lease protocol and timing".
+ * that also keeps the pool's write deadline ahead (remote.h). A member set
+ * keeps block 0 on every member, and the lease is taken on each member that
+ * is up: a read-write mount needs it on a majority (remote_quorum). The
+ * protocol and its timing: docs/ARCHITECTURE.md, "Lease protocol and timing"
+ * and "Member sets".
  *
  * Functions return 0 or -errno; messages for the user go to *err_msg
  * (g_malloc'd) where the prototype has one. Memory: allocation failure
@@ -41,8 +44,10 @@ enum super_lease_how {
 };
 
 /*
- * Take the lease (see above), as how says.
- * -EBUSY with *err_msg "pool is in use by <holder> ..." when it is held.
+ * Take the lease (see above), as how says, on every member that is up, in
+ * member order; then the quorum rule and remote_claim (the set's records).
+ * -EBUSY with *err_msg "pool is in use by <holder> ..." when it is held
+ * (every member taken is given back); -EHOSTDOWN without a majority.
  */
 int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 			enum super_lease_how how, char **err_msg);
