@@ -39,7 +39,7 @@ void intent_init(struct remote *r)
 	pthread_mutex_init(&r->intent_lock, NULL);
 }
 
-void intent_clear_all(struct remote *r)
+void intent_free(struct remote *r)
 {
 	g_free(r->intent_map);
 	g_free(r->intent_recent);

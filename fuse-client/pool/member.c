@@ -738,11 +738,6 @@ void member_set_nowait(struct member *r, bool nowait)
 	atomic_store(&r->nowait, nowait);
 }
 
-bool member_away(const struct member *r)
-{
-	return atomic_load(&((struct member *)r)->down_since_ns) != 0;
-}
-
 int member_read(struct member *r, uint64_t off, void *buf, size_t len)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };

@@ -64,8 +64,7 @@ const char *member_server(const struct member *r); /* "host:port", for messages 
  * waiting for the lease deadline (-EHOSTDOWN too). Default off.
  */
 void member_set_nowait(struct member *r, bool nowait);
-/* is the server known to be away (an outage not yet ended)? */
-bool member_away(const struct member *r);
+
 
 /* copy [off, off+len) of the pool into buf / from buf into the pool (any size) */
 int member_read(struct member *r, uint64_t off, void *buf, size_t len);

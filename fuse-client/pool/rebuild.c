@@ -57,7 +57,7 @@ static int read_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t 
 
 		if (m == target || !atomic_load(&r->mem[m].up))
 			continue;
-		rc = member_read(r->mem[m].m, LAYOUT_SET_DATA_OFF + c[k].slot * r->unit, buf,
+		rc = member_read(r->mem[m].m, remote_slot_off(r, c[k].slot), buf,
 				 r->unit);
 		if (rc == 0 || !remote_member_gone(r, m, rc))
 			return rc;
@@ -72,7 +72,7 @@ static int copy_unit(struct remote *r, unsigned int i, uint64_t u, uint64_t slot
 
 	if (rc < 0)
 		return rc;
-	return member_write(r->mem[i].m, LAYOUT_SET_DATA_OFF + slot * r->unit, buf, r->unit);
+	return member_write(r->mem[i].m, remote_slot_off(r, slot), buf, r->unit);
 }
 
 /* block 0 but the lease words, from a member that is up, to member i */

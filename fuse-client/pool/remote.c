@@ -409,7 +409,7 @@ void remote_close(struct remote *r)
 	rebuild_stop(r);
 	lanes_free(r->lanes);
 	if (r->intent_map)
-		intent_clear_all(r);
+		intent_free(r);
 	for (i = 0; i < LAYOUT_SET_MAX; i++) {
 		member_close(r->mem[i].m);
 		g_free(atomic_load(&r->dirty[i]));

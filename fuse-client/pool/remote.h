@@ -156,8 +156,6 @@ struct remote_scrub {
 	unsigned int differ, repaired; /* out */
 };
 int remote_scrub(struct remote *r, struct remote_scrub *s);
-/* members up now */
-unsigned int remote_quorum_up(struct remote *r);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */
 int remote_quorum(struct remote *r, unsigned int held, char **why);
 

@@ -77,6 +77,12 @@ struct remote {
 	uint8_t *intent_recent; /* regions written since the last sweep (atomic or) */
 };
 
+/* where a member keeps the unit in slot `slot` (place.h) */
+static inline uint64_t remote_slot_off(const struct remote *r, uint64_t slot)
+{
+	return LAYOUT_SET_DATA_OFF + slot * r->unit;
+}
+
 /* ---- remote.c, for the rest of the set's code ---- */
 
 /* what one server's record slots hold */
@@ -100,6 +106,8 @@ void remote_set_msg(char **err_msg, const char *fmt, ...) __attribute__((format(
 int remote_write_records(struct remote *r);
 /* a member request failed with rc: is the member gone (dropped now), not the request wrong? */
 bool remote_member_gone(struct remote *r, unsigned int i, int rc);
+/* members up now */
+unsigned int remote_quorum_up(struct remote *r);
 /* after a write: wait until every member that is down is recorded lost */
 void remote_wait_recorded(struct remote *r);
 /* member i is lost now (set_lock held): note the units written from here on */
@@ -115,7 +123,7 @@ int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **b
 /* ---- intent.c ---- */
 
 void intent_init(struct remote *r); /* a set's map, all clear */
-void intent_clear_all(struct remote *r); /* free it */
+void intent_free(struct remote *r);
 /* before a write to unit u goes out: its region's bit is on the members (0 or -errno) */
 int intent_mark(struct remote *r, uint64_t u);
 /* clear the bits of regions not written since the last sweep (all: every bit) */

@@ -116,7 +116,7 @@ static bool seg_on(const struct remote *r, const struct seg *s, uint32_t m, uint
 	}
 	if (!place_unit_on(&r->place, s->off / r->unit, m, &slot))
 		return false;
-	*moff = LAYOUT_SET_DATA_OFF + slot * r->unit + s->off % r->unit;
+	*moff = remote_slot_off(r, slot) + s->off % r->unit;
 	return true;
 }
 
@@ -356,8 +356,8 @@ static int set_write(struct remote *r, struct req *q)
 		/* a member being rebuilt that fails: the rebuild's own copy stops on it */
 		if (sh->up && !remote_member_gone(r, sh->m, src) && !rc)
 			rc = src;
-		for (e = sh->first; e < sh->first + sh->n; e++)
-			if (q->offs[e] >= LAYOUT_SET_DATA_OFF)
+		for (e = sh->first; e < sh->first + sh->n; e++) /* (block 0 is copied anyway) */
+			if (q->segs[q->idx[e]].off >= LAYOUT_SB_SIZE)
 				remote_note_write(r, sh->m, q->segs[q->idx[e]].off / r->unit);
 	}
 	for (i = 0; i < q->nsegs && !rc; i++)

@@ -67,8 +67,7 @@ static int open_blank(struct remote *r, const char *addr, struct member **out, c
 	} else if (!rc && remote_usable_units(member_size(*out), r->info.unit_shift) <
 				  r->info.member_units) {
 		remote_set_msg(err_msg, "%s's pool is too small: a member needs %" G_GUINT64_FORMAT
-			" bytes", addr, (guint64)(LAYOUT_SET_DATA_OFF +
-						  (r->info.member_units << r->info.unit_shift)));
+			" bytes", addr, (guint64)remote_slot_off(r, r->info.member_units));
 		rc = -ENOSPC;
 	}
 	if (rc < 0) {

@@ -55,7 +55,7 @@ int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **b
 	for (k = 0; k < r->place.r; k++) {
 		if (!atomic_load(&r->mem[c[k].member].up))
 			continue;
-		rc = member_read(r->mem[c[k].member].m, LAYOUT_SET_DATA_OFF + c[k].slot * r->unit,
+		rc = member_read(r->mem[c[k].member].m, remote_slot_off(r, c[k].slot),
 				 bufs[k], r->unit);
 		if (rc < 0)
 			return rc;
@@ -80,7 +80,7 @@ int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **b
 		    s->repair ? ": rewritten from it" : "");
 		if (!s->repair)
 			continue;
-		rc = member_write(r->mem[c[k].member].m, LAYOUT_SET_DATA_OFF + c[k].slot * r->unit,
+		rc = member_write(r->mem[c[k].member].m, remote_slot_off(r, c[k].slot),
 				  bufs[ref], r->unit);
 		if (rc < 0)
 			return rc;

@@ -51,8 +51,9 @@ die() { echo "bench --scale-out: $*" >&2; exit 1; }
 
 # shellcheck source-path=SCRIPTDIR source=../lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/proc.sh
-. "$ROOT/scripts/lib/proc.sh"
+# to_mib, build_tree, record_cmd (and lib/proc.sh): the bench's bookkeeping; definitions only
+# shellcheck source-path=SCRIPTDIR source=targets.sh
+. "$HERE/targets.sh"
 SEQ_SIZE="" RUNTIME="" RATE=1gbit MEMBERS=4
 declare -A VALUE_OPTS=([--size]=SEQ_SIZE [--runtime]=RUNTIME [--rate]=RATE [--members]=MEMBERS)
 REPORT=$HERE/scaleout.py DOC=$ROOT/docs/PERFORMANCE.md DOC_DIR=$ROOT/docs/perf
@@ -108,7 +109,6 @@ trap 'exit 143' TERM
 
 step() { printf '\n==== %s\n' "$*"; }
 config() { printf '%s\t%s\n' "$1" "$2" >>"$RAW/config.tsv"; }
-record() { local what=$1; shift; printf '%s\t%s\n' "$what" "$*" >>"$RAW/commands.tsv"; }
 
 # ---- the network: member i behind its own rate-limited link ----
 
@@ -140,7 +140,7 @@ ms_start()
 	local cmd=(ip netns exec "$TAG-$i" "$build/memserver/memserver" --size "$POOL"
 		--listen "10.79.$i.2" --port 7471 --transport tcp --token-file "$WORK/token"
 		--spin-us 0)
-	record "member$i" "${cmd[@]}"
+	record_cmd scaleout "member$i" "${cmd[@]}"
 	"${cmd[@]}" >"$log" 2>"$RAW/logs/member$i.err" &
 	MS_PIDS[i]=$!
 	ready_port "$log" "${MS_PIDS[i]}" 300 >/dev/null ||
@@ -157,7 +157,7 @@ mount_fs()
 {
 	local cmd=("$build/fuse-client/rmemfs" "$(members "$1")" "$MNT" -f
 		-o "token_file=$WORK/token,transport=tcp,replicas=$2,cache_size=$CACHE")
-	record "mount-$1-$2" "${cmd[@]}"
+	record_cmd scaleout "mount-$1-$2" "${cmd[@]}"
 	"${cmd[@]}" >>"$RAW/logs/client-$1-$2.log" 2>&1 &
 	FS_PID=$!
 	wait_mount "$MNT" "$FS_PID" 300 && return 0
@@ -180,7 +180,7 @@ fio_job()
 	shift 2
 	local cmd=(fio --output-format=json --output="$json" --name="$name" --group_reporting
 		--filename="$MNT/seq" "$@")
-	record "$name" "${cmd[@]}"
+	record_cmd scaleout "$name" "${cmd[@]}"
 	timeout -k 10 600 "${cmd[@]}" >"${json%.json}.stdout" 2>"${json%.json}.err"
 }
 
@@ -272,8 +272,8 @@ link_mibs()
 
 # ---- the run ----
 
-SEQ_MIB=$(numfmt --from=iec "${SEQ_SIZE}" 2>/dev/null) || die "--size $SEQ_SIZE: not a size"
-SEQ_MIB=$(( SEQ_MIB / 1048576 ))
+# (to_mib runs in a subshell: its die only ends that, hence the `|| exit`)
+SEQ_MIB=$(to_mib "$SEQ_SIZE") || exit 2
 [ "$SEQ_MIB" -ge 16 ] || die "--size: at least 16M"
 LINK_MIBS=$(link_mibs "$RATE")
 POOL="$(( SEQ_MIB * 2 + 256 ))M"
@@ -281,12 +281,10 @@ CACHE=$(( SEQ_MIB / 8 < 64 ? 64 : SEQ_MIB / 8 ))M
 head -c 32 /dev/urandom | base64 >"$WORK/token"
 chmod 600 "$WORK/token"
 
+BUILD=$build
 if [ "$no_build" = 0 ]; then
 	step "building $build"
-	[ -f "$build/meson-private/coredata.dat" ] ||
-		meson setup "$build" "$ROOT" --buildtype=release -Dtests=false \
-			>"$RAW/logs/meson-setup.log" 2>&1 || die "meson setup $build failed"
-	ninja -C "$build" >"$RAW/logs/ninja.log" 2>&1 || { tail -30 "$RAW/logs/ninja.log"; die "build failed"; }
+	build_tree memserver/memserver fuse-client/rmemfs
 fi
 for b in memserver/memserver fuse-client/rmemfs; do
 	[ -x "$build/$b" ] || die "$build/$b is not built"

@@ -298,11 +298,15 @@ class Env:
         self.servers.append(s)
         return s.start()
 
-    def member_set(self, n, size='64M', **kw):
-        """n memservers with one token (each stopped at teardown like any server)."""
-        first = self.server(size, **kw)
-        rest = [self.server(size, token_file=first.token_file, **kw) for _ in range(n - 1)]
-        return MemberSet([first] + rest)
+    def member_set(self, n, size='64M', backed=()):
+        """n memservers with one token (each stopped at teardown like any server);
+        the ones whose index is in backed keep their pool in a file (member<i>.img)."""
+        members = []
+        for i in range(n):
+            file = os.path.join(self.workdir, f'member{i}.img') if i in backed else None
+            members.append(self.server(size, backing_file=file,
+                                       token_file=members[0].token_file if members else None))
+        return MemberSet(members)
 
     def mountpoint(self):
         d = make_mountpoint()

@@ -36,7 +36,7 @@ def content(name, size):
     seed = hashlib.sha256(name.encode()).digest()
     block = (seed * (4096 // len(seed) + 1))[:4096]
     reps = size // 4096 + 1
-    return bytes(b ^ (i & 0xff) for i, b in enumerate(block)) * reps
+    return (bytes(b ^ (i & 0xff) for i, b in enumerate(block)) * reps)[:size]
 
 
 def write_file(path, data):
@@ -75,7 +75,7 @@ class Workload:
         i = 0
         while not self.stop.is_set() and (self.limit is None or i < self.limit):
             name = f'{self.prefix}{i:04d}'
-            data = content(name, self.size)[:self.size]
+            data = content(name, self.size)
             try:
                 write_file(os.path.join(self.root, name), data)
                 check_file(os.path.join(self.root, name), data)
@@ -87,7 +87,7 @@ class Workload:
 
     def verify(self, root=None):
         for name in self.written:
-            check_file(os.path.join(root or self.root, name), content(name, self.size)[:self.size])
+            check_file(os.path.join(root or self.root, name), content(name, self.size))
 
 
 def wait_for(cond, timeout):
@@ -154,6 +154,12 @@ def test_kill_member_mid_write(env):
     assert fs3.unmount() == 0
 
 
+def fsck(mset, *extra):
+    return subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
+                           f'token_file={mset.token_file},transport=tcp'] + list(extra),
+                          capture_output=True, text=True, timeout=EXIT_TIMEOUT)
+
+
 def ctl(mnt, *args):
     return subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt] + list(args),
                           capture_output=True, text=True, timeout=300)
@@ -194,7 +200,7 @@ def test_two_members_one_down(env):
     mset = env.member_set(2, '64M')
     fs = mount_set(env, mset)
     assert stats(fs.mountpoint)['replicas'] == '2'  # the default for two servers
-    data = content('two', 3 * MIB)[:3 * MIB]
+    data = content('two', 3 * MIB)
     write_file(os.path.join(fs.mountpoint, 'two'), data)
     assert fs.unmount() == 0
     mset.members[0].stop(signal.SIGKILL)
@@ -248,7 +254,7 @@ def test_order_and_non_member(env):
     that is no member is refused by name; replicas= must match the set."""
     mset = env.member_set(3, '64M')
     fs = mount_set(env, mset, ['replicas=2'])
-    data = content('order', 5 * MIB)[:5 * MIB]
+    data = content('order', 5 * MIB)
     write_file(os.path.join(fs.mountpoint, 'f'), data)
     assert fs.unmount() == 0
     backwards = MemberSet(list(reversed(mset.members)))
@@ -266,47 +272,47 @@ def test_order_and_non_member(env):
         assert want in str(e.value)
 
 
+def flip_a_byte(img_path, data, at, xor):
+    """Damage a member's copy of file data behind the filesystem's back (its
+    memserver stopped): byte `at` of a 4 KiB piece of data found in the pool
+    file, from its second MiB (or, if the member holds no copy of that, a
+    piece of its third)."""
+    with open(img_path, 'r+b') as f:
+        img = f.read()
+        where = img.find(data[MIB:MIB + 4096], SET_DATA_OFF)
+        if where < 0:
+            where = img.find(data[2 * MIB + 4096:2 * MIB + 8192], SET_DATA_OFF)
+        assert where >= 0, f'no copy of the file in {img_path}'
+        f.seek(where + at)
+        f.write(bytes([img[where + at] ^ xor]))
+
+
 def test_fsck_member_set(env):
     """rmemfs-fsck takes the member list like rmemfs and compares the copies:
     a copy damaged behind the filesystem's back is found, and --repair makes
     the copies agree (from the first in placement order: with two copies and
     no checksums it cannot tell which one is right), so the next check is
     clean and the file reads the same whichever copy serves it."""
-    first = env.server('64M')
-    damaged = env.server('64M', token_file=first.token_file,
-                         backing_file=os.path.join(env.workdir, 'member1.img'))
-    mset = MemberSet([first, damaged, env.server('64M', token_file=first.token_file)])
+    mset = env.member_set(3, backed=(1,))
+    damaged = mset.members[1]
     fs = mount_set(env, mset, ['replicas=2'])
-    data = content('fsck', 4 * MIB)[:4 * MIB]
+    data = content('fsck', 4 * MIB)
     write_file(os.path.join(fs.mountpoint, 'x'), data)
     assert fs.unmount() == 0
 
-    def fsck(*extra):
-        return subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
-                               f'token_file={mset.token_file},transport=tcp'] + list(extra),
-                              capture_output=True, text=True, timeout=EXIT_TIMEOUT)
-    r = fsck()
+    r = fsck(mset)
     assert r.returncode == 0, r.stdout + r.stderr
     assert 'no problems found' in r.stdout and '0 differ' in r.stdout, r.stdout
     # flip a byte of the file's data in member 1's copy, memserver stopped
     damaged.stop()
-    with open(damaged.backing_file, 'r+b') as f:
-        img = f.read()
-        chunk = data[1 * MIB:1 * MIB + 4096]
-        where = img.find(chunk, SET_DATA_OFF)
-        if where < 0:  # member 1 holds no copy of that MiB: another one
-            chunk = data[2 * MIB + 4096:2 * MIB + 8192]
-            where = img.find(chunk, SET_DATA_OFF)
-        assert where >= 0, 'no copy of the file on member 1'
-        f.seek(where + 100)
-        f.write(bytes([img[where + 100] ^ 0xff]))
+    flip_a_byte(damaged.backing_file, data, 100, 0xff)
     damaged.start()
-    r = fsck()
+    r = fsck(mset)
     assert r.returncode == 1, r.stdout + r.stderr
     assert re.search(r'unit \d+ .*: the copy on \S+ differs from the one on', r.stdout), r.stdout
-    r = fsck('--repair')
+    r = fsck(mset, '--repair')
     assert r.returncode == 1 and 'rewritten from it' in r.stdout, r.stdout + r.stderr
-    r = fsck()
+    r = fsck(mset)
     assert r.returncode == 0 and '0 differ' in r.stdout, r.stdout + r.stderr
     fs2 = mount_set(env, mset, mountpoint=fs.mountpoint)
     with open(os.path.join(fs2.mountpoint, 'x'), 'rb') as f:
@@ -316,7 +322,8 @@ def test_fsck_member_set(env):
     assert fs2.unmount() == 0
     # with member 1 gone the other copy serves the same bytes
     damaged.stop(signal.SIGKILL)
-    fs3 = mount_set(env, MemberSet([first, mset.members[2]]), mountpoint=fs.mountpoint)
+    fs3 = mount_set(env, MemberSet([mset.members[0], mset.members[2]]),
+                    mountpoint=fs.mountpoint)
     with open(os.path.join(fs3.mountpoint, 'x'), 'rb') as f:
         assert f.read() == got
     assert fs3.unmount() == 0
@@ -328,11 +335,8 @@ def test_member_back_is_resynced(env):
     it, and once it answers again within reconnect_timeout only those are
     copied back (a resync, not a rebuild). Then the other original member
     goes, and every byte still reads back through the resynced one."""
-    first = env.server('64M')
-    back = env.server('64M', token_file=first.token_file,
-                      backing_file=os.path.join(env.workdir, 'member1.img'))
-    third = env.server('64M', token_file=first.token_file)
-    mset = MemberSet([first, back, third])
+    mset = env.member_set(3, backed=(1,))
+    first, back = mset.members[0], mset.members[1]
     fs = mount_set(env, mset, ['replicas=2', 'reconnect_timeout=60'])
     wl = Workload(fs.mountpoint, scaled(256 << 10, 64 << 10), limit=150)
     wl.thread.start()
@@ -362,12 +366,10 @@ def test_write_intent_after_a_crash(env):
     makes the copies of those regions agree before reading them (here one
     copy is made to differ by hand, as a client dying between two copies
     would), so rmemfs-fsck then finds no difference."""
-    imgs = [os.path.join(env.workdir, f'm{i}.img') for i in range(3)]
-    first = env.server('64M', backing_file=imgs[0])
-    mset = MemberSet([first] + [env.server('64M', token_file=first.token_file,
-                                           backing_file=imgs[i]) for i in (1, 2)])
+    mset = env.member_set(3, backed=(0, 1, 2))
+    imgs = [m.backing_file for m in mset.members]
     fs = mount_set(env, mset, ['replicas=2'])
-    data = content('intent', 4 * MIB)[:4 * MIB]
+    data = content('intent', 4 * MIB)
     write_file(os.path.join(fs.mountpoint, 'f'), data)
     with open(imgs[0], 'rb') as f:
         f.seek(INTENT_OFF)
@@ -380,14 +382,7 @@ def test_write_intent_after_a_crash(env):
     # a copy differs, and the map says where writes were in flight
     for m in mset.members:
         m.stop()
-    with open(imgs[1], 'r+b') as f:
-        img = f.read()
-        where = img.find(data[MIB:MIB + 4096], SET_DATA_OFF)
-        if where < 0:
-            where = img.find(data[2 * MIB + 4096:2 * MIB + 8192], SET_DATA_OFF)
-        assert where >= 0
-        f.seek(where + 7)
-        f.write(bytes([img[where + 7] ^ 0x5a]))
+    flip_a_byte(imgs[1], data, 7, 0x5a)
     # (the byte is in a slot of member 1, not a unit number: mark every region, on one member)
     with open(imgs[0], 'r+b') as f:
         f.seek(INTENT_OFF)
@@ -398,9 +393,7 @@ def test_write_intent_after_a_crash(env):
     assert re.search(r'regions compared, [1-9]\d* units had copies that differed',
                      fs2.output()), fs2.output()
     assert fs2.unmount() == 0
-    r = subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
-                        f'token_file={mset.token_file},transport=tcp'],
-                       capture_output=True, text=True, timeout=EXIT_TIMEOUT)
+    r = fsck(mset)
     assert r.returncode == 0 and '0 differ' in r.stdout, r.stdout + r.stderr
 
 
@@ -409,15 +402,13 @@ def test_stale_member_is_rebuilt_at_mount(env):
     pool (a backing file) only after the unmount: the next mount finds it
     stale from the others' records, never reads it, and rebuilds it whole;
     then every byte reads back through it with another original member gone."""
-    first = env.server('64M')
-    stale = env.server('64M', token_file=first.token_file,
-                       backing_file=os.path.join(env.workdir, 'member1.img'))
-    mset = MemberSet([first, stale, env.server('64M', token_file=first.token_file)])
+    mset = env.member_set(3, backed=(1,))
+    first, stale = mset.members[0], mset.members[1]
     fs = mount_set(env, mset, ['replicas=2'])
-    before = content('before', 3 * MIB)[:3 * MIB]
+    before = content('before', 3 * MIB)
     write_file(os.path.join(fs.mountpoint, 'before'), before)
     stale.stop(signal.SIGKILL)
-    after = content('after', 3 * MIB)[:3 * MIB]
+    after = content('after', 3 * MIB)
     write_file(os.path.join(fs.mountpoint, 'before'), after)  # overwrites what it holds
     assert fs.unmount() == 0
     stale.start()
