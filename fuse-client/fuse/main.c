@@ -202,6 +202,7 @@ static void ops_config(const struct options *o, struct ops_ctx *ctx)
 		.attr_timeout = o->attr_timeout,
 		.direct_io = o->direct_io,
 		.writeback_cache = o->writeback_cache,
+		.odirect_uncached = o->odirect_uncached,
 		.default_permissions = o->default_permissions,
 	};
 }

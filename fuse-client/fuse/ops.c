@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <linux/fuse.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,13 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	 * carries the set-id bits to clear; when OPEN truncated, it drops them.
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * Direct opens (see reply_open) rely on the kernel dropping
+	 * cached pages of a direct write's range, which FUSE 7.39 (Linux 6.6)
+	 * brought; before, every O_DIRECT open goes the kernel's way.
+	 */
+	if (conn->proto_minor < 39)
+		ctx->odirect_uncached = false;
 	/* what the kernel will really do decides how setattr and lseek behave */
 	ctx->writeback_cache = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
@@ -450,37 +458,53 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 }
 
 /*
- * -o direct_io: FOPEN_DIRECT_IO, every descriptor bypasses the page cache. The
- * kernel then refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP would lift that, but
- * libfuse 3.14 cannot request it).
+ * Page cache or not, per open; meta_open_file keeps the opens of an inode of
+ * one kind. Cached opens share the kernel's page cache, kept across opens
+ * (keep_cache: this client is the pool's only writer; a direct open drops
+ * the pages, and the kernel drops the range of each direct write).
  *
- * O_DIRECT opens are not FOPEN_DIRECT_IO: the kernel's own O_DIRECT path sends
- * their reads and writes to us as FUSE_READ/FUSE_WRITE without a page-cache copy,
- * after writing back (and, for writes, dropping) the cached pages of the range,
- * so they stay coherent with buffered I/O and shared mmap of the same file, and
- * such a descriptor can be mmap'ed like on a local filesystem.
+ * An O_DIRECT open (every open with -o direct_io) of a file without cached
+ * opens is direct: FOPEN_DIRECT_IO and, from OPEN, FOPEN_PARALLEL_DIRECT_WRITES,
+ * so writers of one file do not queue on the inode lock (the kernel still
+ * takes it exclusively for a write past EOF); the cache takes its per-inode
+ * lock shared for writes, so they run in parallel here too. An O_DIRECT open
+ * of a file that has cached opens takes the kernel's own O_DIRECT path, which
+ * writes back and drops the cached pages of its range: coherent with them.
  *
- * Pages survive close/open (keep_cache): this client is the pool's only writer.
+ * A direct open refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP would lift
+ * that, but libfuse 3.14 cannot request it), as does every open of a file
+ * while direct opens of it exist; -o odirect=kernel sends every O_DIRECT
+ * open the kernel's way.
  */
-static void set_open_flags(struct ops_ctx *ctx, struct fuse_file_info *fi)
+static int reply_open(fuse_req_t req, bool direct)
 {
-	fi->direct_io = ctx->direct_io;
-	fi->keep_cache = !ctx->direct_io;
+	/* libfuse 3.14's fuse_file_info has no FOPEN_PARALLEL_DIRECT_WRITES: the reply by hand */
+	struct fuse_open_out out = {
+		.fh = direct,
+		.open_flags = direct ? FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES :
+				       FOPEN_KEEP_CACHE,
+	};
+
+	return fuse_reply_buf(req, (const char *)&out, sizeof(out));
+}
+
+static bool want_direct(struct ops_ctx *ctx, const struct fuse_file_info *fi)
+{
+	return ctx->direct_io || (ctx->odirect_uncached && (fi->flags & O_DIRECT));
 }
 
 static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
-	int rc;
+	int direct;
 
-	rc = meta_open(ctx->meta, ino);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
+	direct = meta_open_file(ctx->meta, ino, want_direct(ctx, fi));
+	if (direct < 0) {
+		fuse_reply_err(req, -direct);
 		return;
 	}
-	set_open_flags(ctx, fi);
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		meta_release(ctx->meta, ino); /* interrupted: no release will come */
+	if (reply_open(req, direct) == -ENOENT)
+		meta_release_file(ctx->meta, ino, direct); /* interrupted: no release will come */
 }
 
 static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -491,7 +515,7 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct fuse_entry_param e;
 	bool existed = false;
 	struct meta_attr a;
-	int rc;
+	int rc, how;
 
 	rc = meta_mknod(ctx->meta, parent, name, S_IFREG | (mode & 07777), 0, &cred, &a);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
@@ -507,23 +531,27 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = meta_open(ctx->meta, a.ino);
+	how = meta_open_file(ctx->meta, a.ino, want_direct(ctx, fi));
+	rc = how < 0 ? how : 0;
 	if (rc == 0 && existed && (fi->flags & O_TRUNC)) {
 		rc = open_truncate(req, a.ino);
 		if (rc == 0)
 			rc = meta_getattr(ctx->meta, a.ino, &a);
 		if (rc < 0)
-			meta_release(ctx->meta, a.ino);
+			meta_release_file(ctx->meta, a.ino, how);
 	}
 	if (rc < 0) {
 		meta_forget(ctx->meta, a.ino, 1);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	set_open_flags(ctx, fi);
+	/* fuse_reply_create cannot say FOPEN_PARALLEL_DIRECT_WRITES (see reply_open) */
+	fi->fh = how;
+	fi->direct_io = how;
+	fi->keep_cache = !how;
 	fill_entry(ctx, &a, &e);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		meta_release(ctx->meta, a.ino);
+		meta_release_file(ctx->meta, a.ino, how);
 		meta_forget(ctx->meta, a.ino, 1);
 	}
 }
@@ -583,7 +611,7 @@ static void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct ops_ctx *ctx = req_ctx(req);
 	struct meta_attr a;
 
-	meta_release(ctx->meta, ino);
+	meta_release_file(ctx->meta, ino, fi->fh);
 	/* the last close of an unlinked file freed it: so is its cached data */
 	if (meta_getattr(ctx->meta, ino, &a) == -ENOENT)
 		cache_forget(ctx->cache, ino);

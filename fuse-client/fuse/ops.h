@@ -31,6 +31,7 @@ struct ops_ctx {
 	double attr_timeout; /* seconds the kernel may cache attributes */
 	bool direct_io; /* every open bypasses the page cache */
 	bool writeback_cache; /* the kernel's writeback cache (off anyway with direct_io) */
+	bool odirect_uncached; /* -o odirect=uncached: O_DIRECT opens may be direct */
 	bool default_permissions; /* the kernel checks permissions: access() is never asked */
 	struct swapmode *swap; /* -o swap: the daemon is fit to serve swap; else NULL */
 };

@@ -46,6 +46,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("readahead=%s", readahead_str, 0),
 	OPT("writeback=%s", writeback_str, 0),
 	OPT("writeback_cache=%s", writeback_cache_str, 0),
+	OPT("odirect=%s", odirect_str, 0),
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
@@ -273,6 +274,14 @@ static int validate_tuning(struct options *o)
 	if (parse_on_off("writeback", o->writeback_str, &o->writeback) < 0 ||
 	    parse_on_off("writeback_cache", o->writeback_cache_str, &o->writeback_cache) < 0)
 		return -EINVAL;
+	if (o->odirect_str && strcmp(o->odirect_str, "uncached") == 0) {
+		o->odirect_uncached = true;
+	} else if (o->odirect_str && strcmp(o->odirect_str, "kernel") == 0) {
+		o->odirect_uncached = false;
+	} else if (o->odirect_str) {
+		fprintf(stderr, "rmemfs: odirect=%s: expected uncached or kernel\n", o->odirect_str);
+		return -EINVAL;
+	}
 	if (parse_timeout("entry_timeout", o->entry_timeout_str, false, &o->entry_timeout) < 0 ||
 	    parse_timeout("attr_timeout", o->attr_timeout_str, false, &o->attr_timeout) < 0 ||
 	    parse_timeout("reconnect_timeout", o->reconnect_timeout_str, true, &secs) < 0)
@@ -331,6 +340,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->readahead = OPTIONS_DEFAULT_READAHEAD;
 	o->writeback = true;
 	o->writeback_cache = true;
+	o->odirect_uncached = true;
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
@@ -409,6 +419,7 @@ void options_free(struct options *o)
 	free(o->readahead_str);
 	free(o->writeback_str);
 	free(o->writeback_cache_str);
+	free(o->odirect_str);
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
 	free(o->reconnect_timeout_str);
@@ -444,6 +455,10 @@ void options_print_help(const char *prog)
 	       "                           off: every write goes through to the pool\n"
 	       "    -o writeback_cache=on|off  the kernel's writeback cache (default on;\n"
 	       "                           write errors are then reported at fsync/close)\n"
+	       "    -o odirect=uncached|kernel  O_DIRECT opens: uncached (default) bypasses\n"
+	       "                           the page cache in FUSE, writers of one file run in\n"
+	       "                           parallel, MAP_SHARED is refused; kernel: the\n"
+	       "                           kernel's O_DIRECT path, mmap works, writers queue\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
 	       "    -o swap                serve a swap file (rmemfs-swap): lock the daemon's\n"

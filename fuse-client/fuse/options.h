@@ -53,6 +53,7 @@ struct options {
 	char *readahead_str;
 	char *writeback_str;
 	char *writeback_cache_str;
+	char *odirect_str;
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
@@ -74,6 +75,7 @@ struct options {
 	uint64_t readahead; /* the block cache's largest readahead window; 0: none */
 	bool writeback; /* the block cache writes back later (else through) */
 	bool writeback_cache; /* the kernel's writeback cache */
+	bool odirect_uncached; /* O_DIRECT opens may be FOPEN_DIRECT_IO (ops.c) */
 	double entry_timeout;
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */

@@ -68,7 +68,8 @@ struct meta_inode {
 	char *symlink; /* symlinks */
 	GPtrArray *xattrs; /* struct meta_xattr *, NULL when none */
 	uint64_t nlookup; /* kernel references (lookup count) */
-	uint32_t nopen;
+	uint32_t nopen; /* kernel opens and internal pins */
+	uint32_t ncached; /* kernel opens that use the page cache (meta_open_file) */
 	uint32_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
 };
 

@@ -407,6 +407,32 @@ void meta_release(struct meta *m, uint64_t ino)
 	change_refs(m, ino, -1, 0);
 }
 
+int meta_open_file(struct meta *m, uint64_t ino, bool want_direct)
+{
+	struct meta_inode *in;
+	int rc = meta_lock_get(m, ino, META_ANY, &in);
+
+	if (rc < 0)
+		return rc;
+	rc = want_direct && !in->ncached;
+	if (!rc)
+		in->ncached++;
+	in->nopen++;
+	return meta_unlock(m, rc);
+}
+
+void meta_release_file(struct meta *m, uint64_t ino, bool direct)
+{
+	struct meta_inode *in;
+
+	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
+		return;
+	if (!direct && in->ncached)
+		in->ncached--;
+	meta_unlock(m, 0);
+	meta_release(m, ino);
+}
+
 /* ---- namespace ---- */
 
 /* the attributes of a new inode of mode in directory p */

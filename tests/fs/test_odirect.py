@@ -1,18 +1,26 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """O_DIRECT, buffered I/O and shared mmap on one file.
 
-O_DIRECT opens go through the kernel's own O_DIRECT path (not FOPEN_DIRECT_IO),
-so a MAP_SHARED mapping of an O_DIRECT descriptor works, and the kernel keeps
-the three views coherent: an O_DIRECT read first writes back dirty pages of
-its range (buffered writes under the writeback cache, mmap stores), an
-O_DIRECT write writes back and drops the cached pages of its range. The
-random test mixes all of them on one file through several descriptors and
-compares the file with a mirror after every step, with the writeback cache on
-(the default) and off. RMEM_TEST_SEED replays another seed.
+An O_DIRECT open of a file without page-cached opens is direct
+(FOPEN_DIRECT_IO: writers of one file run in parallel, MAP_SHARED is
+refused); one of a file that has cached opens, and every O_DIRECT open with
+-o odirect=kernel, goes through the kernel's own O_DIRECT path, and a
+MAP_SHARED mapping of it works. Either way the kernel keeps the three views
+coherent: an O_DIRECT read first writes back dirty pages of its range
+(buffered writes under the writeback cache, mmap stores), an O_DIRECT write
+writes back and drops the cached pages of its range. The random test mixes
+all of them on one file through several descriptors, opened in both orders,
+and compares the file with a mirror after every step, with the writeback
+cache on (the default) and off. RMEM_TEST_SEED replays another seed.
+Direct opens need kernel 6.6 (FUSE 7.39); before, rmemfs sends every O_DIRECT
+open the kernel's way and the tests of direct opens skip.
 """
+import errno
 import mmap
 import os
+import platform
 import random
+import threading
 
 import pytest
 
@@ -21,6 +29,15 @@ from conftest import pattern, resident_pages, scaled, stats
 BS = 4096
 MAX_SIZE = 1 << 20
 SEED = int(os.environ.get('RMEM_TEST_SEED', '909'))
+
+
+def direct_opens_supported():
+    major, minor = (int(x) for x in platform.release().split('.')[:2])
+    return (major, minor) >= (6, 6)
+
+
+needs_direct_opens = pytest.mark.skipif(not direct_opens_supported(),
+                                        reason='direct opens need kernel 6.6 (FUSE 7.39)')
 
 
 def round_up(n):
@@ -37,6 +54,14 @@ def mnt(env, request):
     assert fs.unmount() == 0, f'rmemfs exit status at unmount:\n{fs.output()}'
 
 
+@pytest.fixture
+def kernel_odirect_mnt(env):
+    """-o odirect=kernel: every O_DIRECT open takes the kernel's O_DIRECT path."""
+    fs = env.rmemfs(env.server('64M'), options=['odirect=kernel'], caches=True)
+    yield fs.mountpoint
+    assert fs.unmount() == 0, f'rmemfs exit status at unmount:\n{fs.output()}'
+
+
 class Mismatch(AssertionError):
     pass
 
@@ -45,16 +70,22 @@ class Mixer:
     """One file, an O_DIRECT and a buffered read-write descriptor, an O_DIRECT
     read-only one, and a shared mapping of one of them; a bytearray mirror."""
 
-    def __init__(self, path, seed):
+    def __init__(self, path, seed, direct_first):
         self.rng = random.Random(seed)
         self.seed = seed
+        self.direct_first = direct_first
         self.mirror = bytearray()
         self.abuf = mmap.mmap(-1, MAX_SIZE + 2 * BS)  # page-aligned for O_DIRECT
         self.fds = {}
         self.map = None
         self.map_fd = None
-        self.fds['buffered'] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        # direct first: the O_DIRECT descriptors are direct (no MAP_SHARED);
+        # else they take the kernel's O_DIRECT path
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+        if not direct_first:
+            self.fds['buffered'] = os.open(path, os.O_RDWR)
         self.fds['direct'] = os.open(path, os.O_RDWR | os.O_DIRECT)
+        self.fds['buffered'] = self.fds.get('buffered') or os.open(path, os.O_RDWR)
         self.fds['direct-ro'] = os.open(path, os.O_RDONLY | os.O_DIRECT)
 
     def close(self):
@@ -80,7 +111,7 @@ class Mixer:
         self.unmap()
         if size == 0:
             return None
-        self.map_fd = self.rng.choice(['direct', 'buffered'])
+        self.map_fd = 'buffered' if self.direct_first else self.rng.choice(['direct', 'buffered'])
         self.map = mmap.mmap(self.fds[self.map_fd], size, mmap.MAP_SHARED,
                              mmap.PROT_READ | mmap.PROT_WRITE)
         return self.map
@@ -237,10 +268,11 @@ class Mixer:
                                + '\n'.join(history[-12:])) from e
 
 
-def test_odirect_buffered_mmap_mix(mnt):
+@pytest.mark.parametrize('direct_first', [False, True], ids=['cached-first', 'direct-first'])
+def test_odirect_buffered_mmap_mix(mnt, direct_first):
     steps = scaled(300, 50)
     print(f'seed {SEED} (RMEM_TEST_SEED replays another), {steps} steps')
-    mixer = Mixer(os.path.join(mnt, 'mix'), SEED)
+    mixer = Mixer(os.path.join(mnt, 'mix'), SEED, direct_first)
     try:
         mixer.run(steps)
     finally:
@@ -248,10 +280,11 @@ def test_odirect_buffered_mmap_mix(mnt):
     print(f'ops {mixer.counts}, mean size checked {mixer.checked_bytes // steps} bytes')
 
 
-def test_mmap_of_odirect_descriptor(mnt):
-    """MAP_SHARED of an O_DIRECT descriptor works; an O_DIRECT read after a
-    store and msync sees the store; O_DIRECT I/O leaves no page-cache copy."""
-    p = os.path.join(mnt, 'direct-mapped')
+def test_mmap_of_odirect_descriptor(kernel_odirect_mnt):
+    """odirect=kernel: MAP_SHARED of an O_DIRECT descriptor works; an O_DIRECT
+    read after a store and msync sees the store; O_DIRECT I/O leaves no
+    page-cache copy."""
+    p = os.path.join(kernel_odirect_mnt, 'direct-mapped')
     size = 64 * 1024
     buf = mmap.mmap(-1, size)
     buf.write(pattern(91, size))
@@ -312,3 +345,88 @@ def test_odirect_coherence_with_cached_pages(mnt):
         os.close(dfd)
         os.close(bfd)
         abuf.close()
+
+
+@needs_direct_opens
+def test_direct_open_then_cached_open(mnt):
+    """A lone O_DIRECT open is direct: no MAP_SHARED, no page-cache copy. A
+    buffered open and mapping of the file meanwhile are cached, and the two
+    stay coherent: the O_DIRECT read writes back dirty pages and mmap stores
+    first, buffered reads and the mapping see O_DIRECT writes at once."""
+    p = os.path.join(mnt, 'direct-first')
+    size = 64 * 1024
+    abuf = mmap.mmap(-1, size)
+    with open(p, 'wb') as f:
+        f.truncate(size)
+    dfd = os.open(p, os.O_RDWR | os.O_DIRECT)
+    bfd = m = None
+    try:
+        with pytest.raises(OSError) as e:
+            mmap.mmap(dfd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        assert e.value.errno == errno.ENODEV
+        bfd = os.open(p, os.O_RDWR)
+        want = bytearray(pattern(94, size))
+        os.pwrite(bfd, want, 0)  # with the writeback cache: dirty pages
+        written = stats(mnt)['bytes_written']
+        assert os.preadv(dfd, [abuf], 0) == size and abuf[:] == want
+        print(f'dirty pages written back by the O_DIRECT read: '
+              f'{stats(mnt)["bytes_written"] - written} bytes')
+        assert os.pread(bfd, size, 0) == want  # cached again
+        abuf[:8192] = pattern(95, 8192)
+        assert os.pwritev(dfd, [memoryview(abuf)[:8192]], 16384) == 8192
+        want[16384:16384 + 8192] = pattern(95, 8192)
+        assert os.pread(bfd, size, 0) == want
+        m = mmap.mmap(bfd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        m[100:200] = b'x' * 100  # no msync
+        want[100:200] = b'x' * 100
+        assert os.preadv(dfd, [abuf], 0) == size and abuf[:] == want
+        abuf[:4096] = pattern(96, 4096)
+        assert os.pwritev(dfd, [memoryview(abuf)[:4096]], 32768) == 4096
+        want[32768:36864] = pattern(96, 4096)
+        assert m[:] == want
+    finally:
+        if m is not None:
+            m.close()
+        if bfd is not None:
+            os.close(bfd)
+        os.close(dfd)
+        abuf.close()
+
+
+@needs_direct_opens
+def test_parallel_direct_writers(mnt):
+    """Four threads, each with its own O_DIRECT descriptor, write 4 KiB pieces
+    interleaved within the same cache blocks of one file (FOPEN_PARALLEL_
+    DIRECT_WRITES lets the kernel send them at once); every piece lands."""
+    p = os.path.join(mnt, 'parallel')
+    nthreads, rounds, piece = 4, scaled(64, 16), 4096
+    size = nthreads * rounds * piece
+    with open(p, 'wb') as f:
+        f.truncate(size)  # no write past EOF: those the kernel serialises
+    errors = []
+
+    def writer(k):
+        fd = os.open(p, os.O_WRONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, piece)
+        try:
+            for r in range(rounds):
+                i = r * nthreads + k  # neighbours in one 64 KiB block belong to others
+                buf[:] = pattern(1000 + i, piece)
+                assert os.pwritev(fd, [buf], i * piece) == piece
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            buf.close()
+            os.close(fd)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(nthreads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), 'a writer hung'
+    assert not errors, errors
+    with open(p, 'rb') as f:
+        data = f.read()
+    for i in range(nthreads * rounds):
+        assert data[i * piece:(i + 1) * piece] == pattern(1000 + i, piece), f'piece {i}'
