@@ -25,7 +25,11 @@
 #   randread-4k-qd32, randwrite-4k-qd32      libaio, iodepth 32, O_DIRECT
 #   randread-4k-qd1-4j, randwrite-4k-qd1-4j  4 jobs in parallel (numjobs=4), O_DIRECT, QD1
 #   meta-create, meta-stat, meta-unlink      --files small files (4 KiB) in one directory:
-#                         create+write+close, then (after a cold step) stat, then unlink
+#                         create+write+close, then (after a cold step) stat, then unlink;
+#                         on every target the kernel's dentries and inodes are dropped
+#                         after each META_DROP_EVERY (5000) files, untimed, so that
+#                         passthrough_ll (a descriptor per known inode) stays under the
+#                         descriptor limit (`ulimit -Hn`, which root may not raise here)
 # A target without O_DIRECT runs the O_DIRECT jobs buffered and the results say so.
 # "Cold": the client side holds nothing. rmemfs, passthrough_ll and sshfs are unmounted and
 # mounted again from a new process, then drop_caches; tmpfs has no cold state (drop_caches
@@ -85,6 +89,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 
 # shellcheck source-path=SCRIPTDIR source=lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
+META_DROP_EVERY=5000
 targets_arg="" jobs_arg="" SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180
 PERF_DURATION="" POOL="" RMEMFS_OPTS=""
 declare -A VALUE_OPTS=([--targets]=targets_arg [--jobs]=jobs_arg [--size]=SEQ_SIZE
@@ -398,7 +403,8 @@ run_fio()
 run_meta()
 {
 	local target=$1 phase=$2 n=$3 rc
-	local cmd=("$META_BIN" "$MNT/bench/meta" "$phase" -n "$n" -s 4096 -t "$META_LIMIT")
+	local cmd=("$META_BIN" "$MNT/bench/meta" "$phase" -n "$n" -s 4096 -t "$META_LIMIT"
+		-d "$META_DROP_EVERY")
 	record_cmd "$target" "meta-$phase" "${cmd[@]}"
 	printf '  %-22s ' "meta-$phase"
 	cache_stats "$target" "meta-$phase" before

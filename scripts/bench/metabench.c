@@ -13,7 +13,11 @@
  * caller can make caches cold in between (remount, drop_caches). A phase stops
  * early after SECS seconds (0: no limit); the JSON then says "partial": true
  * and "ops" holds how many files it did, which the caller passes to the next
- * phase as -n. One JSON object goes to stdout:
+ * phase as -n. With -d N the kernel's dentry and inode caches are dropped
+ * (drop_caches=2, needs root) after every N files, outside the timed
+ * operations and the time limit: a FUSE daemon that holds a descriptor per
+ * inode the kernel knows (passthrough_ll) then gets FORGETs and stays under
+ * its descriptor limit. One JSON object goes to stdout:
  *   {"phase": .., "files": .., "ops": .., "errors": .., "first_error": "..",
  *    "elapsed_s": .., "ops_s": .., "lat_mean_us": .., "lat_p50_us": ..,
  *    "lat_p99_us": .., "lat_max_us": .., "partial": false}
@@ -95,10 +99,12 @@ static int do_one(enum metabench_phase phase, const char *path, const char *data
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: metabench DIR create|stat|unlink [-n FILES] [-s BYTES] [-t SECS]\n"
+	fprintf(f, "usage: metabench DIR create|stat|unlink [-n FILES] [-s BYTES] [-t SECS] [-d N]\n"
 		   "  -n FILES  how many files (default 100000)\n"
 		   "  -s BYTES  bytes written per file by create, checked by stat (default 4096)\n"
-		   "  -t SECS   stop the phase after SECS seconds (default 0: no limit)\n");
+		   "  -t SECS   stop the phase after SECS seconds (default 0: no limit)\n"
+		   "  -d N      drop the kernel's dentry and inode caches after every N files,\n"
+		   "            untimed (default 0: never; needs root)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -113,7 +119,7 @@ static int parse_u64(const char *s, uint64_t *out)
 struct metabench_args {
 	const char *dir;
 	enum metabench_phase phase;
-	uint64_t files, size, limit_s;
+	uint64_t files, size, limit_s, drop_every;
 };
 
 static const char *const phase_names[] = { "create", "stat", "unlink" };
@@ -127,6 +133,7 @@ static int parse_args(int argc, char **argv, struct metabench_args *a)
 	a->files = 100000;
 	a->size = 4096;
 	a->limit_s = 0;
+	a->drop_every = 0;
 	if (argc < 3)
 		goto usage;
 	a->dir = argv[1];
@@ -136,7 +143,7 @@ static int parse_args(int argc, char **argv, struct metabench_args *a)
 		goto usage;
 	a->phase = (enum metabench_phase)i;
 	optind = 3;
-	while ((opt = getopt(argc, argv, "n:s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:t:d:h")) != -1) {
 		uint64_t v;
 
 		if (opt == 'h') {
@@ -149,6 +156,8 @@ static int parse_args(int argc, char **argv, struct metabench_args *a)
 			a->files = v;
 		else if (opt == 's')
 			a->size = v;
+		else if (opt == 'd')
+			a->drop_every = v;
 		else
 			a->limit_s = v;
 	}
@@ -164,10 +173,22 @@ usage:
 }
 
 struct metabench_result {
-	uint64_t ops, errors, sum, elapsed;
+	uint64_t ops, errors, sum, elapsed, drops, drop_ns;
 	int partial;
 	char first_error[256];
 };
+
+/* drop_caches=2: dentries and inodes; returns 0 or -errno */
+static int drop_dentries(void)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, "2\n", 2);
+	close(fd);
+	return rc;
+}
 
 /* the phase over every file (or until the time limit), each latency into lat[] */
 static void run_phase(const struct metabench_args *a, const char *data, uint64_t *lat,
@@ -182,6 +203,20 @@ static void run_phase(const struct metabench_args *a, const char *data, uint64_t
 		int rc;
 
 		snprintf(path, sizeof(path), "%s/f%07llu", a->dir, (unsigned long long)i);
+		if (a->drop_every && i && i % a->drop_every == 0) {
+			t = clock_now_ns();
+			rc = drop_dentries();
+			b = clock_now_ns();
+			if (rc < 0) {
+				r->errors++;
+				snprintf(r->first_error, sizeof(r->first_error),
+					 "drop_caches: %s", strerror(-rc));
+				break;
+			}
+			r->drops++;
+			r->drop_ns += b - t;
+			t_end = t_end == UINT64_MAX ? t_end : t_end + (b - t);
+		}
 		t = clock_now_ns();
 		if (t >= t_end) {
 			r->partial = 1;
@@ -199,7 +234,7 @@ static void run_phase(const struct metabench_args *a, const char *data, uint64_t
 		lat[r->ops++] = b - t;
 		r->sum += b - t;
 	}
-	r->elapsed = clock_now_ns() - t0;
+	r->elapsed = clock_now_ns() - t0 - r->drop_ns;
 }
 
 static void print_result(const struct metabench_args *a, struct metabench_result *r,
@@ -212,12 +247,12 @@ static void print_result(const struct metabench_args *a, struct metabench_result
 	printf("{\"phase\": \"%s\", \"files\": %llu, \"ops\": %llu, \"errors\": %llu, "
 	       "\"first_error\": \"%s\", \"bytes_per_file\": %llu, \"elapsed_s\": %.6f, "
 	       "\"ops_s\": %.1f, \"lat_mean_us\": %.2f, \"lat_p50_us\": %.2f, "
-	       "\"lat_p99_us\": %.2f, \"lat_max_us\": %.2f, \"partial\": %s}\n",
+	       "\"lat_p99_us\": %.2f, \"lat_max_us\": %.2f, \"drops\": %llu, \"partial\": %s}\n",
 	       phase_names[a->phase], (unsigned long long)a->files, (unsigned long long)ops,
 	       (unsigned long long)r->errors, r->first_error, (unsigned long long)a->size,
 	       r->elapsed / 1e9, r->elapsed ? ops / (r->elapsed / 1e9) : 0.0,
 	       ops ? r->sum / 1000.0 / ops : 0.0, PCT(50), PCT(99), PCT(100),
-	       r->partial ? "true" : "false");
+	       (unsigned long long)r->drops, r->partial ? "true" : "false");
 #undef PCT
 }
 
