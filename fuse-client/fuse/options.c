@@ -336,7 +336,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->cache_size = options_default_cache_size();
 	o->block_size = OPTIONS_DEFAULT_BLOCK_SIZE;
 	o->qps = OPTIONS_DEFAULT_QPS;
-	o->poll_mode = XPORT_POLL_EVENT;
+	o->poll_mode = XPORT_POLL_HYBRID;
 	o->readahead = OPTIONS_DEFAULT_READAHEAD;
 	o->writeback = true;
 	o->writeback_cache = true;
@@ -466,7 +466,8 @@ void options_print_help(const char *prog)
 	       "                           OOM-killed; cache_size defaults to 64M, block_size\n"
 	       "                           to 4K (needs root)\n"
 	       "    -o qps=N               connections to the server, 1..%u (default %u)\n"
-	       "    -o poll=busy|event|hybrid  completion polling (default event)\n"
+	       "    -o poll=busy|event|hybrid  completion polling (default hybrid:\n"
+	       "                           spin 50 us, then sleep)\n"
 	       "    -o entry_timeout=SECS  kernel name cache timeout (default 1)\n"
 	       "    -o attr_timeout=SECS   kernel attribute cache timeout (default 1)\n"
 	       "    -o reconnect_timeout=SECS|inf  how long to wait for a server that went\n"
