@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +379,13 @@ int main(int argc, char **argv)
 	struct options o;
 	int notify_fd = -1, status = 1, rc;
 
+	/*
+	 * A fixed mmap threshold. glibc raises it each time a large block is
+	 * freed (the checkpoint buffer, megabytes with many files); the next
+	 * ones then come from the heap and stay resident after free. Measured
+	 * with 100,000 small files: 444 -> 357 bytes of RSS per file.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	rc = options_parse(&o, argc, argv);
 	if (rc < 0 || o.show_help || o.show_version) {
 		if (rc == 0)

@@ -64,17 +64,9 @@ static bool put_ext(struct meta_ext *e, void *ctx)
 	return true;
 }
 
-static gboolean put_dirent(gpointer key, gpointer value, gpointer ctx)
-{
-	struct ser_ctx *s = ctx;
-	struct meta_dirent *d = value;
-
-	layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
-	return FALSE;
-}
-
 static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 {
+	struct meta_dirent *d;
 	guint i;
 
 	layout_put_inode(s->b, &in->a);
@@ -104,7 +96,8 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 	if (S_ISREG(in->a.mode))
 		inode_ext_foreach(in, put_ext, s);
 	if (S_ISDIR(in->a.mode))
-		g_tree_foreach(in->dir->by_cookie, put_dirent, s);
+		for (d = inode_dir_next(in, 0); d; d = inode_dir_next(in, d->cookie))
+			layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
 }
 
 int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray **out)

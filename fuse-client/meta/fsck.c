@@ -287,17 +287,15 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 	if (!root || !root->dir)
 		return;
 	bump(w->reached, META_ROOT_INO);
-	root->parent = META_ROOT_INO;
+	root->dir->parent = META_ROOT_INO;
 	g_queue_push_tail(&queue, root);
 	while (!g_queue_is_empty(&queue)) {
 		struct meta_inode *dir = g_queue_pop_head(&queue);
 		GPtrArray *drop = g_ptr_array_new();
-		GTreeNode *node;
+		struct meta_dirent *d;
 		guint i;
 
-		for (node = g_tree_node_first(dir->dir->by_cookie); node;
-		     node = g_tree_node_next(node)) {
-			struct meta_dirent *d = g_tree_node_value(node);
+		for (d = inode_dir_next(dir, 0); d; d = inode_dir_next(dir, d->cookie)) {
 			struct meta_inode *t = inode_get(m, d->ino);
 			bool fix;
 
@@ -338,7 +336,7 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 				}
 				bump(w->reached, t->a.ino);
 				bump(w->subdirs, dir->a.ino);
-				t->parent = dir->a.ino;
+				t->dir->parent = dir->a.ino;
 				g_queue_push_tail(&queue, t);
 			} else {
 				bump(w->reached, t->a.ino);

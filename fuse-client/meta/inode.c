@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,18 @@ size_t inode_fixed_bytes(const struct meta_inode *in)
 
 /* ---- inode table ---- */
 
+/* by_name holds dirents as keys (a set: no value array); they hash by name */
+static guint dirent_hash(gconstpointer p)
+{
+	return g_str_hash(((const struct meta_dirent *)p)->name);
+}
+
+static gboolean dirent_equal(gconstpointer a, gconstpointer b)
+{
+	return strcmp(((const struct meta_dirent *)a)->name,
+		      ((const struct meta_dirent *)b)->name) == 0;
+}
+
 static void xattr_free(gpointer p)
 {
 	struct meta_xattr *x = p;
@@ -93,7 +106,7 @@ static void dir_free(struct meta_dir *d)
 {
 	if (!d)
 		return;
-	g_tree_destroy(d->by_cookie);
+	g_ptr_array_free(d->by_cookie, TRUE);
 	g_hash_table_destroy(d->by_name);
 	g_free(d);
 }
@@ -103,10 +116,11 @@ static void inode_free_mem(gpointer p)
 {
 	struct meta_inode *in = p;
 
-	if (in->ext)
-		g_tree_destroy(in->ext);
+	if (S_ISREG(in->a.mode) && !in->ext_inline && in->exts.tree)
+		g_tree_destroy(in->exts.tree);
 	dir_free(in->dir);
-	g_free(in->symlink);
+	if (S_ISLNK(in->a.mode))
+		g_free(in->symlink);
 	if (in->xattrs)
 		g_ptr_array_free(in->xattrs, TRUE);
 	g_free(in);
@@ -132,12 +146,12 @@ struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 	in->a = *a;
 	if (S_ISDIR(a->mode)) {
 		in->dir = g_new0(struct meta_dir, 1);
-		in->dir->by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
-		in->dir->by_cookie = g_tree_new_full(u64_cmp, NULL, NULL, NULL);
+		in->dir->by_name = g_hash_table_new_full(dirent_hash, dirent_equal, g_free, NULL);
+		in->dir->by_cookie = g_ptr_array_new();
 		in->dir->next_cookie = 3;
-		in->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
+		in->dir->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
 	}
-	in->hdr_bytes = (uint32_t)layout_inode_len(&in->a);
+	in->hdr_bytes = (uint8_t)layout_inode_len(&in->a);
 	m->ckpt_bytes += inode_fixed_bytes(in);
 	g_hash_table_insert(m->inodes, &in->a.ino, in);
 	if (a->ino >= m->next_ino)
@@ -147,7 +161,7 @@ struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 
 void inode_touch_acct(struct meta *m, struct meta_inode *in)
 {
-	uint32_t now = (uint32_t)layout_inode_len(&in->a);
+	uint8_t now = (uint8_t)layout_inode_len(&in->a);
 
 	m->ckpt_bytes = m->ckpt_bytes - in->hdr_bytes + now;
 	in->hdr_bytes = now;
@@ -187,7 +201,7 @@ void inode_destroy(struct meta *m, struct meta_inode *in)
 			m->ckpt_bytes -= inode_dirent_bytes(d->ino, d->cookie, d->nlen);
 		}
 	}
-	if (in->symlink) {
+	if (S_ISLNK(in->a.mode) && in->symlink) {
 		size_t old = strlen(in->symlink);
 
 		m->ckpt_bytes -= layout_uv_len(old) + old;
@@ -232,12 +246,101 @@ struct meta_inode **inode_table_sorted(struct meta *m, guint *n)
 
 struct meta_dirent *inode_dir_lookup(struct meta_inode *dir, const char *name)
 {
-	return dir->dir ? g_hash_table_lookup(dir->dir->by_name, name) : NULL;
+	struct {
+		struct meta_dirent d;
+		char name[NAME_MAX + 1];
+	} key;
+	size_t len = strlen(name);
+
+	if (!dir->dir || len > NAME_MAX)
+		return NULL;
+	memcpy(key.d.name, name, len + 1);
+	return g_hash_table_lookup(dir->dir->by_name, &key.d);
 }
 
 guint inode_dir_count(const struct meta_inode *dir)
 {
 	return dir->dir ? g_hash_table_size(dir->dir->by_name) : 0;
+}
+
+/*
+ * An index i of by_cookie with every entry before it <= after and every one
+ * from it on > after (NULLs skipped): the first entry above after is the
+ * first non-NULL from i.
+ */
+static guint cookie_seek(const GPtrArray *a, uint64_t after)
+{
+	guint lo = 0, hi = a->len;
+
+	while (lo < hi) {
+		guint mid = lo + (hi - lo) / 2, j = mid;
+
+		while (j < hi && !a->pdata[j])
+			j++;
+		if (j == hi || ((struct meta_dirent *)a->pdata[j])->cookie > after)
+			hi = mid;
+		else
+			lo = j + 1;
+	}
+	return lo;
+}
+
+/* the index of the first entry above after, or a->len */
+static guint cookie_next(const GPtrArray *a, uint64_t after)
+{
+	guint i = cookie_seek(a, after);
+
+	while (i < a->len && !a->pdata[i])
+		i++;
+	return i;
+}
+
+struct meta_dirent *inode_dir_next(const struct meta_inode *dir, uint64_t after)
+{
+	GPtrArray *a = dir->dir ? dir->dir->by_cookie : NULL;
+	guint i = a ? cookie_next(a, after) : 0;
+
+	return a && i < a->len ? a->pdata[i] : NULL;
+}
+
+static bool cookie_used(const struct meta_dir *md, uint64_t cookie)
+{
+	guint i = cookie_next(md->by_cookie, cookie - 1);
+
+	return i < md->by_cookie->len &&
+	       ((struct meta_dirent *)md->by_cookie->pdata[i])->cookie == cookie;
+}
+
+/* new cookies are the largest: an append, but for entries loaded out of order */
+static void cookie_insert(struct meta_dir *md, struct meta_dirent *d)
+{
+	GPtrArray *a = md->by_cookie;
+	guint i = a->len;
+
+	while (i && !a->pdata[i - 1]) /* trailing holes go */
+		i--;
+	md->holes -= a->len - i;
+	g_ptr_array_set_size(a, i);
+	if (i && ((struct meta_dirent *)a->pdata[i - 1])->cookie > d->cookie)
+		i = cookie_seek(a, d->cookie);
+	g_ptr_array_insert(a, (gint)i, d);
+}
+
+static void cookie_remove(struct meta_dir *md, const struct meta_dirent *d)
+{
+	GPtrArray *a = md->by_cookie;
+	guint i = cookie_next(a, d->cookie - 1), j, k;
+
+	if (i == a->len || a->pdata[i] != d)
+		return;
+	a->pdata[i] = NULL;
+	if (++md->holes < 64 || md->holes < a->len / 2)
+		return;
+	for (j = k = 0; j < a->len; j++)
+		if (a->pdata[j])
+			a->pdata[k++] = a->pdata[j];
+	g_ptr_array_set_size(a, k);
+	md->holes = 0;
 }
 
 struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const char *name,
@@ -247,10 +350,10 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 	struct meta_dirent *d, *old;
 	struct meta_inode *child;
 
-	old = g_hash_table_lookup(md->by_name, name);
+	old = inode_dir_lookup(dir, name);
 	if (old)
 		inode_dir_del(m, dir, old);
-	if (cookie < 3 || g_tree_lookup(md->by_cookie, &cookie)) {
+	if (cookie < 3 || cookie_used(md, cookie)) {
 		if (cookie)
 			inode_load_problem(m, "directory %" G_GUINT64_FORMAT
 					   ": entry \"%s\" has a duplicate or invalid cookie %"
@@ -267,13 +370,13 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 	d->nlen = (uint8_t)nlen;
 	memcpy(d->name, name, nlen);
 	d->name[nlen] = 0;
-	g_hash_table_insert(md->by_name, d->name, d);
-	g_tree_insert(md->by_cookie, &d->cookie, d);
+	g_hash_table_add(md->by_name, d);
+	cookie_insert(md, d);
 	m->ckpt_bytes += inode_dirent_bytes(ino, cookie, nlen);
 	if (type == DT_DIR) {
 		child = inode_get(m, ino);
 		if (child && child->dir)
-			child->parent = dir->a.ino;
+			child->dir->parent = dir->a.ino;
 	}
 	return d;
 }
@@ -281,8 +384,8 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d)
 {
 	m->ckpt_bytes -= inode_dirent_bytes(d->ino, d->cookie, d->nlen);
-	g_tree_remove(dir->dir->by_cookie, &d->cookie);
-	g_hash_table_remove(dir->dir->by_name, d->name);
+	cookie_remove(dir->dir, d);
+	g_hash_table_remove(dir->dir->by_name, d);
 }
 
 /* ---- xattrs ---- */
@@ -342,16 +445,62 @@ void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name)
 
 /* ---- extents ---- */
 
+/*
+ * A file's only extent lives in the inode (ext_inline); the primitives that
+ * change extents work on the tree: ext_to_tree first, ext_to_inline after.
+ * Reads (inode_ext_find, inode_ext_foreach) see either form.
+ */
+uint64_t inode_nblocks(const struct meta_inode *in)
+{
+	if (!S_ISREG(in->a.mode))
+		return 0;
+	return in->ext_inline ? in->ext1.count : in->exts.nblocks;
+}
+
+static void ext_to_tree(struct meta_inode *in)
+{
+	struct meta_ext *e;
+
+	if (!in->ext_inline)
+		return;
+	e = g_memdup2(&in->ext1, sizeof(*e));
+	in->ext_inline = 0;
+	in->exts.tree = g_tree_new_full(u64_cmp, NULL, NULL, g_free);
+	in->exts.nblocks = e->count;
+	g_tree_insert(in->exts.tree, &e->fblock, e);
+}
+
+static void ext_to_inline(struct meta_inode *in)
+{
+	struct meta_ext one;
+	guint n;
+
+	if (in->ext_inline || !in->exts.tree)
+		return;
+	n = g_tree_nnodes(in->exts.tree);
+	if (n > 1)
+		return;
+	if (n)
+		one = *(struct meta_ext *)g_tree_node_value(g_tree_node_first(in->exts.tree));
+	g_tree_destroy(in->exts.tree);
+	in->exts.tree = NULL;
+	in->exts.nblocks = 0;
+	if (n) {
+		in->ext1 = one;
+		in->ext_inline = 1;
+	}
+}
+
 static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ext *e, int sign)
 {
 	if (sign > 0) {
-		in->nblocks += e->count;
+		in->exts.nblocks += e->count;
 		if (e->state == META_EXT_FRESH)
 			m->nfresh++;
 		else
 			m->ckpt_bytes += inode_ext_bytes(e);
 	} else {
-		in->nblocks -= e->count;
+		in->exts.nblocks -= e->count;
 		if (e->state == META_EXT_FRESH)
 			m->nfresh--;
 		else
@@ -378,16 +527,16 @@ static void ext_insert(struct meta *m, struct meta_inode *in, uint64_t fb, uint6
 	e->count = count;
 	e->pblock = pb;
 	e->state = state;
-	if (!in->ext)
-		in->ext = g_tree_new_full(u64_cmp, NULL, NULL, g_free);
-	g_tree_insert(in->ext, &e->fblock, e);
+	if (!in->exts.tree)
+		in->exts.tree = g_tree_new_full(u64_cmp, NULL, NULL, g_free);
+	g_tree_insert(in->exts.tree, &e->fblock, e);
 	ext_acct(m, in, e, 1);
 }
 
 static void ext_remove(struct meta *m, struct meta_inode *in, struct meta_ext *e)
 {
 	ext_acct(m, in, e, -1);
-	g_tree_remove(in->ext, &e->fblock);
+	g_tree_remove(in->exts.tree, &e->fblock);
 }
 
 struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_ext **next)
@@ -397,25 +546,34 @@ struct meta_ext *inode_ext_find(struct meta_inode *in, uint64_t fb, struct meta_
 
 	if (next)
 		*next = NULL;
-	if (!in->ext)
+	if (!S_ISREG(in->a.mode))
 		return NULL;
-	node = g_tree_upper_bound(in->ext, &fb);
+	if (in->ext_inline) {
+		e = &in->ext1;
+		if (next && e->fblock > fb)
+			*next = e;
+		return e->fblock <= fb && e->fblock + e->count > fb ? e : NULL;
+	}
+	if (!in->exts.tree)
+		return NULL;
+	node = g_tree_upper_bound(in->exts.tree, &fb);
 	if (next && node)
 		*next = g_tree_node_value(node);
-	prev = node ? g_tree_node_previous(node) : g_tree_node_last(in->ext);
+	prev = node ? g_tree_node_previous(node) : g_tree_node_last(in->exts.tree);
 	if (!prev)
 		return NULL;
 	e = g_tree_node_value(prev);
 	return e->fblock + e->count > fb ? e : NULL;
 }
 
-void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
-		     bool free_blocks)
+/* inode_ext_clear on the tree form */
+static void ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		      bool free_blocks)
 {
 	uint64_t end = count > UINT64_MAX - fb ? UINT64_MAX : fb + count;
 	struct meta_ext *e;
 
-	if (!in->ext || !count)
+	if (!in->exts.tree || !count)
 		return;
 	e = inode_ext_find(in, fb, NULL);
 	if (e && e->fblock < fb) {
@@ -431,7 +589,7 @@ void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_
 			ext_insert(m, in, end, eend - end, e->pblock + (end - e->fblock), e->state);
 	}
 	for (;;) {
-		GTreeNode *node = g_tree_lower_bound(in->ext, &fb);
+		GTreeNode *node = g_tree_lower_bound(in->exts.tree, &fb);
 		uint64_t eend;
 
 		if (!node)
@@ -456,10 +614,20 @@ void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_
 			break;
 		}
 	}
-	if (!g_tree_nnodes(in->ext)) {
-		g_tree_destroy(in->ext);
-		in->ext = NULL;
+	if (!g_tree_nnodes(in->exts.tree)) {
+		g_tree_destroy(in->exts.tree);
+		in->exts.tree = NULL;
 	}
+}
+
+void inode_ext_clear(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
+		     bool free_blocks)
+{
+	if (!S_ISREG(in->a.mode))
+		return;
+	ext_to_tree(in);
+	ext_clear(m, in, fb, count, free_blocks);
+	ext_to_inline(in);
 }
 
 static bool ext_adjacent(const struct meta_ext *a, const struct meta_ext *b)
@@ -484,7 +652,7 @@ static struct meta_ext *ext_absorb(struct meta *m, struct meta_inode *in, struct
 /* merge the extent at fb with its neighbours where they continue each other */
 static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 {
-	GTreeNode *node = g_tree_lookup_node(in->ext, &fb);
+	GTreeNode *node = g_tree_lookup_node(in->exts.tree, &fb);
 	GTreeNode *prev, *next;
 	struct meta_ext *e;
 
@@ -494,7 +662,7 @@ static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 	prev = g_tree_node_previous(node);
 	if (prev) {
 		e = ext_absorb(m, in, g_tree_node_value(prev), e);
-		node = g_tree_lookup_node(in->ext, &e->fblock);
+		node = g_tree_lookup_node(in->exts.tree, &e->fblock);
 	}
 	next = g_tree_node_next(node);
 	if (next)
@@ -504,11 +672,13 @@ static void ext_merge_at(struct meta *m, struct meta_inode *in, uint64_t fb)
 void inode_ext_set(struct meta *m, struct meta_inode *in, uint64_t fb, uint64_t count,
 		   uint64_t pb, uint8_t state)
 {
-	if (!count)
+	if (!count || !S_ISREG(in->a.mode))
 		return;
-	inode_ext_clear(m, in, fb, count, true);
+	ext_to_tree(in);
+	ext_clear(m, in, fb, count, true);
 	ext_insert(m, in, fb, count, pb, state);
 	ext_merge_at(m, in, fb);
+	ext_to_inline(in);
 }
 
 void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, void *ctx),
@@ -516,9 +686,15 @@ void inode_ext_foreach(struct meta_inode *in, bool (*fn)(struct meta_ext *e, voi
 {
 	GTreeNode *node;
 
-	if (!in->ext)
+	if (!S_ISREG(in->a.mode))
 		return;
-	for (node = g_tree_node_first(in->ext); node; node = g_tree_node_next(node))
+	if (in->ext_inline) {
+		fn(&in->ext1, ctx);
+		return;
+	}
+	if (!in->exts.tree)
+		return;
+	for (node = g_tree_node_first(in->exts.tree); node; node = g_tree_node_next(node))
 		if (!fn(g_tree_node_value(node), ctx))
 			break;
 }
@@ -535,7 +711,7 @@ void inode_derive_parents(struct meta *m)
 		struct meta_inode *in = v;
 
 		if (in->dir)
-			in->parent = in->a.ino == META_ROOT_INO ? META_ROOT_INO : 0;
+			in->dir->parent = in->a.ino == META_ROOT_INO ? META_ROOT_INO : 0;
 	}
 	g_hash_table_iter_init(&it, m->inodes);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -551,8 +727,8 @@ void inode_derive_parents(struct meta *m)
 			if (d->type != DT_DIR)
 				continue;
 			c = inode_get(m, d->ino);
-			if (c && c->dir && !c->parent && c->a.ino != META_ROOT_INO)
-				c->parent = in->a.ino;
+			if (c && c->dir && !c->dir->parent && c->a.ino != META_ROOT_INO)
+				c->dir->parent = in->a.ino;
 		}
 	}
 }

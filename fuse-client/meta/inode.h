@@ -2,9 +2,10 @@
 /*
  * inode.h - the in-RAM metadata objects (inodes, extents, directory entries,
  * xattrs, symlink targets) and the primitives that change them, for the
- * metadata layer only. A regular file's extents sit in a GTree keyed by
- * first file block; a directory's entries in a hash table by name plus a
- * GTree by cookie (the stable readdir offset).
+ * metadata layer only. A regular file with one extent keeps it in the inode
+ * record; with more, they sit in a GTree keyed by first file block. A
+ * directory's entries sit in a hash set by name plus an array sorted by
+ * cookie (the stable readdir offset).
  *
  * Primitives change RAM only (m->lock held) and never journal; they keep
  * three derived things right: the exact byte size of the next checkpoint
@@ -48,9 +49,11 @@ struct meta_dirent {
 };
 
 struct meta_dir {
-	GHashTable *by_name; /* dirent->name -> dirent; owns the dirents */
-	GTree *by_cookie; /* &dirent->cookie -> dirent */
+	GHashTable *by_name; /* set of dirents, hashed by name; owns them */
+	GPtrArray *by_cookie; /* dirents by ascending cookie; NULL: a removed one */
+	guint holes; /* NULLs in by_cookie (compacted when they are half) */
 	uint64_t next_cookie; /* >= 3 (1 and 2 are "." and "..") */
+	uint64_t parent; /* containing directory (root: itself); derived */
 };
 
 struct meta_xattr {
@@ -59,19 +62,39 @@ struct meta_xattr {
 	uint8_t *value;
 };
 
+/*
+ * One per inode, and so per small file: kept small (the metadata job of the
+ * benchmark holds 100,000 of them). What belongs to one file type shares
+ * the union; a.mode says which member is live.
+ */
 struct meta_inode {
 	struct layout_inode a; /* persistent attributes (a.size unused for dirs) */
-	uint64_t parent; /* directories: containing directory (root: itself); derived */
-	uint64_t nblocks; /* blocks in extents, every state */
-	GTree *ext; /* regular files: &ext->fblock -> meta_ext; NULL when empty */
-	struct meta_dir *dir; /* directories */
-	char *symlink; /* symlinks */
+	union {
+		struct meta_ext ext1; /* REG with ext_inline: the file's only extent */
+		struct {
+			GTree *tree; /* REG: &ext->fblock -> meta_ext; NULL when none */
+			uint64_t nblocks; /* blocks in the tree's extents, every state */
+		} exts;
+		char *symlink; /* LNK */
+	};
+	struct meta_dir *dir; /* directories (non-NULL exactly for them) */
 	GPtrArray *xattrs; /* struct meta_xattr *, NULL when none */
-	uint64_t nlookup; /* kernel references (lookup count) */
+	uint32_t nlookup; /* kernel references (lookup count); sticks at UINT32_MAX */
 	uint32_t nopen; /* kernel opens and internal pins */
 	uint32_t ncached; /* kernel opens that use the page cache (meta_open_file) */
-	uint32_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
+	uint8_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
+	uint8_t ext_inline; /* REG: ext1 is live (else exts) */
 };
+
+/* one more kernel reference (a lookup reply); saturates rather than wraps */
+static inline void inode_ref(struct meta_inode *in)
+{
+	if (in->nlookup < UINT32_MAX)
+		in->nlookup++;
+}
+
+/* blocks in a file's extents, every state (0 for other inodes) */
+uint64_t inode_nblocks(const struct meta_inode *in);
 
 struct meta_inode *inode_get(struct meta *m, uint64_t ino);
 /* create an inode (attributes from a), or NULL if ino exists */
@@ -90,6 +113,8 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 				  size_t nlen, uint64_t ino, uint8_t type, uint64_t cookie);
 void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d);
 guint inode_dir_count(const struct meta_inode *dir);
+/* the entry with the smallest cookie above after (NULL: none); for cookie-order walks */
+struct meta_dirent *inode_dir_next(const struct meta_inode *dir, uint64_t after);
 
 struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx);
 void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,

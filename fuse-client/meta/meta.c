@@ -127,7 +127,7 @@ static void fill_attr(struct meta_inode *in, struct meta_attr *out)
 	out->gid = in->a.gid;
 	out->rdev = in->a.rdev;
 	out->size = S_ISDIR(in->a.mode) ? DIR_SIZE : in->a.size;
-	out->blocks = in->nblocks;
+	out->blocks = inode_nblocks(in);
 	out->atime = in->a.atime;
 	out->mtime = in->a.mtime;
 	out->ctime = in->a.ctime;
@@ -240,11 +240,11 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_a
 		rc = meta_lock_get(m, parent, META_DIR, &p);
 		if (rc < 0)
 			return rc;
-		in = name[1] ? inode_get(m, p->parent ? p->parent : META_ROOT_INO) : p;
+		in = name[1] ? inode_get(m, p->dir->parent ? p->dir->parent : META_ROOT_INO) : p;
 	}
 	if (!in)
 		return meta_unlock(m, -EIO);
-	in->nlookup++;
+	inode_ref(in);
 	fill_attr(in, out);
 	return meta_unlock(m, 0);
 }
@@ -387,7 +387,8 @@ static int change_refs(struct meta *m, uint64_t ino, int open, uint64_t forget)
 	if (open < 0 && !in->nopen)
 		return meta_unlock(m, 0);
 	in->nopen += open;
-	in->nlookup = forget > in->nlookup ? 0 : in->nlookup - forget;
+	if (in->nlookup != UINT32_MAX) /* saturated: the count is lost, keep the inode */
+		in->nlookup = forget > in->nlookup ? 0 : in->nlookup - (uint32_t)forget;
 	free_if_unused(m, in);
 	return meta_unlock(m, 0);
 }
@@ -481,11 +482,11 @@ static void add_entry(struct meta *m, struct meta_inode *p, const char *name, si
 	d = inode_dir_add(m, p, name, nlen, in->a.ino, inode_dtype(in->a.mode), 0);
 	journal_rec_dirent_add(m->j, p->a.ino, name, nlen, in->a.ino, d->type, d->cookie);
 	if (S_ISDIR(in->a.mode)) {
-		in->parent = p->a.ino;
+		in->dir->parent = p->a.ino;
 		p->a.nlink++;
 	}
 	dir_changed(m, p, now);
-	in->nlookup++;
+	inode_ref(in);
 }
 
 static int create_node(struct meta *m, uint64_t parent, const char *name, uint32_t mode,
@@ -682,9 +683,9 @@ static bool is_ancestor(struct meta *m, uint64_t anc, uint64_t ino)
 		if (ino == META_ROOT_INO)
 			return false;
 		in = inode_get(m, ino);
-		if (!in)
+		if (!in || !in->dir)
 			return false;
-		ino = in->parent;
+		ino = in->dir->parent;
 	}
 	return false;
 }
@@ -727,7 +728,7 @@ static void dir_moved(struct meta_inode *in, struct meta_inode *from, struct met
 		return;
 	from->a.nlink--;
 	to->a.nlink++;
-	in->parent = to->a.ino;
+	in->dir->parent = to->a.ino;
 }
 
 static void rename_exchange(struct meta *m, struct rename_ends *e, const struct timespec *now)
@@ -855,7 +856,7 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 {
 	struct meta_inode *dir, *child;
 	struct meta_attr attr;
-	GTreeNode *node;
+	struct meta_dirent *d;
 	uint64_t from;
 	int rc;
 
@@ -868,16 +869,13 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 			return meta_unlock(m, 0);
 	}
 	if (cookie < 2) {
-		child = inode_get(m, dir->parent ? dir->parent : META_ROOT_INO);
+		child = inode_get(m, dir->dir->parent ? dir->dir->parent : META_ROOT_INO);
 		fill_attr(child ? child : dir, &attr);
 		if (fill(ctx, "..", &attr, 2))
 			return meta_unlock(m, 0);
 	}
 	from = MAX(cookie, 2);
-	for (node = g_tree_upper_bound(dir->dir->by_cookie, &from); node;
-	     node = g_tree_node_next(node)) {
-		struct meta_dirent *d = g_tree_node_value(node);
-
+	for (d = inode_dir_next(dir, from); d; d = inode_dir_next(dir, d->cookie)) {
 		child = inode_get(m, d->ino);
 		if (!child)
 			continue;
@@ -885,7 +883,7 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 		if (fill(ctx, d->name, &attr, d->cookie))
 			break;
 		if (plus)
-			child->nlookup++;
+			inode_ref(child);
 	}
 	return meta_unlock(m, 0);
 }
