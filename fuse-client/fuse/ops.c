@@ -170,6 +170,14 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (conn->proto_minor < 39)
 		ctx->odirect_uncached = false;
+	/*
+	 * Background requests (async direct I/O, readahead, write-back) in flight
+	 * at once: the kernel's default of 12 made a QD32 submitter sleep for a
+	 * slot and be woken per completion (fuse_request_bg_finish). 64 covers
+	 * QD32 with room for the write-back; the cache bounds the work anyway.
+	 */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 	/* what the kernel will really do decides how setattr and lseek behave */
 	ctx->writeback_cache = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	g_debug("init: kernel protocol %u.%u, max_write %u, max_readahead %u, want 0x%x",
