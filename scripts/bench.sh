@@ -399,6 +399,14 @@ run_fio()
 	return $rc
 }
 
+# client_rss_kib TARGET: VmRSS of the rmemfs client (nothing for other targets)
+client_rss_kib()
+{
+	case $1 in
+	rmemfs-*) [ -n "$FS_PID" ] && awk '/^VmRSS:/ {print $2}' "/proc/$FS_PID/status" 2>/dev/null ;;
+	esac
+}
+
 # run_meta TARGET PHASE N: one metabench phase; sets META_OPS to how many files it did
 run_meta()
 {
@@ -408,9 +416,14 @@ run_meta()
 	record_cmd "$target" "meta-$phase" "${cmd[@]}"
 	printf '  %-22s ' "meta-$phase"
 	cache_stats "$target" "meta-$phase" before
+	local rss0
+	rss0=$(client_rss_kib "$target")
 	run timeout -k 10 $((META_LIMIT + 120)) "${cmd[@]}" >"$RAW/$target/meta-$phase.json" \
 		2>"$RAW/$target/meta-$phase.err"
 	rc=$?
+	# what the client holds for the files it created: RSS before and after, in KiB
+	[ "$phase" = create ] && [ -n "$rss0" ] &&
+		printf '%s\t%s\n' "$rss0" "$(client_rss_kib "$target")" >"$RAW/$target/meta-create.rss"
 	"$PY" "$HERE/report.py" meta-line "$RAW/$target/meta-$phase.json"
 	cache_stats "$target" "meta-$phase" after
 	META_OPS=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ops"])' \

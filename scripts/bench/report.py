@@ -279,6 +279,12 @@ def collect(res):
                 m['samples'] += 1
                 if int(p[2]) not in m['pids']:
                     m['pids'].append(int(p[2]))
+    for t in RMEMFS:  # the client's RSS around meta-create (bench.sh run_meta)
+        rss = read_tsv(os.path.join(raw, t, 'meta-create.rss'), 2)
+        row = rows.get((t, 'meta-create'))
+        if len(rss) == 1 and row and row.get('ios') and (t + ':client') in memory:
+            before, after = int(rss[0][0]), int(rss[0][1])
+            memory[t + ':client']['bytes_per_file'] = (after - before) * 1024.0 / row['ios']
     return config, env, notes, rows, commands, memory
 
 
@@ -345,9 +351,28 @@ def compute(config, rows, memory, notes):
              '4 KiB random read O_DIRECT QD1, every read a cache miss, >= 0.5x passthrough_ll')
         want('randread-4k-qd1-warm', 'passthrough_ll', 1.0,
              '4 KiB random read O_DIRECT QD1, working set in the cache, >= 1.0x passthrough_ll')
+        want('randread-4k-qd32', 'passthrough_ll', 1.0,
+             '4 KiB random read O_DIRECT QD32 >= 1.0x passthrough_ll')
+        want('randwrite-4k-qd32', 'passthrough_ll', 1.0,
+             '4 KiB random write O_DIRECT QD32 >= 1.0x passthrough_ll')
+        want('randwrite-4k-qd1-4j', 'passthrough_ll', 1.5,
+             '4 KiB random write O_DIRECT, 4 writers of one file, >= 1.5x passthrough_ll')
+        want('randwrite-4k-qd1-4j', 'sshfs', 1.0,
+             '4 KiB random write O_DIRECT, 4 writers of one file, >= 1.0x sshfs')
+        one, four = rows.get((t, 'randwrite-4k-qd1')), rows.get((t, 'randwrite-4k-qd1-4j'))
+        if one and four:
+            rr = ratio(four, one)
+            checks.append({'target': t, 'what': 'four writers of one file faster than one',
+                           'job': 'randwrite-4k-qd1-4j', 'baseline': 'randwrite-4k-qd1',
+                           'required': 1.0, 'actual': rr, 'met': rr > 1.0})
         for job in JOBS:
             if (t, job) in rows and ('sshfs', job) in rows:
                 want(job, 'sshfs', 5.0, 'every job >= 5x sshfs')
+        per_file = memory.get(t + ':client', {}).get('bytes_per_file')
+        if per_file is not None:
+            checks.append({'target': t, 'what': 'client RAM per small file (meta-create) <= 200',
+                           'required': 200.0, 'actual': per_file, 'unit': 'bytes',
+                           'met': per_file <= 200})
         for proc, base, slack, what in (('client', cache, 64, 'cache_size'),
                                         ('memserver', pool, 32, 'pool')):
             mem = memory.get(t + ':' + proc)
