@@ -31,6 +31,7 @@
 #include "config.h"
 #include "memserver.h"
 #include "net.h"
+#include "notify.h"
 #include "pool.h"
 #include "proto.h"
 #include "tcp_server.h"
@@ -483,6 +484,19 @@ static int memserver_wait_for_signal(const sigset_t *set)
 	return EXIT_SUCCESS;
 }
 
+/* systemd's Type=notify: ready, with the ready line as the unit's status */
+static void notify_ready(const char *size_str, const char *hp, const char *rdma_note)
+{
+	char *msg = g_strdup_printf("READY=1\nSTATUS=serving %s on tcp %s%s", size_str, hp,
+				    rdma_note);
+	int rc = notify_send(msg);
+
+	if (rc < 0)
+		g_warning("cannot tell the service manager we are ready ($NOTIFY_SOCKET): %s",
+			  g_strerror(-rc));
+	g_free(msg);
+}
+
 /* the ready line on stdout (what starts memservers waits for it) */
 static void memserver_announce(const struct memserver *ms, const struct memserver_opts *o,
 			       uint16_t port, const char *rdma_note)
@@ -493,6 +507,7 @@ static void memserver_announce(const struct memserver *ms, const struct memserve
 	memserver_hostport(o->listen, port, hp, sizeof(hp));
 	printf("memserver: serving %s on tcp %s%s\n", size_str, hp, rdma_note);
 	fflush(stdout);
+	notify_ready(size_str, hp, rdma_note);
 	g_debug("pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64 " bytes%s%s",
 		pool_id(ms->pool), pool_region_count(ms->pool), pool_chunk_size(ms->pool),
 		ms->have_token ? ", token required" : "", o->backing_file ? ", backing file" : "");
@@ -606,6 +621,7 @@ int main(int argc, char **argv)
 
 	memserver_announce(&ms, &o, tcp_server_port(ts), rdma_note);
 	status = memserver_wait_for_signal(&sigs);
+	notify_send("STOPPING=1");
 
 	/* teardown in reverse order; client threads go before RDMA (they hold oob handles) */
 	tcp_server_destroy(ts);

@@ -2,9 +2,12 @@
 # deps.sh - install the Debian packages rmemfs needs, and nothing when they are all there.
 #
 # usage: scripts/deps.sh [--check] [GROUP...]      (default groups: build test)
-#   build  compiler, meson, and the -dev packages of glib, rdma-core and libfuse3
+#   build  compiler, meson, scdoc (the man pages), and the -dev packages of glib, rdma-core
+#          and libfuse3
 #   test   what the test suites run: pytest (Debian's, run with /usr/bin/python3), fio, fuse3,
-#          the rdma-core userspace providers, valgrind
+#          the rdma-core userspace providers, valgrind, man-db and bsdextrautils (the man
+#          page check renders with man -l and col)
+#   package  scripts/package.sh: debhelper, dpkg-dev, lintian, systemd (systemd-analyze), git
 #   demo   what scripts/demo.sh runs besides the build: fuse3, fio, python3 (fio's JSON)
 #   vm     the soft-RoCE VM harness (scripts/rdma-vm.sh): qemu, busybox, kmod, cpio, iproute2
 #          (its `rdma` tool), e2fsprogs, and the rdma-core utilities used in the guest
@@ -22,9 +25,10 @@
 set -euo pipefail
 
 declare -A GROUP_PKGS=(
-	[build]="meson ninja-build pkg-config gcc libc6-dev libglib2.0-dev libibverbs-dev
+	[build]="meson ninja-build pkg-config gcc libc6-dev scdoc libglib2.0-dev libibverbs-dev
 		 librdmacm-dev libfuse3-dev"
-	[test]="python3 python3-pytest fio fuse3 ibverbs-providers valgrind"
+	[test]="python3 python3-pytest fio fuse3 ibverbs-providers valgrind man-db bsdextrautils"
+	[package]="debhelper dpkg-dev lintian systemd git"
 	[demo]="fuse3 fio python3"
 	[vm]="qemu-system-x86 busybox-static kmod cpio gzip iproute2 e2fsprogs ibverbs-providers
 	      ibverbs-utils rdmacm-utils perftest"
@@ -33,7 +37,7 @@ declare -A GROUP_PKGS=(
 	[bench]="fio sshfs openssh-server openssh-client gnuplot-nox procps fuse3 python3"
 	[farmem]="redis-server redis-tools gnuplot-nox util-linux coreutils procps fuse3 python3"
 )
-ALL_GROUPS="build test demo vm bench farmem"
+ALL_GROUPS="build test demo vm bench farmem package"
 
 usage()
 {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # test.sh - install what is missing, build, and run every rmemfs test; CI runs this (.ci/run).
 #
-# usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-rdma]
+# usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-package] [--no-rdma]
 #
 # Runs, in order (each is one "run" in the summary):
 #   main      build/ (-Dwerror=true): `meson test` of every suite except rdma
@@ -10,6 +10,8 @@
 #   asan      build-asan/ (-Db_sanitize=address,undefined -Dwerror=true): the unit and
 #             integration suites and the member-set tests (suite sets; RMEMFS_ASAN_SUITES
 #             overrides the list), with leak detection and UBSan halting on the first error
+#   package   scripts/package.sh: the Debian packages built with dpkg-buildpackage, their
+#             contents, lintian (no errors) and systemd-analyze verify of memserver@.service
 #   rdma      scripts/test-rdma.sh build/: the rdma suite and the transport tests over real
 #             verbs (soft-RoCE) inside a qemu guest; a loud SKIP only where qemu cannot start
 # The counts come from meson's JSON test logs (meson-logs/<run>.json) and from the RDMA run's
@@ -23,11 +25,12 @@ cd "$ROOT" || exit 1
 BUILD=$ROOT/build
 ASAN_BUILD=$ROOT/build-asan
 ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration sets}
-do_asan=1 do_valgrind=1 do_rdma=1
+do_asan=1 do_valgrind=1 do_package=1 do_rdma=1
 for arg in "$@"; do
 	case $arg in
 	--no-asan) do_asan=0 ;;
 	--no-valgrind) do_valgrind=0 ;;
+	--no-package) do_package=0 ;;
 	--no-rdma) do_rdma=0 ;;
 	-h | --help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "test.sh: unknown argument '$arg'" >&2; exit 2 ;;
@@ -170,6 +173,18 @@ if [ $do_asan = 1 ]; then
 		unset ASAN_OPTIONS UBSAN_OPTIONS
 	else
 		record_fail asan "configuring or building $ASAN_BUILD failed (see above)"
+	fi
+fi
+
+if [ $do_package = 1 ]; then
+	banner "tests: package (Debian packages)"
+	RMEMFS_PACKAGE_RESULTS=$WORK/package.counts "$ROOT/scripts/package.sh" --out "$ROOT/build-deb"
+	rc=$?
+	if read -r p f s <"$WORK/package.counts" 2>/dev/null && [ -n "$s" ]; then
+		echo "package $p $f $s" >>"$SUMMARY"
+		tail -n +2 "$WORK/package.counts" | sed 's/^/package: /' >>"$FAILURES"
+	else
+		record_fail package "package.sh exited $rc without reporting its counts"
 	fi
 fi
 

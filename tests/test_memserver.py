@@ -288,6 +288,31 @@ def test_ready_line_port0_and_sigterm(start):
     assert time.monotonic() - t0 < 5
 
 
+def test_notify_socket(tmp_path):
+    """Type=notify: READY=1 with the ready line as STATUS once the port listens,
+    STOPPING=1 at SIGTERM, to the datagram socket in $NOTIFY_SOCKET (a path or,
+    with '@', an abstract name)."""
+    for name in (str(tmp_path / 'notify'), '@rmemfs-test-notify-%d' % os.getpid()):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind('\0' + name[1:] if name.startswith('@') else name)
+        sock.settimeout(30)
+        s = None
+        try:
+            env = dict(daemon_env(), NOTIFY_SOCKET=name)
+            s = MemServerProc(['--port', '0', '--size', '8M', '--transport', 'tcp'], tmp_path,
+                              name='notified', env=env)
+            ready = sock.recv(4096).decode()
+            assert ready.startswith('READY=1\n'), ready
+            assert ready == 'READY=1\nSTATUS=' + s.ready[len('memserver: '):], ready
+            assert s.stop(signal.SIGTERM) == 0
+            s = None
+            assert sock.recv(4096) == b'STOPPING=1'
+        finally:
+            if s is not None:
+                s.stop(signal.SIGKILL)
+            sock.close()
+
+
 def test_sigint_exits_zero(start):
     s = start('--port', '0', '--size', '8M', '--transport', 'tcp')
     assert s.match.group('rdma') == ' (rdma: off)'
