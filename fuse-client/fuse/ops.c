@@ -466,10 +466,10 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 }
 
 /*
- * Page cache or not, per open; meta_open_file keeps the opens of an inode of
- * one kind. Cached opens share the kernel's page cache, kept across opens
- * (keep_cache: this client is the pool's only writer; a direct open drops
- * the pages, and the kernel drops the range of each direct write).
+ * Page cache or not, per open (meta_open_file decides). Cached opens share
+ * the kernel's page cache, kept across opens (keep_cache: this client is the
+ * pool's only writer; a direct open drops the pages, and the kernel drops
+ * the range of each direct write).
  *
  * An O_DIRECT open (every open with -o direct_io) of a file without cached
  * opens is direct: FOPEN_DIRECT_IO and, from OPEN, FOPEN_PARALLEL_DIRECT_WRITES,
@@ -479,10 +479,12 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
  * of a file that has cached opens takes the kernel's own O_DIRECT path, which
  * writes back and drops the cached pages of its range: coherent with them.
  *
- * A direct open refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP would lift
- * that, but libfuse 3.14 cannot request it), as does every open of a file
- * while direct opens of it exist; -o odirect=kernel sends every O_DIRECT
- * open the kernel's way.
+ * A cached open that comes while direct ones exist stays cached: the kernel
+ * writes back its dirty pages before a direct read of the range and drops
+ * its pages of a direct write's range (seen on 6.18; test_odirect.py mixes
+ * both orders and checks it by hand). A direct open refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP
+ * would lift that, but libfuse 3.14 cannot request it); -o odirect=kernel
+ * sends every O_DIRECT open the kernel's way.
  */
 static int reply_open(fuse_req_t req, bool direct)
 {

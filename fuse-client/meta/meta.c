@@ -376,14 +376,19 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
 	return meta_unlock(m, 0);
 }
 
-/* the kernel's references to ino: open +1 / -1 (release), forget lookups dropped */
-static int change_refs(struct meta *m, uint64_t ino, int open, uint64_t forget)
+/*
+ * The kernel's references to ino: open +1 / -1 (release), cached -1 with the
+ * release of a page-cached open, forget lookups dropped.
+ */
+static int change_refs(struct meta *m, uint64_t ino, int open, int cached, uint64_t forget)
 {
 	struct meta_inode *in;
 	int rc = meta_lock_get(m, ino, META_ANY, &in);
 
 	if (rc < 0)
 		return rc;
+	if (cached < 0 && in->ncached)
+		in->ncached--;
 	if (open < 0 && !in->nopen)
 		return meta_unlock(m, 0);
 	in->nopen += open;
@@ -395,17 +400,17 @@ static int change_refs(struct meta *m, uint64_t ino, int open, uint64_t forget)
 
 void meta_forget(struct meta *m, uint64_t ino, uint64_t nlookup)
 {
-	change_refs(m, ino, 0, nlookup);
+	change_refs(m, ino, 0, 0, nlookup);
 }
 
 int meta_open(struct meta *m, uint64_t ino)
 {
-	return change_refs(m, ino, 1, 0);
+	return change_refs(m, ino, 1, 0, 0);
 }
 
 void meta_release(struct meta *m, uint64_t ino)
 {
-	change_refs(m, ino, -1, 0);
+	change_refs(m, ino, -1, 0, 0);
 }
 
 int meta_open_file(struct meta *m, uint64_t ino, bool want_direct)
@@ -424,14 +429,7 @@ int meta_open_file(struct meta *m, uint64_t ino, bool want_direct)
 
 void meta_release_file(struct meta *m, uint64_t ino, bool direct)
 {
-	struct meta_inode *in;
-
-	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
-		return;
-	if (!direct && in->ncached)
-		in->ncached--;
-	meta_unlock(m, 0);
-	meta_release(m, ino);
+	change_refs(m, ino, -1, direct ? 0 : -1, 0);
 }
 
 /* ---- namespace ---- */

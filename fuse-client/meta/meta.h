@@ -115,12 +115,11 @@ int meta_open(struct meta *m, uint64_t ino);
 void meta_release(struct meta *m, uint64_t ino);
 
 /*
- * The kernel's opens of a file (each also a meta_open reference), and how the
- * kernel may cache their data. The opens of one inode are all of one kind:
- * page-cached, or direct (no page cache, FOPEN_DIRECT_IO). The first open
- * after none are left picks the kind (want_direct: an O_DIRECT open, or
- * -o direct_io); later ones follow it, so no direct write ever goes around
- * the pages of a cached open. Returns 1 for direct, 0 for cached, or -errno.
+ * The kernel's opens of a file (each also a meta_open reference), and whether
+ * one may bypass the page cache (direct, FOPEN_DIRECT_IO): only when it wants
+ * to (an O_DIRECT open, or -o direct_io) and no page-cached open of the inode
+ * exists. Returns 1 for direct, 0 for cached, or -errno; release with the
+ * same kind.
  */
 int meta_open_file(struct meta *m, uint64_t ino, bool want_direct);
 void meta_release_file(struct meta *m, uint64_t ino, bool direct);
