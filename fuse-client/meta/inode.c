@@ -264,51 +264,55 @@ guint inode_dir_count(const struct meta_inode *dir)
 }
 
 /*
- * An index i of by_cookie with every entry before it <= after and every one
- * from it on > after (NULLs skipped): the first entry above after is the
- * first non-NULL from i.
+ * by_cookie slots: a dirent, or where one was removed its cookie, shifted
+ * left and tagged with bit 0 (dirents are aligned), so that a search never
+ * walks over holes. Cookies are below 2^63 (inode_dir_add).
  */
+static uint64_t slot_cookie(gconstpointer p)
+{
+	uintptr_t v = (uintptr_t)p;
+
+	return v & 1 ? v >> 1 : ((const struct meta_dirent *)p)->cookie;
+}
+
+static struct meta_dirent *slot_dirent(gpointer p)
+{
+	return (uintptr_t)p & 1 ? NULL : p;
+}
+
+/* the index of the first slot whose cookie is above after, or a->len */
 static guint cookie_seek(const GPtrArray *a, uint64_t after)
 {
 	guint lo = 0, hi = a->len;
 
 	while (lo < hi) {
-		guint mid = lo + (hi - lo) / 2, j = mid;
+		guint mid = lo + (hi - lo) / 2;
 
-		while (j < hi && !a->pdata[j])
-			j++;
-		if (j == hi || ((struct meta_dirent *)a->pdata[j])->cookie > after)
+		if (slot_cookie(a->pdata[mid]) > after)
 			hi = mid;
 		else
-			lo = j + 1;
+			lo = mid + 1;
 	}
 	return lo;
-}
-
-/* the index of the first entry above after, or a->len */
-static guint cookie_next(const GPtrArray *a, uint64_t after)
-{
-	guint i = cookie_seek(a, after);
-
-	while (i < a->len && !a->pdata[i])
-		i++;
-	return i;
 }
 
 struct meta_dirent *inode_dir_next(const struct meta_inode *dir, uint64_t after)
 {
 	GPtrArray *a = dir->dir ? dir->dir->by_cookie : NULL;
-	guint i = a ? cookie_next(a, after) : 0;
+	guint i = a ? cookie_seek(a, after) : 0;
 
-	return a && i < a->len ? a->pdata[i] : NULL;
+	for (; a && i < a->len; i++)
+		if (slot_dirent(a->pdata[i]))
+			return a->pdata[i];
+	return NULL;
 }
 
 static bool cookie_used(const struct meta_dir *md, uint64_t cookie)
 {
-	guint i = cookie_next(md->by_cookie, cookie - 1);
+	guint i = cookie_seek(md->by_cookie, cookie - 1);
 
-	return i < md->by_cookie->len &&
-	       ((struct meta_dirent *)md->by_cookie->pdata[i])->cookie == cookie;
+	return i < md->by_cookie->len && slot_dirent(md->by_cookie->pdata[i]) &&
+	       slot_cookie(md->by_cookie->pdata[i]) == cookie;
 }
 
 /* new cookies are the largest: an append, but for entries loaded out of order */
@@ -317,11 +321,11 @@ static void cookie_insert(struct meta_dir *md, struct meta_dirent *d)
 	GPtrArray *a = md->by_cookie;
 	guint i = a->len;
 
-	while (i && !a->pdata[i - 1]) /* trailing holes go */
+	while (i && !slot_dirent(a->pdata[i - 1])) /* trailing holes go */
 		i--;
 	md->holes -= a->len - i;
 	g_ptr_array_set_size(a, i);
-	if (i && ((struct meta_dirent *)a->pdata[i - 1])->cookie > d->cookie)
+	if (i && slot_cookie(a->pdata[i - 1]) > d->cookie)
 		i = cookie_seek(a, d->cookie);
 	g_ptr_array_insert(a, (gint)i, d);
 }
@@ -329,15 +333,15 @@ static void cookie_insert(struct meta_dir *md, struct meta_dirent *d)
 static void cookie_remove(struct meta_dir *md, const struct meta_dirent *d)
 {
 	GPtrArray *a = md->by_cookie;
-	guint i = cookie_next(a, d->cookie - 1), j, k;
+	guint i = cookie_seek(a, d->cookie - 1), j, k;
 
 	if (i == a->len || a->pdata[i] != d)
 		return;
-	a->pdata[i] = NULL;
+	a->pdata[i] = (gpointer)(uintptr_t)(d->cookie << 1 | 1);
 	if (++md->holes < 64 || md->holes < a->len / 2)
 		return;
 	for (j = k = 0; j < a->len; j++)
-		if (a->pdata[j])
+		if (slot_dirent(a->pdata[j]))
 			a->pdata[k++] = a->pdata[j];
 	g_ptr_array_set_size(a, k);
 	md->holes = 0;
@@ -353,7 +357,7 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 	old = inode_dir_lookup(dir, name);
 	if (old)
 		inode_dir_del(m, dir, old);
-	if (cookie < 3 || cookie_used(md, cookie)) {
+	if (cookie < 3 || cookie >= 1ULL << 63 || cookie_used(md, cookie)) {
 		if (cookie)
 			inode_load_problem(m, "directory %" G_GUINT64_FORMAT
 					   ": entry \"%s\" has a duplicate or invalid cookie %"

@@ -50,8 +50,8 @@ struct meta_dirent {
 
 struct meta_dir {
 	GHashTable *by_name; /* set of dirents, hashed by name; owns them */
-	GPtrArray *by_cookie; /* dirents by ascending cookie; NULL: a removed one */
-	guint holes; /* NULLs in by_cookie (compacted when they are half) */
+	GPtrArray *by_cookie; /* dirents by ascending cookie; removed ones leave a tagged cookie */
+	guint holes; /* removed ones in by_cookie (compacted when they are half) */
 	uint64_t next_cookie; /* >= 3 (1 and 2 are "." and "..") */
 	uint64_t parent; /* containing directory (root: itself); derived */
 };
