@@ -315,7 +315,13 @@ static bool cookie_used(const struct meta_dir *md, uint64_t cookie)
 	       slot_cookie(md->by_cookie->pdata[i]) == cookie;
 }
 
-/* new cookies are the largest: an append, but for entries loaded out of order */
+/*
+ * A cookie has at most one slot: a live entry, or the hole a removed one left.
+ * An entry that takes a removed one's cookie (rename over a name, a journal
+ * replay) takes its hole, so cookie_remove finds an entry at the first slot
+ * that carries its cookie. New cookies are the largest: an append, but for
+ * entries loaded out of order and reused cookies.
+ */
 static void cookie_insert(struct meta_dir *md, struct meta_dirent *d)
 {
 	GPtrArray *a = md->by_cookie;
@@ -325,8 +331,17 @@ static void cookie_insert(struct meta_dir *md, struct meta_dirent *d)
 		i--;
 	md->holes -= a->len - i;
 	g_ptr_array_set_size(a, i);
-	if (i && slot_cookie(a->pdata[i - 1]) > d->cookie)
-		i = cookie_seek(a, d->cookie);
+	if (!i || slot_cookie(a->pdata[i - 1]) < d->cookie) {
+		g_ptr_array_add(a, d);
+		return;
+	}
+	i = cookie_seek(a, d->cookie - 1);
+	if (i < a->len && slot_cookie(a->pdata[i]) == d->cookie) {
+		g_assert(!slot_dirent(a->pdata[i])); /* inode_dir_add checked cookie_used */
+		a->pdata[i] = d;
+		md->holes--;
+		return;
+	}
 	g_ptr_array_insert(a, (gint)i, d);
 }
 
@@ -335,8 +350,7 @@ static void cookie_remove(struct meta_dir *md, const struct meta_dirent *d)
 	GPtrArray *a = md->by_cookie;
 	guint i = cookie_seek(a, d->cookie - 1), j, k;
 
-	if (i == a->len || a->pdata[i] != d)
-		return;
+	g_assert(i < a->len && a->pdata[i] == d); /* every entry has its slot */
 	a->pdata[i] = (gpointer)(uintptr_t)(d->cookie << 1 | 1);
 	if (++md->holes < 64 || md->holes < a->len / 2)
 		return;
