@@ -4,7 +4,9 @@
  * memserver: format, remount equality, journal replay after a simulated
  * crash, torn journal tails, checkpoint rollover, the lease, format rules,
  * ENOSPC, a 100,000-entry directory, fsck detection and repair, rename and
- * xattr rules, sparse files, ownership rules.
+ * xattr rules, sparse files, ownership rules, and a seeded model of directory
+ * churn (creates, unlinks, renames over names, links, chunked listings)
+ * across remounts and crashes.
  *
  * Each test spawns its own memserver on an ephemeral port (found through
  * RMEM_BUILD_DIR) and kills it in teardown. A "crash" is mount_abandon():
@@ -989,6 +991,327 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/*
+ * ---- directory model: seeded random churn checked against a hash table ----
+ *
+ * Two directories, names from a small space so that creates, unlinks, renames
+ * over existing names (within and across the directories) and links keep
+ * hitting live entries and holes: the cookie array's holes, its compaction
+ * and cookie reuse by rename all happen many times. Listings go in chunks of
+ * a few entries, some with changes between the chunks (every entry present
+ * through the whole listing must come exactly once). Remounts and a crash
+ * after a sync must give back the model. RMEMFS_DIRMODEL_SEED replays a seed.
+ */
+#define DM_NAMES 3000
+#define DM_DIRS 2
+
+struct dir_model {
+	struct meta *m;
+	GRand *rng;
+	uint64_t dir[DM_DIRS];
+	GHashTable *names[DM_DIRS]; /* name -> ino (GUINT_TO_POINTER-free: g_new'd u64) */
+	GHashTable *nlink; /* ino -> links (u64 keys and values, g_new'd) */
+	guint32 seed;
+	guint op;
+};
+
+static uint64_t *u64_dup(uint64_t v)
+{
+	return g_memdup2(&v, sizeof(v));
+}
+
+static void dm_links(struct dir_model *dm, uint64_t ino, int delta)
+{
+	uint64_t *n = g_hash_table_lookup(dm->nlink, &ino);
+
+	if (!n) {
+		g_hash_table_insert(dm->nlink, u64_dup(ino), u64_dup(0));
+		n = g_hash_table_lookup(dm->nlink, &ino);
+	}
+	*n += (uint64_t)(int64_t)delta;
+	if (!*n)
+		g_hash_table_remove(dm->nlink, &ino);
+}
+
+static void dm_name(struct dir_model *dm, char *buf, size_t len)
+{
+	g_snprintf(buf, len, "f%u", g_rand_int_range(dm->rng, 0, DM_NAMES));
+}
+
+/* a random live name of directory d (NULL: none); walks from a random start */
+static const char *dm_pick(struct dir_model *dm, guint d)
+{
+	char name[16];
+	guint i;
+
+	if (!g_hash_table_size(dm->names[d]))
+		return NULL;
+	for (i = 0; i < 64; i++) {
+		gpointer k;
+
+		dm_name(dm, name, sizeof(name));
+		if (g_hash_table_lookup_extended(dm->names[d], name, &k, NULL))
+			return k;
+	}
+	{
+		GHashTableIter it;
+		gpointer k;
+
+		g_hash_table_iter_init(&it, dm->names[d]);
+		g_hash_table_iter_next(&it, &k, NULL);
+		return k;
+	}
+}
+
+static void dm_set(struct dir_model *dm, guint d, const char *name, uint64_t ino)
+{
+	uint64_t *old = g_hash_table_lookup(dm->names[d], name);
+
+	if (old)
+		dm_links(dm, *old, -1);
+	g_hash_table_insert(dm->names[d], g_strdup(name), u64_dup(ino));
+	dm_links(dm, ino, 1);
+}
+
+static void dm_del(struct dir_model *dm, guint d, const char *name)
+{
+	uint64_t *ino = g_hash_table_lookup(dm->names[d], name);
+
+	dm_links(dm, *ino, -1);
+	g_hash_table_remove(dm->names[d], name);
+}
+
+#define DM_CHECK(dm, cond, fmt, ...)                                                     \
+	do {                                                                             \
+		if (!(cond))                                                             \
+			g_error("dir model (seed %u, op %u): " fmt, (dm)->seed, (dm)->op, \
+				##__VA_ARGS__);                                          \
+	} while (0)
+
+static void dm_one(struct dir_model *dm)
+{
+	guint d = g_rand_int_range(dm->rng, 0, DM_DIRS), d2 = g_rand_int_range(dm->rng, 0, DM_DIRS);
+	guint r = g_rand_int_range(dm->rng, 0, 100);
+	const char *src = dm_pick(dm, d);
+	char name[16], *s;
+	struct meta_attr a;
+	int rc;
+
+	dm_name(dm, name, sizeof(name));
+	if (r < 45 || !src) { /* create */
+		bool exists = g_hash_table_contains(dm->names[d2], name);
+
+		rc = meta_mknod(dm->m, dm->dir[d2], name, S_IFREG | 0644, 0, &root_cred, &a);
+		DM_CHECK(dm, rc == (exists ? -EEXIST : 0), "create %s: %d", name, rc);
+		if (!rc) {
+			meta_forget(dm->m, a.ino, 1);
+			dm_set(dm, d2, name, a.ino);
+		}
+		return;
+	}
+	s = g_strdup(src);
+	if (r < 70) { /* unlink */
+		rc = meta_unlink(dm->m, dm->dir[d], s);
+		DM_CHECK(dm, rc == 0, "unlink %s: %d", s, rc);
+		dm_del(dm, d, s);
+	} else if (r < 93) { /* rename, over an existing name when it is taken */
+		uint64_t ino = *(uint64_t *)g_hash_table_lookup(dm->names[d], s);
+		uint64_t *dst = g_hash_table_lookup(dm->names[d2], name);
+
+		rc = meta_rename(dm->m, dm->dir[d], s, dm->dir[d2], name, 0);
+		DM_CHECK(dm, rc == 0, "rename %s -> %s: %d", s, name, rc);
+		if (!dst || *dst != ino) { /* two links of one inode: rename does nothing */
+			dm_set(dm, d2, name, ino);
+			dm_del(dm, d, s);
+		}
+	} else { /* a hard link, unless the name is taken */
+		uint64_t ino = *(uint64_t *)g_hash_table_lookup(dm->names[d], s);
+		bool exists = g_hash_table_contains(dm->names[d2], name);
+
+		rc = meta_link(dm->m, ino, dm->dir[d2], name, &a);
+		DM_CHECK(dm, rc == (exists ? -EEXIST : 0), "link %s -> %s: %d", s, name, rc);
+		if (!rc) {
+			meta_forget(dm->m, a.ino, 1);
+			dm_set(dm, d2, name, ino);
+		}
+	}
+	g_free(s);
+}
+
+struct dm_listing {
+	struct dir_model *dm;
+	GHashTable *seen; /* names listed */
+	GHashTable *twice; /* names listed more than once */
+	uint64_t cookie; /* where the next chunk starts */
+	int left; /* entries this chunk still takes */
+	bool bad;
+};
+
+static int dm_collect(void *ctx, const char *name, const struct meta_attr *attr, uint64_t next)
+{
+	struct dm_listing *l = ctx;
+
+	if (!l->left--)
+		return 1;
+	l->cookie = next;
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return 0;
+	if (g_hash_table_contains(l->seen, name))
+		g_hash_table_add(l->twice, g_strdup(name));
+	else
+		g_hash_table_add(l->seen, g_strdup(name));
+	return 0;
+}
+
+/*
+ * List directory d in chunks of a few entries, with churn ops between the
+ * chunks; every name present before and after, and untouched by the churn
+ * (stable), must have come once, and nothing listed may be unknown.
+ */
+static void dm_list(struct dir_model *dm, guint d, guint churn)
+{
+	struct dm_listing l = { dm, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+				g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
+	GHashTable *ever = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	GHashTable *before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	GHashTableIter it;
+	gpointer k, v;
+
+	g_hash_table_iter_init(&it, dm->names[d]);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		g_hash_table_insert(before, g_strdup(k), u64_dup(*(uint64_t *)v));
+		g_hash_table_add(ever, g_strdup(k));
+	}
+	do {
+		l.left = 1 + g_rand_int_range(dm->rng, 0, 40);
+		g_assert_cmpint(meta_readdir(dm->m, dm->dir[d], l.cookie, false, dm_collect, &l),
+				==, 0);
+		if (churn && l.left < 0) {
+			guint i, n = g_rand_int_range(dm->rng, 0, churn);
+
+			for (i = 0; i < n; i++, dm->op++) {
+				dm_one(dm);
+				g_hash_table_iter_init(&it, dm->names[d]);
+				while (g_hash_table_iter_next(&it, &k, NULL))
+					if (!g_hash_table_contains(ever, k))
+						g_hash_table_add(ever, g_strdup(k));
+			}
+		}
+	} while (l.left < 0);
+	/* stable: in the directory before and after, as the same inode */
+	g_hash_table_iter_init(&it, before);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		uint64_t *now = g_hash_table_lookup(dm->names[d], k);
+
+		if (!now || *now != *(uint64_t *)v)
+			continue;
+		DM_CHECK(dm, g_hash_table_contains(l.seen, k),
+			 "\"%s\" (in the directory throughout) not listed", (char *)k);
+		DM_CHECK(dm, !g_hash_table_contains(l.twice, k),
+			 "\"%s\" (in the directory throughout) listed twice", (char *)k);
+	}
+	g_hash_table_iter_init(&it, l.seen);
+	while (g_hash_table_iter_next(&it, &k, NULL))
+		DM_CHECK(dm, g_hash_table_contains(ever, k), "\"%s\" listed, never there",
+			 (char *)k);
+	if (!churn)
+		DM_CHECK(dm, !g_hash_table_size(l.twice) &&
+			     g_hash_table_size(l.seen) == g_hash_table_size(dm->names[d]),
+			 "directory %u lists %u entries, the model has %u", d,
+			 g_hash_table_size(l.seen), g_hash_table_size(dm->names[d]));
+	g_hash_table_destroy(l.seen);
+	g_hash_table_destroy(l.twice);
+	g_hash_table_destroy(ever);
+	g_hash_table_destroy(before);
+}
+
+/* listings, lookups and link counts against the model */
+static void dm_verify(struct dir_model *dm)
+{
+	GHashTableIter it;
+	gpointer k, v;
+	guint d;
+
+	for (d = 0; d < DM_DIRS; d++) {
+		dm_list(dm, d, 0);
+		g_hash_table_iter_init(&it, dm->names[d]);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			uint64_t ino = lookup_ino(dm->m, dm->dir[d], k);
+
+			DM_CHECK(dm, ino == *(uint64_t *)v, "lookup %s: ino %" G_GUINT64_FORMAT
+				 ", the model has %" G_GUINT64_FORMAT, (char *)k, (guint64)ino,
+				 (guint64) * (uint64_t *)v);
+		}
+	}
+	g_hash_table_iter_init(&it, dm->nlink);
+	while (g_hash_table_iter_next(&it, &k, &v))
+		DM_CHECK(dm, attr_of(dm->m, *(uint64_t *)k).nlink == *(uint64_t *)v,
+			 "inode %" G_GUINT64_FORMAT ": link count %u, the model has %"
+			 G_GUINT64_FORMAT, (guint64) * (uint64_t *)k,
+			 attr_of(dm->m, *(uint64_t *)k).nlink, (guint64) * (uint64_t *)v);
+}
+
+static void dm_fsck_clean(struct fx *f)
+{
+	struct fsck_opts ro = { .lease_takeover_ms = 2000 };
+	struct fsck_report rep;
+	char *all = fsck_text(f, &ro, false, &rep);
+
+	fsck_report_clear(&rep);
+	g_free(all);
+}
+
+static void test_dir_model(struct fx *f, gconstpointer data)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	const char *env = g_getenv("RMEMFS_DIRMODEL_SEED");
+	struct dir_model dm = { 0 };
+	const guint rounds = 12, per_round = 2500;
+	guint round, d;
+
+	dm.seed = env ? (guint32)strtoul(env, NULL, 0) : g_test_rand_int();
+	g_test_message("dir model seed %u (RMEMFS_DIRMODEL_SEED=%u replays it)", dm.seed, dm.seed);
+	dm.rng = g_rand_new_with_seed(dm.seed);
+	dm.nlink = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+	dm.m = do_mount(f);
+	for (d = 0; d < DM_DIRS; d++) {
+		char name[8];
+
+		g_snprintf(name, sizeof(name), "d%u", d);
+		dm.dir[d] = mk(dm.m, ROOT, name, S_IFDIR | 0755);
+		dm.names[d] = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	}
+	for (round = 0; round < rounds; round++) {
+		guint i;
+
+		for (i = 0; i < per_round; i++, dm.op++) {
+			dm_one(&dm);
+			if (!g_rand_int_range(dm.rng, 0, 500))
+				dm_list(&dm, g_rand_int_range(dm.rng, 0, DM_DIRS), 8);
+		}
+		dm_verify(&dm);
+		if (round % 4 == 1) { /* clean remount */
+			g_assert_cmpint(mount_close(dm.m), ==, 0);
+			dm_fsck_clean(f);
+			dm.m = do_mount(f);
+			dm_verify(&dm);
+		} else if (round % 4 == 3) { /* crash after a sync: the journal is replayed */
+			g_assert_cmpint(commit_sync(dm.m), ==, 0);
+			mount_abandon(dm.m);
+			dm.m = do_mount_opts(f, &o, 0, NULL);
+			dm_verify(&dm);
+		}
+	}
+	g_test_message("dir model: %u ops, %u + %u entries at the end", dm.op,
+		       g_hash_table_size(dm.names[0]), g_hash_table_size(dm.names[1]));
+	g_assert_cmpint(mount_close(dm.m), ==, 0);
+	dm_fsck_clean(f);
+	for (d = 0; d < DM_DIRS; d++)
+		g_hash_table_destroy(dm.names[d]);
+	g_hash_table_destroy(dm.nlink);
+	g_rand_free(dm.rng);
+}
+
 static void test_rename(struct fx *f, gconstpointer d)
 {
 	struct meta *m = do_mount(f);
@@ -1388,6 +1711,7 @@ int main(int argc, char **argv)
 	ADD("/meta/fsck-older-slot", setup_64m, test_fsck_older_slot);
 	ADD("/meta/repair-fails", setup_64m, test_repair_fails);
 	ADD("/meta/rename", setup_64m, test_rename);
+	ADD("/meta/dir-model", setup_64m, test_dir_model);
 	ADD("/meta/xattr", setup_64m, test_xattr);
 	ADD("/meta/names", setup_64m, test_names);
 	ADD("/meta/sparse", setup_16m, test_sparse);
