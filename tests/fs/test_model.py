@@ -383,6 +383,11 @@ def errname(e):
     return errno.errorcode.get(e, str(e))
 
 
+def shown(names, n=8):
+    """the first n names for a message, long ones shortened"""
+    return [re.sub(r'x{20,}', lambda m: f'x*{len(m.group())}', x) for x in names[:n]]
+
+
 class Driver:
     def __init__(self, env, server, fs, seed, cfg, test_name):
         self.env = env
@@ -411,7 +416,7 @@ class Driver:
     def context(self, msg):
         daemon = self.mnt.fs.output().splitlines()[-12:]
         return (f'{msg}\nseed {self.seed} (replay: {SEED_ENV}={self.seed} python3 -m pytest '
-                f'tests/fs/test_model.py -k {self.test_name}), after {self.n} operations\n'
+                f'tests/fs/test_model.py -k {self.test_name}), at operation #{self.n}\n'
                 'last operations:\n  ' + '\n  '.join(self.history) +
                 ('\nrmemfs output (last lines):\n  ' + '\n  '.join(daemon) if daemon else ''))
 
@@ -420,8 +425,7 @@ class Driver:
 
     def show(self, node, name=None):
         """a path for messages: long names shortened"""
-        rel = self.model.relpath(node, name) or '.'
-        return repr(re.sub(r'x{20,}', lambda m: f'x*{len(m.group())}', rel))
+        return repr(shown([self.model.relpath(node, name) or '.'])[0])
 
     def real(self, node, name=None):
         rel = self.model.relpath(node, name)
@@ -740,8 +744,8 @@ class Driver:
         extra = [n for n in seen if n not in d.entries]
         if dups or missing or extra:
             self.fail(f'{why}: listing of {rel}: {len(seen)} names for {len(d.entries)} '
-                      f'entries; missing {len(missing)} {missing[:8]}, unexpected {len(extra)} '
-                      f'{extra[:8]}, twice {dups[:8]}')
+                      f'entries; missing {len(missing)} {shown(missing)}, unexpected '
+                      f'{len(extra)} {shown(extra)}, twice {shown(dups)}')
         for name, [(ino, dtype)] in seen.items():
             node = d.entries.get(name)
             if dtype != DTYPE[node.kind]:
@@ -790,8 +794,8 @@ class Driver:
         ghost = [n for n in seen if n not in start and n not in touched]
         if missing or twice or ghost:
             self.fail(f'listing of {rel} while {len(touched)} names changed: '
-                      f'{len(stable)} unchanged entries, missing {len(missing)} {missing[:8]}, '
-                      f'twice {twice[:8]}, never existed {ghost[:8]}')
+                      f'{len(stable)} unchanged entries, missing {len(missing)} '
+                      f'{shown(missing)}, twice {shown(twice)}, never existed {shown(ghost)}')
         for name in stable:
             (ino, dtype), node = seen[name][0], start[name]
             if dtype != DTYPE[node.kind]:
@@ -1083,15 +1087,17 @@ class Driver:
     def unsynced(self, k, cycle):
         """k operations after the sync on names of their own (u<cycle>-<i>): new files
         with data and xattrs, symlinks, directories, links and renames among them (to
-        new names and over each other), unlinks; half-way an fsync of one of them
+        new names and over each other), unlinks; half-way an fsync of the root directory
         commits the journal so far. Returns every path they ever had."""
         r = self.rng
         live, ever = [], set()
         for i in range(k):
-            if i == k // 2 and live:
-                fd = os.open(os.path.join(self.mnt.path, live[-1]), os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
+            if i == k // 2:
+                fd = os.open(self.mnt.path, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             d = self.pick_dir()
             rel = self.model.relpath(d, f'u{cycle}-{i}')
             path = os.path.join(self.mnt.path, rel)
