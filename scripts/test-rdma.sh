@@ -17,8 +17,8 @@
 #                   10.77.0.1: READ/WRITE over a size sweep, CAS/FETCH_ADD with 2 threads,
 #                   READ/WRITE with completion events; then the memserver must exit cleanly
 #   rdma-fs         the filesystem tests (suite fs) whose paths depend most on the transport:
-#                   fs-random, fs-durability, fs-failure and fs-members (several memservers
-#                   on different ports; $RMEMFS_RDMA_FS), every mount
+#                   fs-random, fs-durability, fs-failure, fs-members (several memservers
+#                   on different ports) and fs-model ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
 #                   tens of MB/s)
 # Prints each step's counts and a last line `N passed, N failed` (`, N skipped`), exits
@@ -33,7 +33,8 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members)$; . for all)
+#                                (default ^fs-(random|durability|failure|members|model)$;
+#                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
 
@@ -41,9 +42,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RERUN=${RMEMFS_RDMA_RERUN:-^xport}
 FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # the filesystem tests whose code paths depend most on the transport: data integrity (random
-# reads, writes, truncates, holes, mmap, O_DIRECT) and remount / crash / lease (RDMA CAS);
+# reads, writes, truncates, holes, mmap, O_DIRECT), remount / crash / lease (RDMA CAS), and
+# the namespace model (journal and checkpoint of large directories, replay after kill -9);
 # the whole suite takes about 20 minutes on emulated rxe, twice the time budget
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|model)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-540}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest
