@@ -12,6 +12,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- geometry and superblock ---- */
 
@@ -490,7 +491,38 @@ int layout_get_inode(struct layout_rd *rd, struct layout_inode *in)
 	get_ts(rd, &in->atime);
 	get_ts(rd, &in->mtime);
 	get_ts(rd, &in->ctime);
-	if (!rd->err && (in->ino == 0 || in->size > (uint64_t)INT64_MAX))
+	if (!rd->err && (in->ino == 0 || in->ino >= LAYOUT_INO_LIMIT || in->size > (uint64_t)INT64_MAX))
 		rd->err = -EBADMSG;
 	return rd->err;
+}
+
+bool layout_mode_ok(uint32_t mode)
+{
+	if (mode & ~(uint32_t)(S_IFMT | 07777))
+		return false;
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		return true;
+	}
+	return false;
+}
+
+bool layout_name_ok(const void *name, size_t nlen)
+{
+	const char *s = name;
+
+	if (!nlen || nlen > 255 || memchr(s, '/', nlen) || memchr(s, 0, nlen))
+		return false;
+	return !(nlen == 1 && s[0] == '.') && !(nlen == 2 && s[0] == '.' && s[1] == '.');
+}
+
+bool layout_xattr_ok(const void *name, size_t nlen, size_t vlen)
+{
+	return nlen && nlen <= 255 && !memchr(name, 0, nlen) && vlen <= LAYOUT_XATTR_VALUE_MAX;
 }

@@ -266,7 +266,11 @@ static_assert(sizeof(struct layout_ckpt_hdr) == LAYOUT_CKPT_HDR_SIZE, "ckpt head
 /*
  * Inode attributes as records and checkpoints carry them: the journal's
  * LAYOUT_REC_INODE body and the head of each inode in a checkpoint.
+ * Inode numbers are 1 .. LAYOUT_INO_LIMIT - 1 (a reader refuses others, so
+ * the next free number can never wrap to 0).
  */
+#define LAYOUT_INO_LIMIT (1ULL << 63)
+
 struct layout_inode {
 	uint64_t ino;
 	uint32_t mode;
@@ -322,8 +326,15 @@ static inline size_t layout_rd_left(const struct layout_rd *rd)
 /* inode attribute bodies */
 size_t layout_inode_len(const struct layout_inode *in);
 void layout_put_inode(GByteArray *b, const struct layout_inode *in);
-/* -EBADMSG also for out-of-range values (nsec >= 1e9, 32-bit fields) */
+/* -EBADMSG also for out-of-range values (nsec >= 1e9, 32-bit fields, ino 0 or >= the limit) */
 int layout_get_inode(struct layout_rd *rd, struct layout_inode *in);
+/* a file type an inode may have, and no bits beyond type and permissions */
+bool layout_mode_ok(uint32_t mode);
+/* a directory entry name: 1..255 bytes, no '/' or NUL, not "." or ".." */
+bool layout_name_ok(const void *name, size_t nlen);
+/* an extended attribute: a name of 1..255 bytes without NUL, a value of at most 64 KiB */
+#define LAYOUT_XATTR_VALUE_MAX 65536
+bool layout_xattr_ok(const void *name, size_t nlen, size_t vlen);
 
 /* the bodies of a directory entry and of an extent, alike in journal records and checkpoints */
 void layout_put_dirent(GByteArray *b, uint64_t ino, uint64_t cookie, uint8_t type, const char *name,
