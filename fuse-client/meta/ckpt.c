@@ -64,9 +64,56 @@ static bool put_ext(struct meta_ext *e, void *ctx)
 	return true;
 }
 
+static gint dirent_cookie_cmp(gconstpointer a, gconstpointer b)
+{
+	const struct meta_dirent *x = *(struct meta_dirent *const *)a;
+	const struct meta_dirent *y = *(struct meta_dirent *const *)b;
+
+	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+/*
+ * The entries of a directory, in cookie order, exactly as many as the count
+ * written before them (inode_dir_count). The cookie index is walked with
+ * its invariants checked (cookies ascend, no more entries than the name
+ * set): should it ever disagree with the name set, the entries are written
+ * from the name set instead, sorted here, and the bug is reported - a
+ * checkpoint whose count and entries disagree cannot be loaded.
+ */
+static void put_entries(struct ser_ctx *s, struct meta_inode *in)
+{
+	guint want = inode_dir_count(in), n = 0, start = s->b->len;
+	struct meta_dirent *d = inode_dir_next(in, 0);
+	uint64_t after = 0;
+	GHashTableIter it;
+	gpointer k, v;
+	GPtrArray *all;
+
+	for (; d && n < want && d->cookie > after; d = inode_dir_next(in, after)) {
+		layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
+		after = d->cookie;
+		n++;
+	}
+	if (n == want && !d)
+		return;
+	g_warning("directory %" G_GUINT64_FORMAT ": its cookie index walks %u entries of %u%s; "
+		  "writing them from the name set", (guint64)in->a.ino, n, want,
+		  d ? " and then goes wrong" : "");
+	g_byte_array_set_size(s->b, start);
+	all = g_ptr_array_sized_new(want);
+	g_hash_table_iter_init(&it, in->dir->by_name);
+	while (g_hash_table_iter_next(&it, &k, &v))
+		g_ptr_array_add(all, k);
+	g_ptr_array_sort(all, dirent_cookie_cmp);
+	for (n = 0; n < all->len; n++) {
+		d = g_ptr_array_index(all, n);
+		layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
+	}
+	g_ptr_array_free(all, TRUE);
+}
+
 static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 {
-	struct meta_dirent *d;
 	guint i;
 
 	layout_put_inode(s->b, &in->a);
@@ -96,8 +143,7 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 	if (S_ISREG(in->a.mode))
 		inode_ext_foreach(in, put_ext, s);
 	if (S_ISDIR(in->a.mode))
-		for (d = inode_dir_next(in, 0); d; d = inode_dir_next(in, d->cookie))
-			layout_put_dirent(s->b, d->ino, d->cookie, d->type, d->name, d->nlen);
+		put_entries(s, in);
 }
 
 int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray **out)
