@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -213,158 +214,625 @@ int ckpt_write(struct meta *m, uint64_t gen, const GByteArray *buf)
 
 /* ---- loading ---- */
 
-static bool name_ok(const char *name, size_t nlen)
-{
-	if (!nlen || memchr(name, '/', nlen) || memchr(name, 0, nlen))
-		return false;
-	return !(nlen == 1 && name[0] == '.') && !(nlen == 2 && name[0] == '.' && name[1] == '.');
-}
+/*
+ * Loading takes two passes over the inode records (the payload before the
+ * bitmap). The scan only parses: it checks every count against the bytes
+ * left, allocates nothing, and decides which bytes make which record and how
+ * many of its items to take. The build then creates the inodes from those
+ * records; an item that parses but cannot be used (an entry named "..", an
+ * extent beyond the data area) is dropped there and reported.
+ *
+ * A mount takes the records as stored: the first record whose structure is
+ * broken refuses the checkpoint, naming the record, its inode and its
+ * payload offset. rmemfs-fsck salvages instead. Records are serialised in
+ * ino order below the header's next_ino, so where a record's items run
+ * wrong (a count larger than the items written, garbage items), the record
+ * ends where the next plausible record begins: a larger ino below next_ino,
+ * a valid type, every item parsing, and after it another plausible record
+ * head or the end. Bytes that belong to no record are skipped up to the
+ * next such start. The valid items of a damaged record are kept; a count
+ * stored too small is followed past as long as valid items come. Trial
+ * parses are budgeted (SALVAGE_BUDGET times the payload), so a salvage takes
+ * time linear in the payload whatever the bytes.
+ */
 
-static bool type_ok(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFLNK:
-	case S_IFCHR:
-	case S_IFBLK:
-	case S_IFIFO:
-	case S_IFSOCK:
-		return true;
-	}
-	return false;
-}
+#define XATTR_MIN_BYTES 2 /* uv nlen, uv vlen */
+#define SUB_MIN_BYTES 4 /* extent: 3 uv + u8; entry: 2 uv + 2 u8 */
+#define PROBLEMS_MAX 1000 /* problems listed per checkpoint; the rest are counted */
+#define SALVAGE_BUDGET 64
 
-static void load_symlink(struct meta *m, struct layout_rd *rd, struct meta_inode *in)
-{
-	size_t len = (size_t)layout_get_uv(rd);
-	const uint8_t *p;
+enum item_kind {
+	ITEM_NONE,
+	ITEM_XATTR,
+	ITEM_EXTENT,
+	ITEM_ENTRY,
+};
 
-	if (len > layout_rd_left(rd)) {
-		rd->err = -EBADMSG;
+static const char *const item_name[] = { "item", "xattr", "extent", "entry" };
+static const char *const items_name[] = { "items", "xattrs", "extents", "entries" };
+
+struct ckpt_item {
+	const uint8_t *name, *value;
+	size_t nlen, vlen;
+	uint64_t ino, cookie, fblock, count, pblock;
+	uint8_t type, state;
+};
+
+/* the head of one inode record: attributes, counts, symlink target */
+struct ckpt_rec {
+	struct layout_inode a;
+	size_t off; /* payload offset of the record */
+	size_t items; /* payload offset of its first xattr */
+	uint32_t nx, nsub; /* xattrs, and extents or entries, as stored */
+	const uint8_t *target;
+	size_t tlen;
+};
+
+/* what a scan makes of one record: its offset and the items to build */
+struct ckpt_take {
+	size_t off;
+	uint32_t nx, nsub;
+};
+
+/* the inode records of one checkpoint, being read */
+struct ckpt_src {
+	struct meta *m;
+	uint64_t gen;
+	const uint8_t *buf;
+	size_t len;
+	uint64_t next_ino; /* the header's: every inode is below it */
+	uint64_t budget; /* salvage: bytes trial parses may still read */
+	unsigned int problems; /* reported so far */
+	bool salvage; /* reading by the salvage rules */
+	char *first; /* diagnose (no build): the first problem goes here, not to meta */
+	bool diagnose;
+};
+
+enum rec_err {
+	REC_OK,
+	REC_ATTRS, /* the attributes do not parse */
+	REC_TARGET, /* the symlink target runs past the end */
+	REC_COUNTS, /* the counts cannot fit the bytes left */
+	REC_ITEM, /* an item does not parse (or, checked for validity, cannot be used) */
+};
+
+/* where a record broke */
+struct rec_fail {
+	enum rec_err err;
+	enum item_kind kind;
+	uint32_t index, count; /* the item, of how many */
+	size_t at; /* its payload offset */
+};
+
+static void ckpt_problem(struct ckpt_src *s, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void ckpt_problem(struct ckpt_src *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (s->problems++ >= PROBLEMS_MAX || (s->diagnose && s->first))
+		return;
+	va_start(ap, fmt);
+	msg = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	if (s->diagnose) {
+		s->first = msg;
 		return;
 	}
-	p = layout_get_bytes(rd, len);
-	if (p)
-		inode_symlink_set(m, in, (const char *)p, len);
+	inode_load_problem(s->m, "checkpoint %" G_GUINT64_FORMAT ": %s", (guint64)s->gen, msg);
+	g_free(msg);
 }
 
-static void load_xattrs(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+/* a name from the pool, fit for a message (g_free it) */
+static char *printable(const uint8_t *p, size_t n)
 {
-	uint32_t i;
+	char *raw = g_strndup((const char *)p, MIN(n, 255));
+	char *out = g_strescape(raw, NULL);
 
-	for (i = 0; i < n && !rd->err; i++) {
-		size_t nlen = (size_t)layout_get_uv(rd), vlen;
-		const uint8_t *np, *vp;
-		char *name;
-
-		if (nlen > 255 || nlen > layout_rd_left(rd)) {
-			rd->err = -EBADMSG;
-			return;
-		}
-		np = layout_get_bytes(rd, nlen);
-		vlen = (size_t)layout_get_uv(rd);
-		if (vlen > layout_rd_left(rd)) {
-			rd->err = -EBADMSG;
-			return;
-		}
-		vp = layout_get_bytes(rd, vlen);
-		if (rd->err)
-			return;
-		name = g_strndup((const char *)np, nlen);
-		inode_xattr_set(m, in, name, vp, vlen);
-		g_free(name);
-	}
+	g_free(raw);
+	return out;
 }
 
-static void load_extents(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+static size_t rd_off(const struct ckpt_src *s, const struct layout_rd *rd)
 {
-	uint64_t prev_end = 0, ino = in->a.ino;
-	uint32_t i;
-
-	for (i = 0; i < n && !rd->err; i++) {
-		uint64_t fb = layout_get_uv(rd), cnt = layout_get_uv(rd);
-		uint64_t pb = layout_get_uv(rd);
-		uint8_t st = layout_get_u8(rd);
-
-		if (rd->err)
-			return;
-		if (!cnt || fb + cnt < fb || pb >= m->g.data_blocks ||
-		    cnt > m->g.data_blocks - pb || st > LAYOUT_EXT_UNWRITTEN) {
-			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid extent %"
-					   G_GUINT64_FORMAT "+%" G_GUINT64_FORMAT " -> block %"
-					   G_GUINT64_FORMAT " (dropped)",
-					   (guint64)ino, (guint64)fb, (guint64)cnt, (guint64)pb);
-			continue;
-		}
-		if (fb < prev_end) {
-			inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": overlapping extent at "
-					   "file block %" G_GUINT64_FORMAT " (dropped)",
-					   (guint64)ino, (guint64)fb);
-			continue;
-		}
-		prev_end = fb + cnt;
-		inode_ext_set(m, in, fb, cnt, pb, st);
-	}
+	return (size_t)(rd->p - s->buf);
 }
 
-static void load_entries(struct meta *m, struct layout_rd *rd, struct meta_inode *in, uint32_t n)
+static enum item_kind sub_kind(uint32_t mode)
 {
-	uint32_t i;
-
-	for (i = 0; i < n && !rd->err; i++) {
-		uint64_t ino = layout_get_uv(rd), cookie = layout_get_uv(rd);
-		uint8_t type = layout_get_u8(rd), nlen = layout_get_u8(rd);
-		const uint8_t *np = layout_get_bytes(rd, nlen);
-		char *name;
-
-		if (rd->err)
-			return;
-		name = g_strndup((const char *)np, nlen);
-		if (!name_ok((const char *)np, nlen) || !ino)
-			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": invalid entry "
-					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
-		else if (inode_dir_lookup(in, name))
-			inode_load_problem(m, "directory %" G_GUINT64_FORMAT ": duplicate entry "
-					   "\"%s\" (dropped)", (guint64)in->a.ino, name);
-		else
-			inode_dir_add(m, in, name, nlen, ino, type, cookie);
-		g_free(name);
-	}
+	if (S_ISREG(mode))
+		return ITEM_EXTENT;
+	return S_ISDIR(mode) ? ITEM_ENTRY : ITEM_NONE;
 }
 
-static int load_inode(struct meta *m, struct layout_rd *rd)
+/* parse the head of the record at off into r; rd continues after it */
+static enum rec_err rec_head(const struct ckpt_src *s, size_t off, struct ckpt_rec *r,
+			     struct layout_rd *rd)
 {
-	struct layout_inode a;
-	struct meta_inode *in;
-	uint32_t nx, nsub = 0;
+	uint64_t need;
 
-	if (layout_get_inode(rd, &a))
-		return rd->err;
-	if (!type_ok(a.mode)) {
-		inode_load_problem(m, "inode %" G_GUINT64_FORMAT ": invalid type 0%o",
-				   (guint64)a.ino, a.mode & S_IFMT);
-		a.mode = S_IFREG | (a.mode & 07777);
+	memset(r, 0, sizeof(*r));
+	r->off = off;
+	layout_rd_init(rd, s->buf + off, s->len - off);
+	if (layout_get_inode(rd, &r->a))
+		return REC_ATTRS;
+	r->nx = get_le32(rd);
+	if (S_ISLNK(r->a.mode)) {
+		r->tlen = (size_t)layout_get_uv(rd);
+		if (r->tlen > layout_rd_left(rd))
+			return REC_TARGET;
+		r->target = layout_get_bytes(rd, r->tlen);
 	}
-	nx = get_le32(rd);
-	in = inode_create(m, &a);
-	if (!in) {
-		inode_load_problem(m, "inode %" G_GUINT64_FORMAT " stored twice", (guint64)a.ino);
-		return -EUCLEAN;
-	}
-	if (S_ISLNK(a.mode))
-		load_symlink(m, rd, in);
+	if (sub_kind(r->a.mode) != ITEM_NONE)
+		r->nsub = get_le32(rd);
 	if (rd->err)
-		return rd->err;
-	if (S_ISREG(a.mode) || S_ISDIR(a.mode))
-		nsub = get_le32(rd);
-	load_xattrs(m, rd, in, nx);
-	if (S_ISREG(a.mode))
-		load_extents(m, rd, in, nsub);
-	if (S_ISDIR(a.mode))
-		load_entries(m, rd, in, nsub);
+		return REC_ATTRS;
+	need = (uint64_t)r->nx * XATTR_MIN_BYTES + (uint64_t)r->nsub * SUB_MIN_BYTES;
+	if (need > layout_rd_left(rd))
+		return REC_COUNTS;
+	r->items = rd_off(s, rd);
+	return REC_OK;
+}
+
+/* parse one item; -EBADMSG if its structure is broken (nothing is allocated) */
+static int item_get(struct layout_rd *rd, enum item_kind k, struct ckpt_item *it)
+{
+	switch (k) {
+	case ITEM_XATTR:
+		it->nlen = (size_t)layout_get_uv(rd);
+		if (it->nlen > layout_rd_left(rd))
+			return rd->err = -EBADMSG;
+		it->name = layout_get_bytes(rd, it->nlen);
+		it->vlen = (size_t)layout_get_uv(rd);
+		if (it->vlen > layout_rd_left(rd))
+			return rd->err = -EBADMSG;
+		it->value = layout_get_bytes(rd, it->vlen);
+		break;
+	case ITEM_EXTENT:
+		it->fblock = layout_get_uv(rd);
+		it->count = layout_get_uv(rd);
+		it->pblock = layout_get_uv(rd);
+		it->state = layout_get_u8(rd);
+		break;
+	case ITEM_ENTRY:
+		it->ino = layout_get_uv(rd);
+		it->cookie = layout_get_uv(rd);
+		it->type = layout_get_u8(rd);
+		it->nlen = layout_get_u8(rd);
+		it->name = layout_get_bytes(rd, it->nlen);
+		break;
+	case ITEM_NONE:
+		rd->err = -EBADMSG;
+		break;
+	}
 	return rd->err;
 }
+
+/* why a parsed item cannot be used; NULL if it can */
+static const char *item_bad(const struct ckpt_src *s, enum item_kind k, const struct ckpt_item *it)
+{
+	uint64_t nblocks = s->m->g.data_blocks;
+
+	switch (k) {
+	case ITEM_XATTR:
+		return layout_xattr_ok(it->name, it->nlen, it->vlen) ? NULL : "invalid name or value";
+	case ITEM_EXTENT:
+		if (!it->count || it->fblock + it->count < it->fblock || it->pblock >= nblocks ||
+		    it->count > nblocks - it->pblock || it->state > LAYOUT_EXT_UNWRITTEN)
+			return "invalid extent";
+		return NULL;
+	case ITEM_ENTRY:
+		if (!layout_name_ok(it->name, it->nlen))
+			return "invalid name";
+		/* (as stored, fsck reports an entry naming a missing inode by its name) */
+		if (!it->ino || it->ino >= (s->salvage ? s->next_ino : LAYOUT_INO_LIMIT))
+			return "no such inode number";
+		return NULL;
+	case ITEM_NONE:
+		break;
+	}
+	return "no such item";
+}
+
+static enum rec_err item_fail(struct rec_fail *f, enum item_kind k, uint32_t i, uint32_t n,
+			      size_t at)
+{
+	if (f) {
+		f->err = REC_ITEM;
+		f->kind = k;
+		f->index = i;
+		f->count = n;
+		f->at = at;
+	}
+	return REC_ITEM;
+}
+
+/*
+ * Parse the items of r (rd after its head) to the record's end; valid: an
+ * item that parses but cannot be used fails too. The bytes read are charged
+ * to the budget.
+ */
+static enum rec_err rec_items(struct ckpt_src *s, const struct ckpt_rec *r,
+			      struct layout_rd *rd, bool valid, struct rec_fail *f)
+{
+	enum item_kind sk = sub_kind(r->a.mode);
+	struct ckpt_item it;
+	enum rec_err rc = REC_OK;
+	uint32_t i;
+
+	for (i = 0; i < r->nx && !rc; i++) {
+		size_t at = rd_off(s, rd);
+
+		if (item_get(rd, ITEM_XATTR, &it) || (valid && item_bad(s, ITEM_XATTR, &it)))
+			rc = item_fail(f, ITEM_XATTR, i, r->nx, at);
+	}
+	for (i = 0; i < r->nsub && !rc; i++) {
+		size_t at = rd_off(s, rd);
+
+		if (item_get(rd, sk, &it) || (valid && item_bad(s, sk, &it)))
+			rc = item_fail(f, sk, i, r->nsub, at);
+	}
+	s->budget -= MIN(s->budget, rd_off(s, rd) - r->off + 16);
+	return rc;
+}
+
+/* does a plausible record head (ino above last, below next_ino, a valid mode) start at off? */
+static bool head_plausible(const struct ckpt_src *s, size_t off, uint64_t last,
+			   struct ckpt_rec *r, struct layout_rd *rd)
+{
+	return off < s->len && rec_head(s, off, r, rd) == REC_OK && r->a.ino > last &&
+	       r->a.ino < s->next_ino && layout_mode_ok(r->a.mode);
+}
+
+/* does a complete, plausible record start at off, followed by another head or the end? */
+static bool rec_starts_at(struct ckpt_src *s, size_t off, uint64_t last)
+{
+	struct ckpt_rec r, next;
+	struct layout_rd rd;
+	size_t end;
+
+	if (!s->budget || !head_plausible(s, off, last, &r, &rd) ||
+	    rec_items(s, &r, &rd, false, NULL) != REC_OK)
+		return false;
+	end = rd_off(s, &rd);
+	return end == s->len || head_plausible(s, end, r.a.ino, &next, &rd);
+}
+
+/* ---- loading: as stored ---- */
+
+static char *rec_fail_text(const struct rec_fail *f, const struct ckpt_rec *r, size_t left)
+{
+	switch (f->err) {
+	case REC_ATTRS:
+		return g_strdup("its attributes do not parse");
+	case REC_TARGET:
+		return g_strdup_printf("its symlink target of %zu bytes runs past the end", r->tlen);
+	case REC_COUNTS:
+		return g_strdup_printf("%u xattrs and %u %s cannot fit the %zu bytes left", r->nx,
+				       r->nsub, items_name[sub_kind(r->a.mode)], left);
+	case REC_ITEM:
+		return g_strdup_printf("%s %u of %u, at payload offset %zu, does not parse",
+				       item_name[f->kind], f->index + 1, f->count, f->at);
+	case REC_OK:
+		break;
+	}
+	return g_strdup("?");
+}
+
+static const char *rec_word(uint32_t mode)
+{
+	if (S_ISLNK(mode))
+		return "symlink";
+	return S_ISDIR(mode) ? "directory" : S_ISREG(mode) ? "file" : "inode";
+}
+
+/* check that the records parse as stored: ninodes of them, ascending, filling the bytes */
+static int scan_stored(struct ckpt_src *s, uint64_t ninodes, char **why)
+{
+	struct rec_fail f = { 0 };
+	struct ckpt_rec r;
+	struct layout_rd rd;
+	uint64_t i, last = 0;
+	size_t off = 0;
+	char *what = NULL, *who;
+
+	for (i = 0; i < ninodes && off < s->len; i++) {
+		f.err = rec_head(s, off, &r, &rd);
+		if (!f.err && r.a.ino <= last) {
+			what = g_strdup_printf("it follows inode %" G_GUINT64_FORMAT
+					       " (records must ascend)", (guint64)last);
+			break;
+		}
+		if (f.err || rec_items(s, &r, &rd, false, &f)) {
+			what = rec_fail_text(&f, &r, s->len - r.items);
+			break;
+		}
+		off = rd_off(s, &rd);
+		last = r.a.ino;
+	}
+	if (what) {
+		who = f.err == REC_ATTRS ? g_strdup("") :
+					   g_strdup_printf("%s %" G_GUINT64_FORMAT ", ",
+							   rec_word(r.a.mode), (guint64)r.a.ino);
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": malformed inode record %"
+				       G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " (%spayload offset "
+				       "%zu): %s", (guint64)s->gen, (guint64)(i + 1),
+				       (guint64)ninodes, who, off, what);
+		g_free(who);
+		g_free(what);
+		return -EUCLEAN;
+	}
+	if (i < ninodes) {
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": the inode records end "
+				       "after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT,
+				       (guint64)s->gen, (guint64)i, (guint64)ninodes);
+		return -EUCLEAN;
+	}
+	if (off < s->len) {
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": %zu bytes follow the last "
+				       "of %" G_GUINT64_FORMAT " inode records (payload offset %zu)",
+				       (guint64)s->gen, s->len - off, (guint64)ninodes, off);
+		return -EUCLEAN;
+	}
+	/* entries may name any inode stored, whatever the header says */
+	s->next_ino = MAX(s->next_ino, last + 1);
+	return 0;
+}
+
+/* ---- loading: the build ---- */
+
+static void build_xattr(struct ckpt_src *s, struct meta_inode *in, const struct ckpt_item *it)
+{
+	const char *bad = item_bad(s, ITEM_XATTR, it);
+	char *name = printable(it->name, it->nlen);
+
+	if (bad)
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": xattr \"%s\": %s (dropped)",
+			     (guint64)in->a.ino, name, bad);
+	else if (inode_xattr_find(in, name, NULL))
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": xattr \"%s\" stored twice (dropped)",
+			     (guint64)in->a.ino, name);
+	g_free(name);
+	if (bad)
+		return;
+	name = g_strndup((const char *)it->name, it->nlen);
+	if (!inode_xattr_find(in, name, NULL))
+		inode_xattr_set(s->m, in, name, it->value, it->vlen);
+	g_free(name);
+}
+
+static void build_extent(struct ckpt_src *s, struct meta_inode *in, const struct ckpt_item *it,
+			 uint64_t *prev_end)
+{
+	if (item_bad(s, ITEM_EXTENT, it)) {
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": invalid extent %" G_GUINT64_FORMAT "+%"
+			     G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT " (dropped)",
+			     (guint64)in->a.ino, (guint64)it->fblock, (guint64)it->count,
+			     (guint64)it->pblock);
+		return;
+	}
+	if (it->fblock < *prev_end) {
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": overlapping extent at file block %"
+			     G_GUINT64_FORMAT " (dropped)", (guint64)in->a.ino,
+			     (guint64)it->fblock);
+		return;
+	}
+	*prev_end = it->fblock + it->count;
+	inode_ext_set(s->m, in, it->fblock, it->count, it->pblock, it->state);
+}
+
+/*
+ * Entries come in ascending cookie order; one that does not gets a new
+ * cookie (appended), so that loading never inserts into the middle of the
+ * cookie index (quadratic in a large directory).
+ */
+static void build_entry(struct ckpt_src *s, struct meta_inode *in, const struct ckpt_item *it,
+			uint64_t *prev_cookie)
+{
+	const char *bad = item_bad(s, ITEM_ENTRY, it);
+	uint64_t cookie = it->cookie;
+	struct meta_dirent *d;
+	char *name;
+
+	if (bad) {
+		name = printable(it->name, it->nlen);
+		ckpt_problem(s, "directory %" G_GUINT64_FORMAT ": entry \"%s\" (inode %"
+			     G_GUINT64_FORMAT "): %s (dropped)", (guint64)in->a.ino, name,
+			     (guint64)it->ino, bad);
+		g_free(name);
+		return;
+	}
+	name = g_strndup((const char *)it->name, it->nlen);
+	if (inode_dir_lookup(in, name)) {
+		ckpt_problem(s, "directory %" G_GUINT64_FORMAT ": duplicate entry \"%s\" (dropped)",
+			     (guint64)in->a.ino, name);
+		g_free(name);
+		return;
+	}
+	if (cookie >= 3 && cookie <= *prev_cookie) {
+		ckpt_problem(s, "directory %" G_GUINT64_FORMAT ": entry \"%s\": cookie %"
+			     G_GUINT64_FORMAT " is not above the previous %" G_GUINT64_FORMAT
+			     " (renumbered)", (guint64)in->a.ino, name, (guint64)cookie,
+			     (guint64)*prev_cookie);
+		cookie = 0;
+	}
+	d = inode_dir_add(s->m, in, name, it->nlen, it->ino, it->type, cookie);
+	*prev_cookie = d->cookie;
+	g_free(name);
+}
+
+/* create the inode of the record at t->off with the items t takes; the end of those items */
+static size_t build_rec(struct ckpt_src *s, const struct ckpt_take *t)
+{
+	struct meta *m = s->m;
+	struct ckpt_item it = { 0 };
+	struct ckpt_rec r;
+	struct layout_rd rd;
+	struct layout_inode a;
+	struct meta_inode *in;
+	enum item_kind sk;
+	uint64_t prev = 0;
+	uint32_t i;
+
+	rec_head(s, t->off, &r, &rd); /* (scanned: it parses) */
+	sk = sub_kind(r.a.mode);
+	a = r.a;
+	if (!layout_mode_ok(a.mode)) {
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": invalid mode 0%o (made a file)",
+			     (guint64)a.ino, a.mode);
+		a.mode = S_IFREG | (a.mode & 07777);
+	}
+	in = inode_create(m, &a);
+	if (!in) {
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT " stored twice (dropped)", (guint64)a.ino);
+		return t->off;
+	}
+	if (r.target && memchr(r.target, 0, r.tlen)) {
+		ckpt_problem(s, "symlink %" G_GUINT64_FORMAT ": its target holds a NUL byte (cut "
+			     "there)", (guint64)a.ino);
+		r.tlen = strnlen((const char *)r.target, r.tlen);
+	}
+	if (r.target)
+		inode_symlink_set(m, in, (const char *)r.target, r.tlen);
+	for (i = 0; i < t->nx && !item_get(&rd, ITEM_XATTR, &it); i++)
+		build_xattr(s, in, &it);
+	for (i = 0; i < t->nsub && !item_get(&rd, sk, &it); i++) {
+		if (sk == ITEM_EXTENT)
+			build_extent(s, in, &it, &prev);
+		else
+			build_entry(s, in, &it, &prev);
+	}
+	return rd_off(s, &rd);
+}
+
+/* ---- loading: salvage ---- */
+
+/* skip bytes from `from` up to the next record start (or the end); *off gets it */
+static void salvage_skip(struct ckpt_src *s, size_t from, uint64_t last, size_t *off)
+{
+	size_t q = from + 1;
+
+	while (q < s->len && !rec_starts_at(s, q, last))
+		q++;
+	ckpt_problem(s, "payload bytes %zu to %zu (%zu bytes) hold no readable inode record "
+		     "(dropped)%s", from, q, q - from,
+		     s->budget ? "" : "; the salvage gave up searching: too damaged");
+	*off = q;
+}
+
+/*
+ * Parse the next item of a damaged record; false when the record ends
+ * before it: it does not parse, or a complete record starts where it does
+ * or inside its bytes (a length gone wrong swallows the records after it).
+ */
+static bool salvage_item(struct ckpt_src *s, uint64_t ino, struct layout_rd *rd,
+			 enum item_kind k, struct ckpt_item *it)
+{
+	size_t b = rd_off(s, rd), q, e;
+
+	if (b == s->len || rec_starts_at(s, b, ino) || item_get(rd, k, it))
+		return false;
+	e = rd_off(s, rd);
+	for (q = b + 1; q < e; q++)
+		if (rec_starts_at(s, q, ino))
+			return false;
+	return true;
+}
+
+/*
+ * A damaged record: take its items while they parse, up to where the next
+ * record begins; past the stored count, extents or entries are taken while
+ * they are valid (a count stored too small). *t gets the items to build;
+ * returns where they end (after the last valid one).
+ */
+static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, struct layout_rd *rd,
+			    struct ckpt_take *t)
+{
+	enum item_kind sk = sub_kind(r->a.mode);
+	size_t good = r->items;
+	struct ckpt_item it;
+	uint32_t i, ngood = 0;
+
+	t->off = r->off;
+	t->nx = t->nsub = 0;
+	for (i = 0; i < r->nx; i++) {
+		if (!salvage_item(s, r->a.ino, rd, ITEM_XATTR, &it)) {
+			t->nx = ngood;
+			return good;
+		}
+		if (!item_bad(s, ITEM_XATTR, &it)) {
+			ngood = i + 1;
+			good = rd_off(s, rd);
+		}
+	}
+	t->nx = r->nx;
+	good = rd_off(s, rd);
+	ngood = 0;
+	for (i = 0; sk != ITEM_NONE && i < UINT32_MAX; i++) {
+		if (!salvage_item(s, r->a.ino, rd, sk, &it))
+			break;
+		if (item_bad(s, sk, &it)) {
+			if (i >= r->nsub)
+				break;
+			continue;
+		}
+		ngood = i + 1;
+		good = rd_off(s, rd);
+	}
+	t->nsub = ngood;
+	return good;
+}
+
+/*
+ * The records to build from a damaged payload, each damage reported. A
+ * record that parses whole, every item valid, and is followed by a
+ * plausible head (or the end) is taken as stored; any other is damaged, and
+ * after it the next record must be a complete one (rec_starts_at), else the
+ * bytes up to one are skipped.
+ */
+static GArray *salvage_plan(struct ckpt_src *s)
+{
+	GArray *plan = g_array_new(FALSE, FALSE, sizeof(struct ckpt_take));
+	uint64_t last = 0;
+	size_t off = 0;
+
+	while (off < s->len) {
+		struct ckpt_take t = { .off = off };
+		struct ckpt_rec r, next;
+		struct layout_rd rd, rd2;
+		size_t end;
+
+		if (!head_plausible(s, off, last, &r, &rd)) {
+			salvage_skip(s, off, last, &off);
+			continue;
+		}
+		last = r.a.ino;
+		if (rec_items(s, &r, &rd, true, NULL) == REC_OK) {
+			end = rd_off(s, &rd);
+			if (end == s->len || head_plausible(s, end, last, &next, &rd2)) {
+				t.nx = r.nx;
+				t.nsub = r.nsub;
+				g_array_append_val(plan, t);
+				off = end;
+				continue;
+			}
+		}
+		rec_head(s, off, &r, &rd);
+		end = salvage_items(s, &r, &rd, &t);
+		g_array_append_val(plan, t);
+		ckpt_problem(s, "%s %" G_GUINT64_FORMAT " (payload offset %zu) is damaged: of its %u "
+			     "xattrs and %u %s, %u and %u are read, up to offset %zu",
+			     rec_word(r.a.mode), (guint64)r.a.ino, off, r.nx, r.nsub,
+			     items_name[sub_kind(r.a.mode)], t.nx, t.nsub, end);
+		if (end < s->len && !rec_starts_at(s, end, last))
+			salvage_skip(s, end, last, &off);
+		else
+			off = end;
+	}
+	return plan;
+}
+
+/* ---- loading: the checkpoint ---- */
 
 static bool mark_ext(struct meta_ext *e, void *ctx)
 {
@@ -400,40 +868,111 @@ static void check_bitmap(struct meta *m, const uint8_t *stored)
 	g_free(mine);
 }
 
-int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why)
+/* build the records as stored (scan_stored passed) */
+static void build_stored(struct ckpt_src *s, uint64_t ninodes)
 {
-	struct layout_ckpt_hdr h;
+	struct ckpt_take t = { 0 };
+	struct ckpt_rec r;
 	struct layout_rd rd;
-	uint64_t plen, ninodes, i, bm_bytes;
-	uint8_t *payload = NULL;
+	uint64_t i;
+
+	for (i = 0; i < ninodes; i++) {
+		rec_head(s, t.off, &r, &rd);
+		t.nx = r.nx;
+		t.nsub = r.nsub;
+		t.off = build_rec(s, &t);
+	}
+}
+
+/*
+ * Where the damage of a payload that does not parse as stored begins, by
+ * the salvage's rules (a record can parse wrongly long after the damage:
+ * a count too large reads the next records as items). why gets it appended.
+ */
+static void diagnose(struct ckpt_src *s, char **why)
+{
+	struct ckpt_src d = *s;
+	GArray *plan;
+	char *both;
+
+	d.salvage = true;
+	d.diagnose = true;
+	d.first = NULL;
+	d.problems = 0;
+	d.budget = SALVAGE_BUDGET * (uint64_t)s->len + (1U << 20);
+	plan = salvage_plan(&d);
+	g_array_free(plan, TRUE);
+	if (!d.first)
+		return;
+	both = g_strdup_printf("%s; first damage: %s", *why, d.first);
+	g_free(*why);
+	g_free(d.first);
+	*why = both;
+}
+
+/* salvage the records of a payload that does not parse as stored (why: the scan's verdict) */
+static void build_salvaged(struct ckpt_src *s, uint64_t ninodes, const char *why)
+{
+	GArray *plan;
+	guint i;
+
+	inode_load_problem(s->m, "%s; salvaging what parses", why);
+	s->salvage = true;
+	s->budget = SALVAGE_BUDGET * (uint64_t)s->len + (1U << 20);
+	plan = salvage_plan(s);
+	for (i = 0; i < plan->len; i++)
+		build_rec(s, &g_array_index(plan, struct ckpt_take, i));
+	ckpt_problem(s, "%u inode records salvaged (the header says %" G_GUINT64_FORMAT ")",
+		     plan->len, (guint64)ninodes);
+	g_array_free(plan, TRUE);
+}
+
+/* read and check the header of checkpoint gen */
+static int read_header(struct meta *m, uint64_t gen, struct layout_ckpt_hdr *h, char **why)
+{
+	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8, plen;
 	uint32_t crc;
-	const uint8_t *bm;
 	int rc;
 
-	*why = NULL;
-	rc = remote_read(m->r, m->g.slot_off[gen & 1], &h, sizeof(h));
+	rc = remote_read(m->r, m->g.slot_off[gen & 1], h, sizeof(*h));
 	if (rc < 0) {
 		*why = g_strdup_printf("reading checkpoint %" G_GUINT64_FORMAT ": %s",
 				       (guint64)gen, g_strerror(-rc));
 		return rc;
 	}
-	crc = le32toh(h.hdr_crc);
-	h.hdr_crc = 0;
-	if (memcmp(h.magic, LAYOUT_CKPT_MAGIC, 8) || layout_crc(&h, sizeof(h)) != crc ||
-	    le32toh(h.version) != LAYOUT_VERSION || le64toh(h.fs_id) != m->g.fs_id ||
-	    le64toh(h.gen) != gen || le64toh(h.data_blocks) != m->g.data_blocks) {
+	crc = le32toh(h->hdr_crc);
+	h->hdr_crc = 0;
+	if (memcmp(h->magic, LAYOUT_CKPT_MAGIC, 8) || layout_crc(h, sizeof(*h)) != crc ||
+	    le32toh(h->version) != LAYOUT_VERSION || le64toh(h->fs_id) != m->g.fs_id ||
+	    le64toh(h->gen) != gen || le64toh(h->data_blocks) != m->g.data_blocks) {
 		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT
 				       " (slot %u): header missing or damaged",
 				       (guint64)gen, (unsigned int)(gen & 1));
-		return -EUCLEAN;
+		return -ENODATA;
 	}
-	plen = le64toh(h.payload_len);
-	bm_bytes = (m->g.data_blocks + 7) / 8;
+	plen = le64toh(h->payload_len);
 	if (plen > m->g.slot_len - LAYOUT_CKPT_HDR_SIZE || plen < bm_bytes) {
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": bad length",
-				       (guint64)gen);
-		return -EUCLEAN;
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": bad payload length %"
+				       G_GUINT64_FORMAT, (guint64)gen, (guint64)plen);
+		return -ENODATA;
 	}
+	return 0;
+}
+
+int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, char **why)
+{
+	struct ckpt_src s = { .m = m, .gen = gen, .budget = UINT64_MAX };
+	struct layout_ckpt_hdr h;
+	uint64_t plen, ninodes, bm_bytes = (m->g.data_blocks + 7) / 8;
+	uint8_t *payload;
+	char *verdict = NULL;
+	int rc;
+
+	*why = NULL;
+	rc = read_header(m, gen, &h, why);
+	if (rc < 0)
+		return rc;
+	plen = le64toh(h.payload_len);
 	payload = g_malloc(plen ? plen : 1);
 	rc = remote_read(m->r, m->g.slot_off[gen & 1] + LAYOUT_CKPT_HDR_SIZE, payload, plen);
 	if (rc < 0) {
@@ -442,32 +981,41 @@ int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why)
 		goto out;
 	}
 	if (layout_crc(payload, plen) != le32toh(h.payload_crc)) {
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": checksum mismatch",
-				       (guint64)gen);
-		rc = -EUCLEAN;
-		goto out;
+		verdict = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": checksum mismatch",
+					  (guint64)gen);
+		rc = -EBADMSG;
+		if (!salvage)
+			goto out;
 	}
+	s.buf = payload;
+	s.len = plen - bm_bytes;
+	s.next_ino = le64toh(h.next_ino);
 	ninodes = le64toh(h.ninodes);
-	layout_rd_init(&rd, payload, plen - bm_bytes);
-	for (i = 0; i < ninodes; i++) {
-		rc = load_inode(m, &rd);
-		if (rc < 0)
-			break;
+	if (!verdict) {
+		rc = scan_stored(&s, ninodes, &verdict);
+		if (rc < 0 && !salvage) {
+			diagnose(&s, &verdict);
+			goto out;
+		}
 	}
-	if (rc < 0 || rd.err || layout_rd_left(&rd)) {
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT
-				       ": malformed at inode %" G_GUINT64_FORMAT,
-				       (guint64)gen, (guint64)i);
-		rc = -EUCLEAN;
-		goto out;
-	}
-	bm = payload + (plen - bm_bytes);
-	check_bitmap(m, bm);
-	if (le64toh(h.next_ino) > m->next_ino)
-		m->next_ino = le64toh(h.next_ino);
+	if (verdict)
+		build_salvaged(&s, ninodes, verdict);
+	else
+		build_stored(&s, ninodes);
+	if (s.problems > PROBLEMS_MAX)
+		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": %u more problems not "
+				   "listed", (guint64)gen, s.problems - PROBLEMS_MAX);
+	check_bitmap(m, payload + s.len);
+	if (s.next_ino > m->next_ino)
+		m->next_ino = s.next_ino;
 	*first_seq = le64toh(h.first_seq);
 	rc = 0;
 out:
+	if (rc < 0 && verdict) {
+		*why = verdict;
+		verdict = NULL;
+	}
+	g_free(verdict);
 	g_free(payload);
 	return rc;
 }

@@ -14,6 +14,7 @@
 #ifndef RMEM_CKPT_H
 #define RMEM_CKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <glib.h>
@@ -29,9 +30,21 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 int ckpt_write(struct meta *m, uint64_t gen, const GByteArray *buf);
 /*
  * Load checkpoint gen into an empty meta (no allocator yet). Damage that
- * can be worked around is recorded in m->load.problems; -EUCLEAN (with
- * *why, g_malloc'd) when the checkpoint cannot be used at all.
+ * can be worked around (an entry with an invalid name, an extent beyond the
+ * data area) is dropped and recorded in m->load.problems. A checkpoint that
+ * cannot be taken as stored fails with *why (g_malloc'd) naming the damage:
+ * -ENODATA header missing or damaged, or an impossible payload length;
+ * -EBADMSG payload checksum mismatch; -EUCLEAN a payload that does not
+ * parse (which record, which inode, at which payload offset); or the error
+ * of reading the slot. Nothing is built then.
+ *
+ * salvage (rmemfs-fsck): a payload with a checksum mismatch or one that does
+ * not parse is salvaged instead: every record that can be found is built,
+ * with the valid items of damaged ones, and each thing dropped is recorded
+ * as a problem (encoding and resynchronisation rules in ckpt.c). Only
+ * -ENODATA and read errors fail then. Time and memory stay linear in the
+ * slot size whatever the bytes.
  */
-int ckpt_load(struct meta *m, uint64_t gen, uint64_t *first_seq, char **why);
+int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, char **why);
 
 #endif /* RMEM_CKPT_H */

@@ -233,6 +233,7 @@ void journal_drop_pending(struct journal *j)
 /* ---- replay ---- */
 
 #define REPLAY_WINDOW (4U << 20)
+#define JOURNAL_REC_MIN 2 /* the smallest record: a type and a one-byte varint */
 
 struct window {
 	struct remote *r;
@@ -353,13 +354,13 @@ static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
 	return rd->err;
 }
 
-static void recs_free(struct journal_rec *recs, uint32_t n)
+static void recs_free(GArray *recs)
 {
-	uint32_t i;
+	guint i;
 
-	for (i = 0; i < n; i++)
-		g_free(recs[i].name);
-	g_free(recs);
+	for (i = 0; i < recs->len; i++)
+		g_free(g_array_index(recs, struct journal_rec, i).name);
+	g_array_free(recs, TRUE);
 }
 
 /* is h the header of transaction expect of generation gen at pos? if not, info says why */
@@ -381,42 +382,79 @@ static bool txn_hdr_ok(const struct journal *j, const struct layout_txn_hdr *h, 
 		info->stop_reason = g_strdup_printf("sequence %" G_GUINT64_FORMAT ", expected %"
 						    G_GUINT64_FORMAT,
 						    (guint64)le64toh(h->seq), (guint64)expect);
-	else if (len < sizeof(*h) || len > j->len - pos || nrec > len)
+	else if (len < sizeof(*h) || len > j->len - pos)
 		info->stop_reason = g_strdup_printf("bad transaction length %u", len);
+	else if (nrec > (len - sizeof(*h)) / JOURNAL_REC_MIN)
+		info->stop_reason = g_strdup_printf("%u records cannot fit a transaction of %u "
+						    "bytes", nrec, len);
 	else
 		return true;
 	info->torn = true;
 	return false;
 }
 
-/* decode and apply the records of transaction seq (len bytes, checksum right) */
-static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t seq,
-		     int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
-		     struct journal_replay_info *info)
+/*
+ * Decode the records of transaction seq (len bytes at journal offset pos,
+ * checksum right) and apply them. Every record is decoded before any is
+ * applied. One that does not parse: without salvage, nothing is applied
+ * and replay stops (-EUCLEAN); with salvage, the records before it are
+ * applied, the rest of the transaction is dropped and said so in
+ * info->damage, and replay goes on.
+ */
+static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t seq, uint64_t pos,
+		     bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec),
+		     void *ctx, struct journal_replay_info *info)
 {
-	struct journal_rec *recs = g_new0(struct journal_rec, MAX(nrec, 1));
+	GArray *recs = g_array_new(FALSE, TRUE, sizeof(struct journal_rec));
 	struct layout_rd rd;
-	uint32_t i;
+	struct journal_rec r;
+	char *what = NULL;
+	guint i;
 	int rc = 0;
 
 	layout_rd_init(&rd, txn + sizeof(struct layout_txn_hdr),
 		       len - sizeof(struct layout_txn_hdr));
-	for (i = 0; i < nrec && !rd.err; i++)
-		decode_rec(&rd, &recs[i]);
-	if (rd.err || layout_rd_left(&rd)) {
-		info->torn = true;
-		info->stop_reason = g_strdup_printf("malformed record in transaction %"
-						    G_GUINT64_FORMAT, (guint64)seq);
-		rc = -EUCLEAN;
+	while (recs->len < nrec && !decode_rec(&rd, &r))
+		g_array_append_val(recs, r);
+	if (rd.err) {
+		g_free(r.name);
+		what = g_strdup_printf("record %u of %u (type %u) does not parse", recs->len + 1,
+				       nrec, r.type);
+	} else if (layout_rd_left(&rd)) {
+		what = g_strdup_printf("%zu bytes follow its %u records", layout_rd_left(&rd), nrec);
 	}
-	for (i = 0; i < nrec && !rc; i++)
-		rc = apply(ctx, &recs[i]);
-	recs_free(recs, nrec);
+	if (what && !salvage) {
+		info->torn = true;
+		info->stop_reason = g_strdup_printf("transaction %" G_GUINT64_FORMAT " at journal "
+						    "offset %" G_GUINT64_FORMAT " is malformed: %s",
+						    (guint64)seq, (guint64)pos, what);
+		rc = -EUCLEAN;
+	} else if (what) {
+		if (!info->damage)
+			info->damage = g_ptr_array_new_with_free_func(g_free);
+		g_ptr_array_add(info->damage,
+				g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT " at offset %"
+						G_GUINT64_FORMAT " is malformed: %s; %u records "
+						"applied, the rest dropped",
+						(guint64)seq, (guint64)pos, what, recs->len));
+	}
+	for (i = 0; i < recs->len && !rc; i++)
+		rc = apply(ctx, &g_array_index(recs, struct journal_rec, i));
+	g_free(what);
+	recs_free(recs);
 	return rc;
 }
 
+void journal_replay_info_clear(struct journal_replay_info *info)
+{
+	g_free(info->stop_reason);
+	if (info->damage)
+		g_ptr_array_free(info->damage, TRUE);
+	memset(info, 0, sizeof(*info));
+}
+
 int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
-		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		   bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
 		   struct journal_replay_info *info)
 {
 	struct window w = {
@@ -458,10 +496,12 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 			g_free(copy);
 			info->torn = true;
 			info->stop_reason = g_strdup_printf("checksum mismatch in transaction %"
-							    G_GUINT64_FORMAT, (guint64)expect);
+							    G_GUINT64_FORMAT " at journal offset %"
+							    G_GUINT64_FORMAT,
+							    (guint64)expect, (guint64)pos);
 			break;
 		}
-		rc = apply_txn(copy, len, le32toh(h.nrec), expect, apply, ctx, info);
+		rc = apply_txn(copy, len, le32toh(h.nrec), expect, pos, salvage, apply, ctx, info);
 		g_free(copy);
 		if (rc)
 			break;

@@ -98,14 +98,22 @@ struct journal_replay_info {
 	uint64_t last_seq;
 	bool torn; /* stopped at a txn with our magic, fs_id and generation that failed */
 	char *stop_reason; /* g_malloc'd, why replay stopped */
+	GPtrArray *damage; /* salvage: char *, each malformed transaction and what was dropped */
 };
 
 /*
  * Replay generation gen from first_seq on: apply(ctx, rec) for every record.
- * A non-zero apply result stops replay and is returned.
+ * A non-zero apply result stops replay and is returned. A transaction whose
+ * checksum is right but whose records do not parse (a bug wrote it) stops
+ * replay with -EUCLEAN, naming it and its journal offset in stop_reason;
+ * with salvage (rmemfs-fsck) the records before the bad one are applied,
+ * the damage goes to info->damage and replay goes on. Every length and
+ * count in the area is checked against the bytes there before it is used.
+ * Release info with journal_replay_info_clear().
  */
 int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
-		   int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		   bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
 		   struct journal_replay_info *info);
+void journal_replay_info_clear(struct journal_replay_info *info);
 
 #endif /* RMEM_JOURNAL_H */

@@ -37,7 +37,7 @@
 #include "units.h"
 
 #define LOAD_NO_CHECK 0x1 /* fsck: load and replay, do not check or repair */
-#define LOAD_FALLBACK 0x2 /* fsck --repair: a damaged checkpoint -> use the older slot */
+#define LOAD_SALVAGE 0x2 /* fsck: work around a damaged checkpoint or journal, report it */
 
 static void set_err(char **err_msg, char *msg)
 {
@@ -91,6 +91,11 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		in = inode_get(m, r->ino);
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
+		if (!layout_mode_ok(r->inode.mode)) {
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid mode 0%o "
+					   "(record dropped)", (guint64)r->ino, r->inode.mode);
+			return 0;
+		}
 		if (in && (in->a.mode & S_IFMT) != (r->inode.mode & S_IFMT)) {
 			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT " changes type",
 					   (guint64)r->ino);
@@ -117,6 +122,13 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 			return 0;
 		}
 		if (r->type == LAYOUT_REC_DIRENT_ADD) {
+			if (!layout_name_ok(r->name, r->nlen) || r->ino >= LAYOUT_INO_LIMIT) {
+				inode_load_problem(m, "journal: directory %" G_GUINT64_FORMAT
+						   ": invalid entry for inode %" G_GUINT64_FORMAT
+						   " (record dropped)",
+						   (guint64)r->dir, (guint64)r->ino);
+				return 0;
+			}
 			inode_dir_add(m, dir, r->name, r->nlen, r->ino, r->dtype, r->cookie);
 		} else {
 			d = inode_dir_lookup(dir, r->name);
@@ -147,12 +159,22 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 		inode_ext_clear(m, in, r->fblock, r->count, true);
 		break;
 	case LAYOUT_REC_XATTR_SET:
+		if (!layout_xattr_ok(r->name, r->nlen, r->vlen)) {
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid xattr "
+					   "(record dropped)", (guint64)r->ino);
+			return 0;
+		}
 		inode_xattr_set(m, in, r->name, r->value, r->vlen);
 		break;
 	case LAYOUT_REC_XATTR_DEL:
 		inode_xattr_del(m, in, r->name);
 		break;
 	case LAYOUT_REC_SYMLINK:
+		if (memchr(r->value, 0, r->vlen)) {
+			inode_load_problem(m, "journal: symlink %" G_GUINT64_FORMAT ": its target "
+					   "holds a NUL byte (record dropped)", (guint64)r->ino);
+			return 0;
+		}
 		if (inode_symlink_set(m, in, (const char *)r->value, r->vlen) < 0)
 			inode_load_problem(m, "journal: symlink target for non-symlink %"
 					   G_GUINT64_FORMAT, (guint64)r->ino);
@@ -285,12 +307,71 @@ static int classify_err(enum layout_sb_kind kind, uint32_t version, const char *
 	return -EINVAL;
 }
 
+/*
+ * Load the checkpoint *gen names. A mount takes it as stored or refuses it.
+ * rmemfs-fsck (LOAD_SALVAGE) works around the damage and reports it as
+ * problems: a payload that does not parse although its checksum is right (a
+ * bug wrote it) is salvaged; a damaged header or payload checksum takes the
+ * previous checkpoint in the other slot if that one loads (what came after
+ * it is lost), else salvages this one.
+ */
+static int load_ckpt(struct meta *m, unsigned int flags, uint64_t *gen, uint64_t *first_seq,
+		     bool *fell_back, char **err_msg)
+{
+	char *why = NULL, *why2 = NULL;
+	int rc;
+
+	rc = ckpt_load(m, *gen, false, first_seq, &why);
+	if (rc == 0 || !(flags & LOAD_SALVAGE) ||
+	    (rc != -ENODATA && rc != -EBADMSG && rc != -EUCLEAN))
+		goto out;
+	if (rc != -EUCLEAN && *gen > 1 && ckpt_load(m, *gen - 1, false, first_seq, &why2) == 0) {
+		inode_load_problem(m, "%s; using the previous checkpoint %" G_GUINT64_FORMAT
+				   " (changes made after it are lost)", why, (guint64)(*gen - 1));
+		*fell_back = true;
+		(*gen)--;
+		rc = 0;
+	} else if (rc != -ENODATA) {
+		rc = ckpt_load(m, *gen, true, first_seq, &why2);
+	}
+	if (rc < 0 && why2) {
+		char *both = g_strdup_printf("%s; %s", why, why2);
+
+		g_free(why);
+		why = both;
+	}
+out:
+	if (rc < 0) {
+		set_err(err_msg, g_strdup_printf("%s%s", why ? why : g_strerror(-rc),
+						 flags & LOAD_SALVAGE ? "" :
+									"; run rmemfs-fsck --repair"));
+		if (rc == -ENODATA || rc == -EBADMSG)
+			rc = -EUCLEAN;
+	}
+	g_free(why);
+	g_free(why2);
+	return rc;
+}
+
+/*
+ * After taking the previous checkpoint G-1, the journal area still holds
+ * transactions of G (and the checkpoint the repair writes is numbered G
+ * again): start the sequence numbers past any of them, so none can ever be
+ * replayed as part of the new journal. G's first sequence number is at most
+ * one journal area of transactions after G-1's, and G holds at most one
+ * area more.
+ */
+static uint64_t seq_after_fallback(const struct meta *m, uint64_t next_seq)
+{
+	return next_seq + 2 * (m->g.journal_len / sizeof(struct layout_txn_hdr)) + 1;
+}
+
 static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 {
 	struct journal_replay_info info;
-	uint64_t gen, first_seq = 1;
-	char *why = NULL;
-	bool clean = false;
+	uint64_t gen, first_seq = 1, next_seq;
+	bool clean = false, fell_back = false;
+	guint i;
 	int rc;
 
 	rc = super_read_ckpt_gen(m->sb, &gen);
@@ -303,43 +384,23 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 		set_err(err_msg, g_strdup("the pool's format never completed (no checkpoint)"));
 		return -EUCLEAN;
 	}
-	rc = ckpt_load(m, gen, &first_seq, &why);
-	if (rc == -EUCLEAN && (flags & LOAD_FALLBACK) && gen > 1) {
-		struct meta *fresh = new_meta(m->r, NULL, &m->g);
-		char *why2 = NULL;
-
-		/* start over on an empty meta: the damaged load left partial state */
-		g_hash_table_remove_all(m->inodes);
-		m->ckpt_bytes = fresh->ckpt_bytes;
-		m->next_ino = fresh->next_ino;
-		m->nfresh = 0;
-		free_meta(fresh);
-		if (ckpt_load(m, gen - 1, &first_seq, &why2) == 0) {
-			inode_load_problem(m, "%s; using the previous checkpoint %" G_GUINT64_FORMAT
-					   " (changes made after it are lost)",
-					   why, (guint64)(gen - 1));
-			gen--;
-			rc = 0;
-		}
-		g_free(why2);
-	}
-	if (rc < 0) {
-		set_err(err_msg, g_strdup_printf("%s; run rmemfs-fsck --repair",
-						 why ? why : g_strerror(-rc)));
-		g_free(why);
+	rc = load_ckpt(m, flags, &gen, &first_seq, &fell_back, err_msg);
+	if (rc < 0)
 		return rc;
-	}
-	g_free(why);
 	m->load.ckpt_gen = gen;
 	if (super_read_clean(m->sb, &clean) == 0)
 		m->load.was_clean = clean;
-	rc = journal_replay(m->j, m->r, gen, first_seq, apply_rec, m, &info);
+	rc = journal_replay(m->j, m->r, gen, first_seq, flags & LOAD_SALVAGE, apply_rec, m, &info);
 	if (rc < 0) {
-		set_err(err_msg, g_strdup_printf("journal replay: %s (%s)", g_strerror(-rc),
-						 info.stop_reason ? info.stop_reason : "?"));
-		g_free(info.stop_reason);
+		set_err(err_msg, g_strdup_printf("journal replay: %s%s",
+						 info.stop_reason ? info.stop_reason :
+								    g_strerror(-rc),
+						 rc == -EUCLEAN ? "; run rmemfs-fsck --repair" : ""));
+		journal_replay_info_clear(&info);
 		return rc;
 	}
+	for (i = 0; info.damage && i < info.damage->len; i++)
+		inode_load_problem(m, "%s", (char *)g_ptr_array_index(info.damage, i));
 	m->load.replayed = info.txns;
 	m->load.replay_bytes = info.bytes;
 	m->load.torn_tail = info.torn;
@@ -349,10 +410,13 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 			  clean ? "clean filesystem" : "recovering after an unclean shutdown",
 			  (guint64)info.txns, (guint64)info.bytes,
 			  info.stop_reason ? info.stop_reason : "?");
-	g_free(info.stop_reason);
-	journal_reset(m->j, gen, info.bytes, info.last_seq + 1);
+	next_seq = info.last_seq + 1;
+	if (fell_back)
+		next_seq = seq_after_fallback(m, next_seq);
+	journal_reset(m->j, gen, info.bytes, next_seq);
 	m->durable_gen = gen;
 	m->durable_seq = info.last_seq;
+	journal_replay_info_clear(&info);
 	return 0;
 }
 
@@ -657,7 +721,7 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	mo.force_lease = o->force;
 	mo.lease_takeover_ms = o->lease_takeover_ms;
 	mo.holder_name = holder;
-	rc = load_fs(r, &mo, LOAD_NO_CHECK | (o->repair ? LOAD_FALLBACK : 0), &m, err_msg);
+	rc = load_fs(r, &mo, LOAD_NO_CHECK | LOAD_SALVAGE, &m, err_msg);
 	g_free(holder);
 	if (rc < 0)
 		return rc;
