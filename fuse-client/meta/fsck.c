@@ -274,6 +274,24 @@ struct entry_ref {
 	uint64_t ino;
 };
 
+/*
+ * The entry after d in cookie order. The walk checks that cookies ascend, so
+ * that a cookie index gone wrong (a bug) ends the walk of that directory
+ * instead of going round forever.
+ */
+static struct meta_dirent *entry_after(const struct meta_inode *dir, const struct meta_dirent *d)
+{
+	struct meta_dirent *n = inode_dir_next(dir, d->cookie);
+
+	if (n && n->cookie <= d->cookie) {
+		g_warning("directory %" G_GUINT64_FORMAT ": its cookie index goes back from %"
+			  G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT, (guint64)dir->a.ino,
+			  (guint64)d->cookie, (guint64)n->cookie);
+		return NULL;
+	}
+	return n;
+}
+
 /* walk from the root; report (first walk) and repair entries per mode */
 static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 {
@@ -295,7 +313,7 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 		struct meta_dirent *d;
 		guint i;
 
-		for (d = inode_dir_next(dir, 0); d; d = inode_dir_next(dir, d->cookie)) {
+		for (d = inode_dir_next(dir, 0); d; d = entry_after(dir, d)) {
 			struct meta_inode *t = inode_get(m, d->ino);
 			bool fix;
 
@@ -348,19 +366,35 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 	}
 }
 
+/*
+ * The directory to link lost inodes into: /lost+found, or, when that name is
+ * taken by something else, /lost+found.1 and so on (created as needed).
+ * NULL if none can be had.
+ */
 static struct meta_inode *lost_found(struct meta *m)
 {
 	struct meta_inode *root = inode_get(m, META_ROOT_INO);
-	struct meta_dirent *d = inode_dir_lookup(root, "lost+found");
-	struct layout_inode a;
 	struct meta_inode *lf;
+	struct layout_inode a;
+	char name[32];
+	unsigned int i;
 
-	if (d) {
+	for (i = 0; root && root->dir && i < 100; i++) {
+		struct meta_dirent *d;
+
+		if (i)
+			g_snprintf(name, sizeof(name), "lost+found.%u", i);
+		else
+			g_strlcpy(name, "lost+found", sizeof(name));
+		d = inode_dir_lookup(root, name);
+		if (!d)
+			break;
 		lf = inode_get(m, d->ino);
 		if (lf && lf->dir)
 			return lf;
-		inode_dir_del(m, root, d);
 	}
+	if (!root || !root->dir || i == 100)
+		return NULL;
 	memset(&a, 0, sizeof(a));
 	a.ino = m->next_ino;
 	a.mode = S_IFDIR | 0700;
@@ -368,7 +402,8 @@ static struct meta_inode *lost_found(struct meta *m)
 	inode_now(&a.mtime);
 	a.atime = a.ctime = a.mtime;
 	lf = inode_create(m, &a);
-	inode_dir_add(m, root, "lost+found", 10, lf->a.ino, DT_DIR, 0);
+	if (lf)
+		inode_dir_add(m, root, name, strlen(name), lf->a.ino, DT_DIR, 0);
 	return lf;
 }
 
@@ -415,14 +450,69 @@ static GHashTable *find_unreachable(struct fsck_ctx *c, struct walk *w)
 	return unreachable;
 }
 
-/* link the tops of detached subtrees into lf (round: how many rounds went before) */
-static void attach_round(struct meta *m, GHashTable *unreachable, struct meta_inode *lf,
-			 guint round)
+/* name ino "#<ino>" in lf (with a suffix should that name be taken) */
+static void attach_one(struct meta *m, struct meta_inode *lf, struct meta_inode *in)
+{
+	char name[48];
+	unsigned int i;
+
+	g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)in->a.ino);
+	for (i = 1; inode_dir_lookup(lf, name); i++)
+		g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT ".%u", (guint64)in->a.ino, i);
+	inode_dir_add(m, lf, name, strlen(name), in->a.ino, inode_dtype(in->a.mode), 0);
+	if (!in->a.nlink)
+		in->a.nlink = 1;
+}
+
+/* mark ino and every unreachable inode below it covered */
+static void cover(struct meta *m, GHashTable *unreachable, GHashTable *covered, uint64_t ino)
+{
+	GQueue queue = G_QUEUE_INIT;
+
+	g_hash_table_add(covered, GSIZE_TO_POINTER(ino));
+	g_queue_push_tail(&queue, GSIZE_TO_POINTER(ino));
+	while (!g_queue_is_empty(&queue)) {
+		struct meta_inode *in = inode_get(m, GPOINTER_TO_SIZE(g_queue_pop_head(&queue)));
+		GHashTableIter it;
+		gpointer k, v;
+
+		if (!in || !in->dir)
+			continue;
+		g_hash_table_iter_init(&it, in->dir->by_name);
+		while (g_hash_table_iter_next(&it, &k, &v)) {
+			gpointer key = GSIZE_TO_POINTER(((struct meta_dirent *)k)->ino);
+
+			if (g_hash_table_contains(unreachable, key) &&
+			    !g_hash_table_contains(covered, key)) {
+				g_hash_table_add(covered, key);
+				g_queue_push_tail(&queue, key);
+			}
+		}
+	}
+}
+
+static gint ino_key_cmp(gconstpointer a, gconstpointer b)
+{
+	uint64_t x = GPOINTER_TO_SIZE(*(const gpointer *)a);
+	uint64_t y = GPOINTER_TO_SIZE(*(const gpointer *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Link the unreachable inodes into lf: first the tops of detached subtrees
+ * (inodes no unreachable directory names), then, for what hangs in loops of
+ * directories, one member of each loop; all below an attached inode counts
+ * as covered. In ino order, so repairs are deterministic.
+ */
+static void attach_unreachable(struct meta *m, GHashTable *unreachable, struct meta_inode *lf)
 {
 	GHashTable *named = g_hash_table_new(g_direct_hash, g_direct_equal);
+	GHashTable *covered = g_hash_table_new(g_direct_hash, g_direct_equal);
+	GPtrArray *order = g_ptr_array_new();
 	GHashTableIter it;
 	gpointer k, v;
-	guint attached = 0;
+	guint i, pass;
 
 	g_hash_table_iter_init(&it, unreachable);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -430,28 +520,28 @@ static void attach_round(struct meta *m, GHashTable *unreachable, struct meta_in
 		GHashTableIter dit;
 		gpointer dk, dv;
 
+		g_ptr_array_add(order, k);
 		if (!in || !in->dir)
 			continue;
 		g_hash_table_iter_init(&dit, in->dir->by_name);
 		while (g_hash_table_iter_next(&dit, &dk, &dv))
-			g_hash_table_add(named, GSIZE_TO_POINTER(((struct meta_dirent *)dv)->ino));
+			g_hash_table_add(named, GSIZE_TO_POINTER(((struct meta_dirent *)dk)->ino));
 	}
-	g_hash_table_iter_init(&it, unreachable);
-	while (g_hash_table_iter_next(&it, &k, &v)) {
-		uint64_t ino = GPOINTER_TO_SIZE(k);
-		struct meta_inode *in = inode_get(m, ino);
-		char name[32];
+	g_ptr_array_sort(order, ino_key_cmp);
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < order->len; i++) {
+			gpointer key = g_ptr_array_index(order, i);
+			struct meta_inode *in = inode_get(m, GPOINTER_TO_SIZE(key));
 
-		if (!in || (g_hash_table_contains(named, k) && round == 0))
-			continue;
-		if (g_hash_table_contains(named, k) && attached)
-			continue; /* a loop: one member per round */
-		g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)ino);
-		inode_dir_add(m, lf, name, strlen(name), ino, inode_dtype(in->a.mode), 0);
-		if (!in->a.nlink)
-			in->a.nlink = 1;
-		attached++;
+			if (!in || in == lf || g_hash_table_contains(covered, key) ||
+			    (pass == 0 && g_hash_table_contains(named, key)))
+				continue;
+			attach_one(m, lf, in);
+			cover(m, unreachable, covered, in->a.ino);
+		}
 	}
+	g_ptr_array_free(order, TRUE);
+	g_hash_table_destroy(covered);
 	g_hash_table_destroy(named);
 }
 
@@ -493,10 +583,17 @@ static void check_namespace(struct fsck_ctx *c)
 
 	walk_tree(c, &w, true);
 	unreachable = find_unreachable(c, &w);
-	/* link the tops of detached subtrees into /lost+found until all is reached */
-	for (round = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && round < 64;
+	/* link the detached subtrees into /lost+found (one round does; a few, to be sure) */
+	for (round = 0; c->mode == FSCK_REPAIR && g_hash_table_size(unreachable) && round < 4;
 	     round++) {
-		attach_round(c->m, unreachable, lost_found(c->m), round);
+		struct meta_inode *lf = lost_found(c->m);
+
+		if (!lf) {
+			note(c, "no lost+found directory could be made: %u inodes stay unreachable",
+			     g_hash_table_size(unreachable));
+			break;
+		}
+		attach_unreachable(c->m, unreachable, lf);
 		walk_tree(c, &w, false);
 		g_hash_table_iter_init(&it, unreachable);
 		while (g_hash_table_iter_next(&it, &k, &v))
