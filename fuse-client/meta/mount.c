@@ -702,6 +702,41 @@ static int scrub_members(struct remote *r, bool repair, struct fsck_report *rep,
 	return rc;
 }
 
+/*
+ * After a repair: load what was written as a mount does (no salvage) and
+ * check it. A repair that leaves the pool unmountable, or with problems,
+ * must not report success.
+ */
+static int fsck_verify(struct remote *r, char **err_msg)
+{
+	struct mount_opts mo = { .read_only = true };
+	struct fsck_report rep;
+	struct meta *m = NULL;
+	char *msg = NULL;
+	int rc;
+
+	rc = load_fs(r, &mo, LOAD_NO_CHECK, &m, &msg);
+	if (rc < 0) {
+		set_err(err_msg, g_strdup_printf("the repaired filesystem does not load: %s",
+						 msg ? msg : g_strerror(-rc)));
+		g_free(msg);
+		return rc;
+	}
+	fsck_report_init(&rep);
+	rc = fsck_check(m, FSCK_CHECK, &rep);
+	if (!rc && rep.problems) {
+		set_err(err_msg, g_strdup_printf("the repaired filesystem still has %u problems "
+						 "(first: %s)",
+						 rep.problems,
+						 rep.first_unsafe ? rep.first_unsafe :
+						 (char *)g_ptr_array_index(rep.lines, 0)));
+		rc = -EUCLEAN;
+	}
+	fsck_report_clear(&rep);
+	mount_close(m);
+	return rc;
+}
+
 int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *rep,
 	       char **err_msg)
 {
@@ -741,5 +776,7 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 		rc = rc2;
 		set_err(err_msg, g_strdup_printf("releasing the pool: %s", g_strerror(-rc)));
 	}
+	if (!rc && o->repair && rep->repaired)
+		rc = fsck_verify(r, err_msg);
 	return rc;
 }
