@@ -357,11 +357,10 @@ static enum rec_err rec_head(const struct ckpt_src *s, size_t off, struct ckpt_r
 	if (layout_get_inode(rd, &r->a))
 		return REC_ATTRS;
 	r->nx = get_le32(rd);
-	if (S_ISLNK(r->a.mode)) {
-		r->tlen = (size_t)layout_get_uv(rd);
-		if (r->tlen > layout_rd_left(rd))
+	if (S_ISLNK(r->a.mode) && !rd->err) {
+		r->target = layout_get_counted(rd, &r->tlen);
+		if (!r->target)
 			return REC_TARGET;
-		r->target = layout_get_bytes(rd, r->tlen);
 	}
 	if (sub_kind(r->a.mode) != ITEM_NONE)
 		r->nsub = get_le32(rd);
@@ -377,29 +376,19 @@ static enum rec_err rec_head(const struct ckpt_src *s, size_t off, struct ckpt_r
 /* parse one item; -EBADMSG if its structure is broken (nothing is allocated) */
 static int item_get(struct layout_rd *rd, enum item_kind k, struct ckpt_item *it)
 {
+	uint8_t nlen;
+
 	switch (k) {
 	case ITEM_XATTR:
-		it->nlen = (size_t)layout_get_uv(rd);
-		if (it->nlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		it->name = layout_get_bytes(rd, it->nlen);
-		it->vlen = (size_t)layout_get_uv(rd);
-		if (it->vlen > layout_rd_left(rd))
-			return rd->err = -EBADMSG;
-		it->value = layout_get_bytes(rd, it->vlen);
+		it->name = layout_get_counted(rd, &it->nlen);
+		it->value = layout_get_counted(rd, &it->vlen);
 		break;
 	case ITEM_EXTENT:
-		it->fblock = layout_get_uv(rd);
-		it->count = layout_get_uv(rd);
-		it->pblock = layout_get_uv(rd);
-		it->state = layout_get_u8(rd);
+		layout_get_ext(rd, &it->fblock, &it->count, &it->pblock, &it->state);
 		break;
 	case ITEM_ENTRY:
-		it->ino = layout_get_uv(rd);
-		it->cookie = layout_get_uv(rd);
-		it->type = layout_get_u8(rd);
-		it->nlen = layout_get_u8(rd);
-		it->name = layout_get_bytes(rd, it->nlen);
+		layout_get_dirent(rd, &it->ino, &it->cookie, &it->type, &it->name, &nlen);
+		it->nlen = nlen;
 		break;
 	case ITEM_NONE:
 		rd->err = -EBADMSG;

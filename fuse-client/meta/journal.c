@@ -280,23 +280,25 @@ static char *get_name(struct layout_rd *rd, size_t nlen)
 /* a name or value of a record: its length (name: at most 255), then its bytes */
 static void get_name_or_value(struct layout_rd *rd, struct journal_rec *r, bool name)
 {
-	size_t len = (size_t)layout_get_uv(rd);
+	size_t len;
+	const uint8_t *p = layout_get_counted(rd, &len);
 
-	if (name) {
-		if (len > 255)
-			rd->err = -EBADMSG;
+	if (!name) {
+		r->vlen = len;
+		r->value = p;
+	} else if (p && len <= 255) {
 		r->nlen = len;
-		r->name = get_name(rd, len);
-		return;
-	}
-	if (len > layout_rd_left(rd))
+		r->name = g_strndup((const char *)p, len);
+	} else {
 		rd->err = -EBADMSG;
-	r->vlen = len;
-	r->value = layout_get_bytes(rd, len);
+	}
 }
 
 static void decode_body(struct layout_rd *rd, struct journal_rec *r)
 {
+	const uint8_t *p;
+	uint8_t nlen;
+
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
 		layout_get_inode(rd, &r->inode);
@@ -306,25 +308,25 @@ static void decode_body(struct layout_rd *rd, struct journal_rec *r)
 		r->ino = layout_get_uv(rd);
 		break;
 	case LAYOUT_REC_DIRENT_ADD:
+		r->dir = layout_get_uv(rd);
+		if (!layout_get_dirent(rd, &r->ino, &r->cookie, &r->dtype, &p, &nlen)) {
+			r->nlen = nlen;
+			r->name = g_strndup((const char *)p, nlen);
+		}
+		break;
 	case LAYOUT_REC_DIRENT_DEL:
 		r->dir = layout_get_uv(rd);
-		if (r->type == LAYOUT_REC_DIRENT_ADD) {
-			r->ino = layout_get_uv(rd);
-			r->cookie = layout_get_uv(rd);
-			r->dtype = layout_get_u8(rd);
-		}
 		r->nlen = layout_get_u8(rd);
 		r->name = get_name(rd, r->nlen);
 		break;
 	case LAYOUT_REC_EXT_SET:
+		r->ino = layout_get_uv(rd);
+		layout_get_ext(rd, &r->fblock, &r->count, &r->pblock, &r->state);
+		break;
 	case LAYOUT_REC_EXT_CLEAR:
 		r->ino = layout_get_uv(rd);
 		r->fblock = layout_get_uv(rd);
 		r->count = layout_get_uv(rd);
-		if (r->type == LAYOUT_REC_EXT_SET) {
-			r->pblock = layout_get_uv(rd);
-			r->state = layout_get_u8(rd);
-		}
 		break;
 	case LAYOUT_REC_XATTR_SET:
 	case LAYOUT_REC_XATTR_DEL:

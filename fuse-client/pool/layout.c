@@ -459,6 +459,40 @@ void layout_put_ext(GByteArray *b, uint64_t fblock, uint64_t count, uint64_t pbl
 	layout_put_u8(b, state);
 }
 
+int layout_get_dirent(struct layout_rd *rd, uint64_t *ino, uint64_t *cookie, uint8_t *type,
+		      const uint8_t **name, uint8_t *nlen)
+{
+	*ino = layout_get_uv(rd);
+	*cookie = layout_get_uv(rd);
+	*type = layout_get_u8(rd);
+	*nlen = layout_get_u8(rd);
+	*name = layout_get_bytes(rd, *nlen);
+	return rd->err;
+}
+
+int layout_get_ext(struct layout_rd *rd, uint64_t *fblock, uint64_t *count, uint64_t *pblock,
+		   uint8_t *state)
+{
+	*fblock = layout_get_uv(rd);
+	*count = layout_get_uv(rd);
+	*pblock = layout_get_uv(rd);
+	*state = layout_get_u8(rd);
+	return rd->err;
+}
+
+const uint8_t *layout_get_counted(struct layout_rd *rd, size_t *len)
+{
+	uint64_t n = layout_get_uv(rd);
+
+	*len = 0;
+	if (rd->err || n > layout_rd_left(rd)) {
+		rd->err = -EBADMSG;
+		return NULL;
+	}
+	*len = (size_t)n;
+	return layout_get_bytes(rd, *len);
+}
+
 static uint32_t get_u32(struct layout_rd *rd)
 {
 	uint64_t v = layout_get_uv(rd);

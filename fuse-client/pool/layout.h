@@ -340,5 +340,12 @@ bool layout_xattr_ok(const void *name, size_t nlen, size_t vlen);
 void layout_put_dirent(GByteArray *b, uint64_t ino, uint64_t cookie, uint8_t type, const char *name,
 		       uint8_t nlen);
 void layout_put_ext(GByteArray *b, uint64_t fblock, uint64_t count, uint64_t pblock, uint8_t state);
+/* and their readers: 0 or -EBADMSG (sticky); *name points into the buffer */
+int layout_get_dirent(struct layout_rd *rd, uint64_t *ino, uint64_t *cookie, uint8_t *type,
+		      const uint8_t **name, uint8_t *nlen);
+int layout_get_ext(struct layout_rd *rd, uint64_t *fblock, uint64_t *count, uint64_t *pblock,
+		   uint8_t *state);
+/* a length (uv) and that many bytes: the bytes (*len of them), NULL and err set if short */
+const uint8_t *layout_get_counted(struct layout_rd *rd, size_t *len);
 
 #endif /* RMEM_LAYOUT_H */
