@@ -272,6 +272,7 @@ struct ckpt_rec {
 struct ckpt_take {
 	size_t off;
 	uint32_t nx, nsub;
+	bool damaged; /* salvage: its items ran wrong (its ino may be wrong too) */
 };
 
 /* the inode records of one checkpoint, being read */
@@ -366,11 +367,9 @@ static enum rec_err rec_head(const struct ckpt_src *s, size_t off, struct ckpt_r
 		r->nsub = get_le32(rd);
 	if (rd->err)
 		return REC_ATTRS;
-	need = (uint64_t)r->nx * XATTR_MIN_BYTES + (uint64_t)r->nsub * SUB_MIN_BYTES;
-	if (need > layout_rd_left(rd))
-		return REC_COUNTS;
 	r->items = rd_off(s, rd);
-	return REC_OK;
+	need = (uint64_t)r->nx * XATTR_MIN_BYTES + (uint64_t)r->nsub * SUB_MIN_BYTES;
+	return need > layout_rd_left(rd) ? REC_COUNTS : REC_OK;
 }
 
 /* parse one item; -EBADMSG if its structure is broken (nothing is allocated) */
@@ -465,11 +464,18 @@ static enum rec_err rec_items(struct ckpt_src *s, const struct ckpt_rec *r,
 	return rc;
 }
 
-/* does a plausible record head (ino above last, below next_ino, a valid mode) start at off? */
-static bool head_plausible(const struct ckpt_src *s, size_t off, uint64_t last,
+/*
+ * Does a plausible record head (ino above last, below next_ino, a valid
+ * mode, counts that fit) start at off? Where a record must begin (aligned:
+ * after one taken as stored), counts that do not fit only make the record
+ * damaged.
+ */
+static bool head_plausible(const struct ckpt_src *s, size_t off, uint64_t last, bool aligned,
 			   struct ckpt_rec *r, struct layout_rd *rd)
 {
-	return off < s->len && rec_head(s, off, r, rd) == REC_OK && r->a.ino > last &&
+	enum rec_err err = off < s->len ? rec_head(s, off, r, rd) : REC_ATTRS;
+
+	return (err == REC_OK || (aligned && err == REC_COUNTS)) && r->a.ino > last &&
 	       r->a.ino < s->next_ino && layout_mode_ok(r->a.mode);
 }
 
@@ -480,11 +486,11 @@ static bool rec_starts_at(struct ckpt_src *s, size_t off, uint64_t last)
 	struct layout_rd rd;
 	size_t end;
 
-	if (!s->budget || !head_plausible(s, off, last, &r, &rd) ||
+	if (!s->budget || !head_plausible(s, off, last, false, &r, &rd) ||
 	    rec_items(s, &r, &rd, false, NULL) != REC_OK)
 		return false;
 	end = rd_off(s, &rd);
-	return end == s->len || head_plausible(s, end, r.a.ino, &next, &rd);
+	return end == s->len || head_plausible(s, end, r.a.ino, false, &next, &rd);
 }
 
 /* ---- loading: as stored ---- */
@@ -543,7 +549,7 @@ static int scan_stored(struct ckpt_src *s, uint64_t ninodes, char **why)
 		who = f.err == REC_ATTRS ? g_strdup("") :
 					   g_strdup_printf("%s %" G_GUINT64_FORMAT ", ",
 							   rec_word(r.a.mode), (guint64)r.a.ino);
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": malformed inode record %"
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: inode record %"
 				       G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " (%spayload offset "
 				       "%zu): %s", (guint64)s->gen, (guint64)(i + 1),
 				       (guint64)ninodes, who, off, what);
@@ -552,14 +558,15 @@ static int scan_stored(struct ckpt_src *s, uint64_t ninodes, char **why)
 		return -EUCLEAN;
 	}
 	if (i < ninodes) {
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": the inode records end "
-				       "after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT,
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: the inode "
+				       "records end after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT,
 				       (guint64)s->gen, (guint64)i, (guint64)ninodes);
 		return -EUCLEAN;
 	}
 	if (off < s->len) {
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": %zu bytes follow the last "
-				       "of %" G_GUINT64_FORMAT " inode records (payload offset %zu)",
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: %zu bytes "
+				       "follow the last of %" G_GUINT64_FORMAT " inode records (payload "
+				       "offset %zu)",
 				       (guint64)s->gen, s->len - off, (guint64)ninodes, off);
 		return -EUCLEAN;
 	}
@@ -673,7 +680,8 @@ static size_t build_rec(struct ckpt_src *s, const struct ckpt_take *t)
 	}
 	in = inode_create(m, &a);
 	if (!in) {
-		ckpt_problem(s, "inode %" G_GUINT64_FORMAT " stored twice (dropped)", (guint64)a.ino);
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT " stored twice: the damaged record at "
+			     "payload offset %zu dropped", (guint64)a.ino, t->off);
 		return t->off;
 	}
 	if (r.target && memchr(r.target, 0, r.tlen)) {
@@ -711,31 +719,39 @@ static void salvage_skip(struct ckpt_src *s, size_t from, uint64_t last, size_t 
 
 /*
  * Parse the next item of a damaged record; false when the record ends
- * before it: it does not parse, or a complete record starts where it does
- * or inside its bytes (a length gone wrong swallows the records after it).
+ * before it: it does not parse, or a complete record (ino above last)
+ * starts where it does or inside its bytes (a length gone wrong swallows
+ * the records after it).
  */
-static bool salvage_item(struct ckpt_src *s, uint64_t ino, struct layout_rd *rd,
+static bool salvage_item(struct ckpt_src *s, uint64_t last, struct layout_rd *rd,
 			 enum item_kind k, struct ckpt_item *it)
 {
 	size_t b = rd_off(s, rd), q, e;
 
-	if (b == s->len || rec_starts_at(s, b, ino) || item_get(rd, k, it))
+	if (b == s->len || rec_starts_at(s, b, last) || item_get(rd, k, it))
 		return false;
 	e = rd_off(s, rd);
 	for (q = b + 1; q < e; q++)
-		if (rec_starts_at(s, q, ino))
+		if (rec_starts_at(s, q, last))
 			return false;
 	return true;
 }
 
+static bool dtype_ok(uint8_t t)
+{
+	return t == DT_FIFO || t == DT_CHR || t == DT_DIR || t == DT_BLK || t == DT_REG ||
+	       t == DT_LNK || t == DT_SOCK;
+}
+
 /*
  * A damaged record: take its items while they parse, up to where the next
- * record begins; past the stored count, extents or entries are taken while
- * they are valid (a count stored too small). *t gets the items to build;
- * returns where they end (after the last valid one).
+ * record begins; past the stored count of a directory, entries are taken
+ * while they are valid with a valid type (a count stored too small; the head
+ * of a record too easily passes for an extent to follow extents so). *t gets
+ * the items to build; returns where they end (after the last valid one).
  */
-static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, struct layout_rd *rd,
-			    struct ckpt_take *t)
+static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, uint64_t last,
+			    struct layout_rd *rd, struct ckpt_take *t)
 {
 	enum item_kind sk = sub_kind(r->a.mode);
 	size_t good = r->items;
@@ -744,8 +760,9 @@ static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, struct
 
 	t->off = r->off;
 	t->nx = t->nsub = 0;
+	t->damaged = true;
 	for (i = 0; i < r->nx; i++) {
-		if (!salvage_item(s, r->a.ino, rd, ITEM_XATTR, &it)) {
+		if (!salvage_item(s, last, rd, ITEM_XATTR, &it)) {
 			t->nx = ngood;
 			return good;
 		}
@@ -758,10 +775,12 @@ static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, struct
 	good = rd_off(s, rd);
 	ngood = 0;
 	for (i = 0; sk != ITEM_NONE && i < UINT32_MAX; i++) {
-		if (!salvage_item(s, r->a.ino, rd, sk, &it))
+		bool beyond = i >= r->nsub;
+
+		if ((beyond && sk != ITEM_ENTRY) || !salvage_item(s, last, rd, sk, &it))
 			break;
-		if (item_bad(s, sk, &it)) {
-			if (i >= r->nsub)
+		if (item_bad(s, sk, &it) || (beyond && !dtype_ok(it.type))) {
+			if (beyond)
 				break;
 			continue;
 		}
@@ -777,7 +796,9 @@ static size_t salvage_items(struct ckpt_src *s, const struct ckpt_rec *r, struct
  * record that parses whole, every item valid, and is followed by a
  * plausible head (or the end) is taken as stored; any other is damaged, and
  * after it the next record must be a complete one (rec_starts_at), else the
- * bytes up to one are skipped.
+ * bytes up to one are skipped. Records must ascend from the last one taken
+ * as stored: the ino of a damaged record may be damaged too, so it does not
+ * count (a flipped large ino would hide every record after it).
  */
 static GArray *salvage_plan(struct ckpt_src *s)
 {
@@ -791,23 +812,24 @@ static GArray *salvage_plan(struct ckpt_src *s)
 		struct layout_rd rd, rd2;
 		size_t end;
 
-		if (!head_plausible(s, off, last, &r, &rd)) {
+		if (!head_plausible(s, off, last, true, &r, &rd)) {
 			salvage_skip(s, off, last, &off);
 			continue;
 		}
-		last = r.a.ino;
-		if (rec_items(s, &r, &rd, true, NULL) == REC_OK) {
+		if (rec_head(s, off, &r, &rd) == REC_OK &&
+		    rec_items(s, &r, &rd, true, NULL) == REC_OK) {
 			end = rd_off(s, &rd);
-			if (end == s->len || head_plausible(s, end, last, &next, &rd2)) {
+			if (end == s->len || head_plausible(s, end, r.a.ino, true, &next, &rd2)) {
 				t.nx = r.nx;
 				t.nsub = r.nsub;
 				g_array_append_val(plan, t);
+				last = r.a.ino;
 				off = end;
 				continue;
 			}
 		}
 		rec_head(s, off, &r, &rd);
-		end = salvage_items(s, &r, &rd, &t);
+		end = salvage_items(s, &r, last, &rd, &t);
 		g_array_append_val(plan, t);
 		ckpt_problem(s, "%s %" G_GUINT64_FORMAT " (payload offset %zu) is damaged: of its %u "
 			     "xattrs and %u %s, %u and %u are read, up to offset %zu",
@@ -903,14 +925,17 @@ static void diagnose(struct ckpt_src *s, char **why)
 static void build_salvaged(struct ckpt_src *s, uint64_t ninodes, const char *why)
 {
 	GArray *plan;
-	guint i;
+	guint i, pass;
 
 	inode_load_problem(s->m, "%s; salvaging what parses", why);
 	s->salvage = true;
 	s->budget = SALVAGE_BUDGET * (uint64_t)s->len + (1U << 20);
 	plan = salvage_plan(s);
-	for (i = 0; i < plan->len; i++)
-		build_rec(s, &g_array_index(plan, struct ckpt_take, i));
+	/* the records taken as stored first: a damaged one with the same ino yields */
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < plan->len; i++)
+			if (g_array_index(plan, struct ckpt_take, i).damaged == pass)
+				build_rec(s, &g_array_index(plan, struct ckpt_take, i));
 	ckpt_problem(s, "%u inode records salvaged (the header says %" G_GUINT64_FORMAT ")",
 		     plan->len, (guint64)ninodes);
 	g_array_free(plan, TRUE);
