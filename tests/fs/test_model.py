@@ -35,6 +35,7 @@ replays: RMEMFS_MODEL_SEED=N pytest tests/fs/test_model.py -k NAME.
 """
 import bisect
 import collections
+import contextlib
 import ctypes
 import errno
 import os
@@ -44,10 +45,11 @@ import re
 import shutil
 import stat
 import struct
+import time
 
 import pytest
 
-from conftest import RENAME_EXCHANGE, RENAME_NOREPLACE, Mounted, renameat2, scaled
+from conftest import RENAME_EXCHANGE, RENAME_NOREPLACE, SCALE, Mounted, renameat2, scaled
 from test_durability import fsck
 
 SEED_ENV = 'RMEMFS_MODEL_SEED'
@@ -407,6 +409,15 @@ class Driver:
         self.heavy = []               # nodes that get many xattrs
         self.big = self.mid = None
         self.force_big = False        # pick_dir gives the big directory
+        self.seconds = collections.Counter()    # where the time went (printed)
+
+    @contextlib.contextmanager
+    def timed(self, what):
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[what] += time.monotonic() - t0
 
     # -- reporting --
 
@@ -857,6 +868,10 @@ class Driver:
     def full_check(self, why):
         """Every directory listed (os.scandir), every inode stat'ed and read."""
         self.note(f'full check ({why})')
+        with self.timed('full checks'):
+            self._full_check(why)
+
+    def _full_check(self, why):
         checked = set()
         root = self.model.root
         self.check_node(root, self.mnt.path, os.lstat(self.mnt.path), why)
@@ -1020,6 +1035,7 @@ class Driver:
         w = [weights[n] for n in names]
         big_n = self.cfg['big']
         target = big_n
+        t0, checks0 = time.monotonic(), self.seconds['full checks']
         for i in range(nops):
             if i % 1500 == 0:
                 target = self.rng.choice([big_n, big_n, big_n // 4, big_n // 2])
@@ -1037,20 +1053,27 @@ class Driver:
             self.biggest = max(self.biggest, len(self.big.entries))
             if self.n % self.cfg['full_every'] == 0:
                 self.full_check(f'every {self.cfg["full_every"]} operations')
+        self.seconds['operations'] += time.monotonic() - t0 - \
+            (self.seconds['full checks'] - checks0)
 
     # -- setup, remounts, the crash --
 
     def setup(self):
+        with self.timed('setup'):
+            self._setup()
+
+    def _setup(self):
         m = self.model
-        for attr, name, pool in (('big', 'big', 2 * self.cfg['big']), ('mid', 'mid', 400)):
+        mid = self.cfg['mid']
+        for attr, name, pool in (('big', 'big', 2 * self.cfg['big']), ('mid', 'mid', 4 * mid)):
             self.mkdir(m.root, name)
             node = m.root.entries.get(name)
             node.pool = pool
             setattr(self, attr, node)
         for i in range(4):
             self.mkdir(m.root, f'd{i}')
-        self.note(f'fill {self.cfg["big"]} + 100 entries')
-        for d, n in ((self.big, self.cfg['big']), (self.mid, 100)):
+        self.note(f'fill {self.cfg["big"]} + {mid} entries')
+        for d, n in ((self.big, self.cfg['big']), (self.mid, mid)):
             for i in self.rng.sample(range(d.pool), n):
                 name = entry_name(i)
                 os.mknod(self.real(d, name), 0o644 | stat.S_IFREG)
@@ -1080,7 +1103,8 @@ class Driver:
 
     def remount(self):
         self.note('clean unmount and mount')
-        self.mnt.remount()
+        with self.timed('remount'):
+            self.mnt.remount()
         self.reloaded()
         self.full_check('after a clean remount')
 
@@ -1138,16 +1162,18 @@ class Driver:
     def crash(self, cycle):
         """Sync, change more, kill -9, mount again (the journal replayed): the tree is
         the model's at the sync; the later changes are each there or not, readable."""
-        self.full_check('before the sync')
-        self.sync()
+        with self.timed('sync'):
+            self.sync()
         self.note('unsynced operations, kill -9')
-        ever = self.unsynced(scaled(200, 20), cycle)
-        fs = self.mnt.fs
-        fs.kill9()
-        r = fsck(self.server)
+        with self.timed('unsynced'):
+            ever = self.unsynced(scaled(200, 20), cycle)
+        self.mnt.fs.kill9()
+        with self.timed('fsck'):
+            r = fsck(self.server)
         if r.returncode != 0:
             self.fail(f'rmemfs-fsck after kill -9: exit {r.returncode}\n{r.stdout}{r.stderr}')
-        self.mnt.fs = self.env.rmemfs(self.server, mountpoint=self.mnt.path)
+        with self.timed('mount after kill -9'):
+            self.mnt.fs = self.env.rmemfs(self.server, mountpoint=self.mnt.path)
         self.reloaded()
         print('after kill -9:', *re.findall(r'replayed .*', self.mnt.fs.output())[:1])
         kept = 0
@@ -1175,10 +1201,12 @@ class Driver:
     def finish(self):
         self.full_check('at the end')
         self.note('unmount, rmemfs-fsck')
-        rc = self.mnt.fs.unmount()
+        with self.timed('unmount'):
+            rc = self.mnt.fs.unmount()
         if rc != 0:
             self.fail(f'rmemfs exit status {rc} at unmount')
-        r = fsck(self.server)
+        with self.timed('fsck'):
+            r = fsck(self.server)
         if r.returncode != 0 or 'no problems found' not in r.stdout:
             self.fail(f'rmemfs-fsck at the end: exit {r.returncode}\n{r.stdout}{r.stderr}')
 
@@ -1194,7 +1222,8 @@ class Driver:
                 f'cookies reused in their hole, {big.inserts} / '
                 f'{sum(c.inserts for c in dirs)} after a compaction; up to '
                 f'{self.model.most_xattrs} xattrs on an inode\n'
-                f'{dict(sorted(self.counts.items()))}')
+                f'{dict(sorted(self.counts.items()))}\nseconds: ' +
+                ', '.join(f'{k} {v:.1f}' for k, v in self.seconds.items()))
 
 
 # ---- the tests ----
@@ -1204,13 +1233,20 @@ def seed_of():
     return int(s, 0) if s else random.SystemRandom().randrange(1 << 32)
 
 
+def ops_scaled(n, minimum):
+    """Operation counts scale with RMEM_TEST_SCALE squared: 0.1 is the RDMA VM's, where an
+    operation costs ~50 ms (0.15 ms here) and the whole file must take a minute or so."""
+    return scaled(n * SCALE, minimum)
+
+
 # 'churn': one directory of thousands of entries under heavy churn; remount, kill -9.
 # 'tree': more directories, links, symlinks, xattrs, renames of directories.
+# Directory sizes scale with RMEM_TEST_SCALE, operation counts with its square.
 CONFIGS = {
-    'churn': dict(nops=scaled(24000, 1200), big=scaled(4000, 300), p_big=0.55,
-                  p_list_big=0.4, full_every=scaled(8000, 600), max_dirs=40, crash=True),
-    'tree': dict(nops=scaled(8000, 600), big=scaled(300, 100), p_big=0.25, p_list_big=1.0,
-                 full_every=scaled(2500, 300), max_dirs=120, crash=False,
+    'churn': dict(nops=ops_scaled(24000, 300), big=scaled(4000, 300), mid=scaled(100, 30),
+                  p_big=0.55, p_list_big=0.4, full_every=scaled(8000), max_dirs=40, crash=True),
+    'tree': dict(nops=ops_scaled(8000, 150), big=scaled(300, 100), mid=scaled(100, 30),
+                 p_big=0.25, p_list_big=1.0, full_every=scaled(2500), max_dirs=120, crash=False,
                  weights={'mkdir': 8, 'rmdir': 6, 'link': 8, 'symlink': 6, 'setxattr': 14,
                           'removexattr': 6}),
 }
@@ -1226,18 +1262,13 @@ def test_model(env, config):
     server = env.server('256M')
     fs = env.rmemfs(server)       # kernel caches off: entry_timeout=0, attr_timeout=0
     d = Driver(env, server, fs, seed, cfg, config)
+    part = cfg['nops'] // 3
+    steps = [d.setup, lambda: d.run(part), d.remount, lambda: d.run(part),
+             (lambda: d.crash(1)) if cfg['crash'] else d.remount,
+             lambda: d.run(cfg['nops'] - 2 * part), d.finish]
     try:
-        d.setup()
-        part = cfg['nops'] // 3
-        d.run(part)
-        d.remount()
-        d.run(part)
-        if cfg['crash']:
-            d.crash(1)
-        else:
-            d.remount()
-        d.run(cfg['nops'] - 2 * part)
-        d.finish()
+        for step in steps:
+            step()
     except Mismatch:
         raise
     except Exception as e:
