@@ -245,8 +245,8 @@ static void build_variety(struct meta *m, GRand *rng)
 		put_blocks(m, f, 0, (uint64_t)g_rand_int_range(rng, 1, 5) * BS);
 		put_blocks(m, f, (uint64_t)g_rand_int_range(rng, 8, 64) * BS, BS);
 		if (i % 5 == 0)
-			g_assert_cmpint(extent_fallocate(m, f, 200 * BS, 3 * BS, FALLOC_FL_KEEP_SIZE),
-					==, 0);
+			g_assert_cmpint(extent_fallocate(m, f, 200 * BS, 3 * BS,
+							 FALLOC_FL_KEEP_SIZE), ==, 0);
 		if (i % 3 == 0)
 			xattr_fill(m, f, "user.small", (size_t)g_rand_int_range(rng, 1, 80), i);
 	}
@@ -437,11 +437,12 @@ static void restore_all(struct fx *f, const struct pool_map *pm)
 static void build_pool(struct fx *f, struct pool_map *pm, GRand *rng)
 {
 	struct mount_opts o = { .holder_name = "test-fuzz" };
-	struct big_dir bd = { .live = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
+	struct big_dir bd = { 0 };
 	struct meta *m = NULL;
 	char *msg = NULL;
 	uint64_t ino;
 
+	bd.live = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	g_assert_cmpint(mount_open(f->r, &o, &m, &msg), ==, 0);
 	pm->g = m->g;
 	bd.ino = tfx_mk(m, ROOT, "big", S_IFDIR | 0755);
@@ -725,8 +726,8 @@ static void run_case(struct fx *f, const struct pool_map *pm, guint32 seed, guin
 				damage_name[kind], seed);
 		rc = try_mount(f, true, &msg);
 		if (rc < 0)
-			g_error("case %u (%s) of seed %u: the repaired pool does not mount: %s", idx,
-				damage_name[kind], seed, msg);
+			g_error("case %u (%s) of seed %u: the repaired pool does not mount: %s",
+				idx, damage_name[kind], seed, msg);
 		g_assert_cmpint(fsck_run(f, &check_opts, &problems, "fsck after repair"), ==, 0);
 		if (problems)
 			g_error("case %u (%s) of seed %u: %u problems after the repair", idx,

@@ -403,7 +403,9 @@ static const char *item_bad(const struct ckpt_src *s, enum item_kind k, const st
 
 	switch (k) {
 	case ITEM_XATTR:
-		return layout_xattr_ok(it->name, it->nlen, it->vlen) ? NULL : "invalid name or value";
+		if (!layout_xattr_ok(it->name, it->nlen, it->vlen))
+			return "invalid name or value";
+		return NULL;
 	case ITEM_EXTENT:
 		if (!it->count || it->fblock + it->count < it->fblock || it->pblock >= nblocks ||
 		    it->count > nblocks - it->pblock || it->state > LAYOUT_EXT_UNWRITTEN)
@@ -501,7 +503,8 @@ static char *rec_fail_text(const struct rec_fail *f, const struct ckpt_rec *r, s
 	case REC_ATTRS:
 		return g_strdup("its attributes do not parse");
 	case REC_TARGET:
-		return g_strdup_printf("its symlink target of %zu bytes runs past the end", r->tlen);
+		return g_strdup_printf("its symlink target of %zu bytes runs past the end",
+				       r->tlen);
 	case REC_COUNTS:
 		return g_strdup_printf("%u xattrs and %u %s cannot fit the %zu bytes left", r->nx,
 				       r->nsub, items_name[sub_kind(r->a.mode)], left);
@@ -549,24 +552,26 @@ static int scan_stored(struct ckpt_src *s, uint64_t ninodes, char **why)
 		who = f.err == REC_ATTRS ? g_strdup("") :
 					   g_strdup_printf("%s %" G_GUINT64_FORMAT ", ",
 							   rec_word(r.a.mode), (guint64)r.a.ino);
-		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: inode record %"
-				       G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " (%spayload offset "
-				       "%zu): %s", (guint64)s->gen, (guint64)(i + 1),
-				       (guint64)ninodes, who, off, what);
+		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: inode "
+				       "record %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+				       " (%spayload offset %zu): %s",
+				       (guint64)s->gen, (guint64)(i + 1), (guint64)ninodes, who,
+				       off, what);
 		g_free(who);
 		g_free(what);
 		return -EUCLEAN;
 	}
 	if (i < ninodes) {
 		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: the inode "
-				       "records end after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT,
+				       "records end after %" G_GUINT64_FORMAT " of %"
+				       G_GUINT64_FORMAT,
 				       (guint64)s->gen, (guint64)i, (guint64)ninodes);
 		return -EUCLEAN;
 	}
 	if (off < s->len) {
 		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT " is malformed: %zu bytes "
-				       "follow the last of %" G_GUINT64_FORMAT " inode records (payload "
-				       "offset %zu)",
+				       "follow the last of %" G_GUINT64_FORMAT
+				       " inode records (payload offset %zu)",
 				       (guint64)s->gen, s->len - off, (guint64)ninodes, off);
 		return -EUCLEAN;
 	}
@@ -601,8 +606,8 @@ static void build_extent(struct ckpt_src *s, struct meta_inode *in, const struct
 			 uint64_t *prev_end)
 {
 	if (item_bad(s, ITEM_EXTENT, it)) {
-		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": invalid extent %" G_GUINT64_FORMAT "+%"
-			     G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT " (dropped)",
+		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": invalid extent %" G_GUINT64_FORMAT
+			     "+%" G_GUINT64_FORMAT " -> block %" G_GUINT64_FORMAT " (dropped)",
 			     (guint64)in->a.ino, (guint64)it->fblock, (guint64)it->count,
 			     (guint64)it->pblock);
 		return;
@@ -831,8 +836,8 @@ static GArray *salvage_plan(struct ckpt_src *s)
 		rec_head(s, off, &r, &rd);
 		end = salvage_items(s, &r, last, &rd, &t);
 		g_array_append_val(plan, t);
-		ckpt_problem(s, "%s %" G_GUINT64_FORMAT " (payload offset %zu) is damaged: of its %u "
-			     "xattrs and %u %s, %u and %u are read, up to offset %zu",
+		ckpt_problem(s, "%s %" G_GUINT64_FORMAT " (payload offset %zu) is damaged: of "
+			     "its %u xattrs and %u %s, %u and %u are read, up to offset %zu",
 			     rec_word(r.a.mode), (guint64)r.a.ino, off, r.nx, r.nsub,
 			     items_name[sub_kind(r.a.mode)], t.nx, t.nsub, end);
 		if (end < s->len && !rec_starts_at(s, end, last))

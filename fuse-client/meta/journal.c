@@ -423,7 +423,8 @@ static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t s
 		what = g_strdup_printf("record %u of %u (type %u) does not parse", recs->len + 1,
 				       nrec, r.type);
 	} else if (layout_rd_left(&rd)) {
-		what = g_strdup_printf("%zu bytes follow its %u records", layout_rd_left(&rd), nrec);
+		what = g_strdup_printf("%zu bytes follow its %u records", layout_rd_left(&rd),
+				       nrec);
 	}
 	if (what && !salvage) {
 		info->torn = true;
@@ -432,13 +433,14 @@ static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t s
 						    (guint64)seq, (guint64)pos, what);
 		rc = -EUCLEAN;
 	} else if (what) {
+		char *msg = g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT
+					    " at offset %" G_GUINT64_FORMAT " is malformed: %s; "
+					    "%u records applied, the rest dropped",
+					    (guint64)seq, (guint64)pos, what, recs->len);
+
 		if (!info->damage)
 			info->damage = g_ptr_array_new_with_free_func(g_free);
-		g_ptr_array_add(info->damage,
-				g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT " at offset %"
-						G_GUINT64_FORMAT " is malformed: %s; %u records "
-						"applied, the rest dropped",
-						(guint64)seq, (guint64)pos, what, recs->len));
+		g_ptr_array_add(info->damage, msg);
 	}
 	for (i = 0; i < recs->len && !rc; i++)
 		rc = apply(ctx, &g_array_index(recs, struct journal_rec, i));

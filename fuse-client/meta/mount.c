@@ -92,8 +92,8 @@ static int apply_rec(void *ctx, const struct journal_rec *r)
 	switch (r->type) {
 	case LAYOUT_REC_INODE:
 		if (!layout_mode_ok(r->inode.mode)) {
-			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid mode 0%o "
-					   "(record dropped)", (guint64)r->ino, r->inode.mode);
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid mode "
+					   "0%o (record dropped)", (guint64)r->ino, r->inode.mode);
 			return 0;
 		}
 		if (in && (in->a.mode & S_IFMT) != (r->inode.mode & S_IFMT)) {
@@ -342,9 +342,9 @@ static int load_ckpt(struct meta *m, unsigned int flags, uint64_t *gen, uint64_t
 	}
 out:
 	if (rc < 0) {
-		set_err(err_msg, g_strdup_printf("%s%s", why ? why : g_strerror(-rc),
-						 flags & LOAD_SALVAGE ? "" :
-									"; run rmemfs-fsck --repair"));
+		const char *hint = flags & LOAD_SALVAGE ? "" : "; run rmemfs-fsck --repair";
+
+		set_err(err_msg, g_strdup_printf("%s%s", why ? why : g_strerror(-rc), hint));
 		if (rc == -ENODATA || rc == -EBADMSG)
 			rc = -EUCLEAN;
 	}
@@ -392,10 +392,12 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 		m->load.was_clean = clean;
 	rc = journal_replay(m->j, m->r, gen, first_seq, flags & LOAD_SALVAGE, apply_rec, m, &info);
 	if (rc < 0) {
+		const char *hint = rc == -EUCLEAN ? "; run rmemfs-fsck --repair" : "";
+
 		set_err(err_msg, g_strdup_printf("journal replay: %s%s",
 						 info.stop_reason ? info.stop_reason :
 								    g_strerror(-rc),
-						 rc == -EUCLEAN ? "; run rmemfs-fsck --repair" : ""));
+						 hint));
 		journal_replay_info_clear(&info);
 		return rc;
 	}

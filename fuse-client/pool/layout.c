@@ -525,7 +525,8 @@ int layout_get_inode(struct layout_rd *rd, struct layout_inode *in)
 	get_ts(rd, &in->atime);
 	get_ts(rd, &in->mtime);
 	get_ts(rd, &in->ctime);
-	if (!rd->err && (in->ino == 0 || in->ino >= LAYOUT_INO_LIMIT || in->size > (uint64_t)INT64_MAX))
+	if (!rd->err &&
+	    (in->ino == 0 || in->ino >= LAYOUT_INO_LIMIT || in->size > (uint64_t)INT64_MAX))
 		rd->err = -EBADMSG;
 	return rd->err;
 }
