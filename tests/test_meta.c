@@ -37,6 +37,7 @@
 #include "meta.h"
 #include "meta_int.h"
 #include "memserver_fx.h"
+#include "meta_fx.h"
 #include "mount.h"
 #include "remote.h"
 #include "super.h"
@@ -107,30 +108,6 @@ static struct meta *do_mount(struct fx *f)
 	struct mount_opts o = { .holder_name = "test-meta" };
 
 	return do_mount_opts(f, &o, 0, NULL);
-}
-
-static uint64_t mk(struct meta *m, uint64_t parent, const char *name, uint32_t mode)
-{
-	struct meta_attr a;
-	int rc;
-
-	if (S_ISDIR(mode))
-		rc = meta_mkdir(m, parent, name, mode & 07777, &root_cred, &a);
-	else
-		rc = meta_mknod(m, parent, name, mode, 0, &root_cred, &a);
-	g_assert_cmpint(rc, ==, 0);
-	meta_forget(m, a.ino, 1);
-	return a.ino;
-}
-
-static uint64_t lookup_ino(struct meta *m, uint64_t parent, const char *name)
-{
-	struct meta_attr a;
-
-	if (meta_lookup(m, parent, name, &a) < 0)
-		return 0;
-	meta_forget(m, a.ino, 1);
-	return a.ino;
 }
 
 static struct meta_attr attr_of(struct meta *m, uint64_t ino)
@@ -264,7 +241,7 @@ static void dump_ino(struct meta *m, struct remote *r, uint64_t ino, const char 
 			const char *name = g_ptr_array_index(l.names, i);
 			char *sub = g_strdup_printf("%s/%s", path, name);
 
-			dump_ino(m, r, lookup_ino(m, ino, name), sub, out);
+			dump_ino(m, r, tfx_lookup(m, ino, name), sub, out);
 			g_free(sub);
 		}
 		g_ptr_array_free(l.names, TRUE);
@@ -287,19 +264,19 @@ static void build_tree(struct meta *m, struct remote *r)
 	uint64_t d1, d2, f1, f2, big;
 	uint8_t *buf = g_malloc(300000);
 
-	d1 = mk(m, ROOT, "dir1", S_IFDIR | 0755);
-	d2 = mk(m, d1, "sub", S_IFDIR | 0700);
-	f1 = mk(m, d1, "file1", S_IFREG | 0644);
+	d1 = tfx_mk(m, ROOT, "dir1", S_IFDIR | 0755);
+	d2 = tfx_mk(m, d1, "sub", S_IFDIR | 0700);
+	f1 = tfx_mk(m, d1, "file1", S_IFREG | 0644);
 	fill_pattern(buf, 5000, 1);
 	g_assert_cmpint(write_data(m, r, f1, 0, buf, 5000), ==, 0);
-	f2 = mk(m, d2, "sparse", S_IFREG | 0600);
+	f2 = tfx_mk(m, d2, "sparse", S_IFREG | 0600);
 	fill_pattern(buf, 100, 2);
 	g_assert_cmpint(write_data(m, r, f2, 10 * 1024 * 1024, buf, 100), ==, 0);
-	big = mk(m, ROOT, "big", S_IFREG | 0644);
+	big = tfx_mk(m, ROOT, "big", S_IFREG | 0644);
 	fill_pattern(buf, 300000, 3);
 	g_assert_cmpint(write_data(m, r, big, 0, buf, 300000), ==, 0);
 	g_assert_cmpint(write_data(m, r, big, 123, buf, 7777), ==, 0);
-	mk(m, ROOT, "fifo", S_IFIFO | 0644);
+	tfx_mk(m, ROOT, "fifo", S_IFIFO | 0644);
 	g_assert_cmpint(meta_symlink(m, d1, "link", "../big", &root_cred, &a), ==, 0);
 	meta_forget(m, a.ino, 1);
 	g_assert_cmpint(meta_link(m, f1, ROOT, "hardlink", &a), ==, 0);
@@ -321,9 +298,9 @@ static void test_remount(struct fx *f, gconstpointer d)
 	build_tree(m, f->r);
 	a = attr_of(m, ROOT);
 	g_assert_cmpuint(a.nlink, ==, 3); /* . and dir1 */
-	a = attr_of(m, lookup_ino(m, ROOT, "dir1"));
+	a = attr_of(m, tfx_lookup(m, ROOT, "dir1"));
 	g_assert_cmpuint(a.nlink, ==, 3);
-	a = attr_of(m, lookup_ino(m, ROOT, "hardlink"));
+	a = attr_of(m, tfx_lookup(m, ROOT, "hardlink"));
 	g_assert_cmpuint(a.nlink, ==, 2);
 	before = dump(m, f->r);
 	g_assert_cmpint(mount_close(m), ==, 0);
@@ -403,12 +380,12 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 	struct fsck_opts fo = { .lease_takeover_ms = 2000 };
 	char *msg = NULL;
 
-	mk(m, ROOT, "a", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "a", S_IFREG | 0644);
 	g_assert_cmpint(commit_sync(m), ==, 0);
-	mk(m, ROOT, "b", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "b", S_IFREG | 0644);
 	g_assert_cmpint(commit_sync(m), ==, 0);
 	t0 = tail_of(m);
-	mk(m, ROOT, "c", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "c", S_IFREG | 0644);
 	g_assert_cmpint(commit_sync(m), ==, 0);
 	t1 = tail_of(m);
 	g_assert_cmpuint(t1, >, t0);
@@ -428,14 +405,14 @@ static void test_torn_tail(struct fx *f, gconstpointer d)
 	m = do_mount_opts(f, &o, 0, NULL);
 	g_assert_true(m->load.torn_tail);
 	g_assert_cmpuint(m->load.replayed, ==, 2);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "a"), !=, 0);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "b"), !=, 0);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), ==, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "a"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "b"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "c"), ==, 0);
 	/* and the filesystem goes on normally */
-	mk(m, ROOT, "c", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "c", S_IFREG | 0644);
 	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "c"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "c"), !=, 0);
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
@@ -443,7 +420,7 @@ static void test_rollover(struct fx *f, gconstpointer d)
 {
 	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
-	uint64_t dir = mk(m, ROOT, "many", S_IFDIR | 0755);
+	uint64_t dir = tfx_mk(m, ROOT, "many", S_IFDIR | 0755);
 	struct dir_list l;
 	int i, n = 15000;
 
@@ -452,7 +429,7 @@ static void test_rollover(struct fx *f, gconstpointer d)
 		char name[64];
 
 		g_snprintf(name, sizeof(name), "file-with-a-longish-name-%06d", i);
-		mk(m, dir, name, S_IFREG | 0644);
+		tfx_mk(m, dir, name, S_IFREG | 0644);
 		if (i % 3000 == 0)
 			g_assert_cmpint(commit_sync(m), ==, 0);
 	}
@@ -473,8 +450,8 @@ static void test_rollover(struct fx *f, gconstpointer d)
 	l.limit = 0;
 	g_assert_cmpint(meta_readdir(m, dir, 0, false, collect, &l), ==, 0);
 	g_assert_cmpuint(l.names->len, ==, 2 + n / 2);
-	g_assert_cmpuint(lookup_ino(m, dir, "file-with-a-longish-name-000001"), !=, 0);
-	g_assert_cmpuint(lookup_ino(m, dir, "file-with-a-longish-name-000002"), ==, 0);
+	g_assert_cmpuint(tfx_lookup(m, dir, "file-with-a-longish-name-000001"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, dir, "file-with-a-longish-name-000002"), ==, 0);
 	g_ptr_array_free(l.names, TRUE);
 	g_array_free(l.cookies, TRUE);
 	g_assert_cmpint(mount_close(m), ==, 0);
@@ -490,7 +467,7 @@ static void test_lease(struct fx *f, gconstpointer d)
 	gint64 t;
 
 	a = do_mount_opts(f, &oa, 0, NULL);
-	mk(a, ROOT, "from-a", S_IFREG | 0644);
+	tfx_mk(a, ROOT, "from-a", S_IFREG | 0644);
 	g_assert_cmpint(commit_sync(a), ==, 0);
 
 	/* the holder is alive: refused, naming the holder */
@@ -522,7 +499,7 @@ static void test_lease(struct fx *f, gconstpointer d)
 		fsck_report_clear(&rep);
 		/* a read-only mount takes no lease */
 		b = do_mount_opts(f, &(struct mount_opts){ .read_only = true }, 0, NULL);
-		g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
+		g_assert_cmpuint(tfx_lookup(b, ROOT, "from-a"), !=, 0);
 		g_assert_cmpint(meta_mknod(b, ROOT, "x", S_IFREG | 0644, 0, &root_cred,
 					   &(struct meta_attr){ 0 }),
 				==, -EROFS);
@@ -537,7 +514,7 @@ static void test_lease(struct fx *f, gconstpointer d)
 	g_test_message("takeover after %" G_GINT64_FORMAT " ms", t);
 	g_assert_cmpint(t, >=, 1400);
 	g_assert_cmpint(t, <, 15000);
-	g_assert_cmpuint(lookup_ino(b, ROOT, "from-a"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(b, ROOT, "from-a"), !=, 0);
 	g_assert_cmpint(mount_close(b), ==, 0);
 
 	/* released cleanly: the next mount is immediate */
@@ -581,12 +558,12 @@ static void test_format_rules(struct fx *f, gconstpointer d)
 	g_assert_nonnull(strstr(msg, "-o format"));
 	g_free(msg);
 	m = do_mount_opts(f, &of, 0, NULL);
-	mk(m, ROOT, "kept", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "kept", S_IFREG | 0644);
 	g_assert_cmpint(mount_close(m), ==, 0);
 
 	/* -o format never formats an rmemfs pool */
 	m = do_mount_opts(f, &of, 0, NULL);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "kept"), !=, 0);
 	g_assert_cmpint(mount_close(m), ==, 0);
 
 	/* a newer format version: refused even with -o format */
@@ -625,7 +602,7 @@ static void test_enospc(struct fx *f, gconstpointer d)
 	int rc, rounds;
 
 	memset(buf, 0x77, 1 << 20);
-	ino = mk(m, ROOT, "filler", S_IFREG | 0644);
+	ino = tfx_mk(m, ROOT, "filler", S_IFREG | 0644);
 	for (;;) {
 		rc = write_data(m, f->r, ino, off, buf, 1 << 20);
 		if (rc < 0)
@@ -646,7 +623,7 @@ static void test_enospc(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(off, ==, st.blocks * BS);
 	g_test_message("filled %" G_GUINT64_FORMAT " bytes", (guint64)off);
 	/* still usable: metadata works, the data written reads back */
-	ino2 = mk(m, ROOT, "small", S_IFREG | 0644);
+	ino2 = tfx_mk(m, ROOT, "small", S_IFREG | 0644);
 	g_assert_cmpint(write_data(m, f->r, ino2, 0, buf, 10), ==, -ENOSPC);
 	read_data(m, f->r, ino, off - BS, buf, BS);
 	g_assert_cmpuint(buf[BS - 1], ==, 0x77);
@@ -661,7 +638,7 @@ static void test_enospc(struct fx *f, gconstpointer d)
 									     .size = 0 },
 					     &root_cred, &(struct meta_attr){ 0 }),
 				==, 0);
-		ino = mk(m, ROOT, "filler", S_IFREG | 0644);
+		ino = tfx_mk(m, ROOT, "filler", S_IFREG | 0644);
 		for (off = 0;; off += 1 << 20)
 			if (write_data(m, f->r, ino, off, buf, 1 << 20) < 0)
 				break;
@@ -679,7 +656,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
 	struct meta *m = do_mount(f);
 	const int n = 100000;
-	uint64_t dir = mk(m, ROOT, "big", S_IFDIR | 0755);
+	uint64_t dir = tfx_mk(m, ROOT, "big", S_IFDIR | 0755);
 	GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	struct dir_list l;
 	uint64_t cookie = 0;
@@ -692,7 +669,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 		char name[32];
 
 		g_snprintf(name, sizeof(name), "entry%06d", i);
-		mk(m, dir, name, S_IFREG | 0644);
+		tfx_mk(m, dir, name, S_IFREG | 0644);
 	}
 	g_assert_cmpint(commit_sync(m), ==, 0);
 	t = g_get_monotonic_time() - t0;
@@ -705,7 +682,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 		char name[32];
 
 		g_snprintf(name, sizeof(name), "entry%06d", i);
-		g_assert_cmpuint(lookup_ino(m, dir, name), !=, 0);
+		g_assert_cmpuint(tfx_lookup(m, dir, name), !=, 0);
 	}
 	t = g_get_monotonic_time() - t0;
 	g_test_message("%d lookups: %" G_GINT64_FORMAT " ms", n / 7, t / 1000);
@@ -737,7 +714,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 			    meta_unlink(m, dir, name) == 0)
 				removed++;
 			g_snprintf(name, sizeof(name), "new%04d", added++);
-			mk(m, dir, name, S_IFREG | 0644);
+			tfx_mk(m, dir, name, S_IFREG | 0644);
 		}
 	}
 	for (i = 0; i < n; i++) {
@@ -745,7 +722,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 
 		g_snprintf(name, sizeof(name), "entry%06d", i);
 		if (!g_hash_table_contains(seen, name))
-			g_assert_cmpuint(lookup_ino(m, dir, name), ==, 0); /* only removed ones */
+			g_assert_cmpuint(tfx_lookup(m, dir, name), ==, 0); /* only removed ones */
 	}
 	g_assert_cmpuint(g_hash_table_size(seen), >=, 2 + n - removed);
 	g_ptr_array_free(l.names, TRUE);
@@ -758,8 +735,8 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 	t = g_get_monotonic_time() - t0;
 	g_test_message("unmount + mount with 100000 entries: %" G_GINT64_FORMAT " ms", t / 1000);
 	g_assert_cmpint(t, <, 10 * G_USEC_PER_SEC);
-	g_assert_cmpuint(lookup_ino(m, dir, "entry000003"), !=, 0);
-	g_assert_cmpuint(lookup_ino(m, dir, "new0001"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, dir, "entry000003"), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, dir, "new0001"), !=, 0);
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
@@ -771,9 +748,9 @@ static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t
 	struct meta_ext *ea, *eb;
 	uint8_t buf[2 * BS];
 
-	*fa = mk(m, ROOT, "a", S_IFREG | 0644);
-	*fb = mk(m, ROOT, "b", S_IFREG | 0644);
-	*fc = mk(m, ROOT, "c", S_IFREG | 0644);
+	*fa = tfx_mk(m, ROOT, "a", S_IFREG | 0644);
+	*fb = tfx_mk(m, ROOT, "b", S_IFREG | 0644);
+	*fc = tfx_mk(m, ROOT, "c", S_IFREG | 0644);
 	fill_pattern(buf, sizeof(buf), 11);
 	g_assert_cmpint(write_data(m, f->r, *fa, 0, buf, sizeof(buf)), ==, 0);
 	fill_pattern(buf, sizeof(buf), 22);
@@ -868,7 +845,7 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	fsck_report_clear(&rep);
 
 	m = do_mount_opts(f, &o, 0, NULL);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "dangling"), ==, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "dangling"), ==, 0);
 	g_assert_cmpuint(attr_of(m, fc).nlink, ==, 1);
 	/* a kept its data; b got its own copy of the block it shared */
 	fill_pattern(want, sizeof(want), 11);
@@ -903,9 +880,9 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 	uint8_t want[BS], got[BS];
 	char *msg = NULL, *all, name[32];
 
-	dd = mk(m, ROOT, "d", S_IFDIR | 0755);
-	sub = mk(m, dd, "sub", S_IFDIR | 0755);
-	file = mk(m, sub, "file", S_IFREG | 0644);
+	dd = tfx_mk(m, ROOT, "d", S_IFDIR | 0755);
+	sub = tfx_mk(m, dd, "sub", S_IFDIR | 0755);
+	file = tfx_mk(m, sub, "file", S_IFREG | 0644);
 	fill_pattern(want, sizeof(want), 33);
 	g_assert_cmpint(write_data(m, f->r, file, 0, want, sizeof(want)), ==, 0);
 	g_assert_cmpint(commit_sync(m), ==, 0);
@@ -936,13 +913,13 @@ static void test_fsck_lost_found(struct fx *f, gconstpointer d)
 
 	/* the top of the detached subtree is /lost+found/#<ino>; below it nothing moved */
 	m = do_mount_opts(f, &o, 0, NULL);
-	lf = lookup_ino(m, ROOT, "lost+found");
+	lf = tfx_lookup(m, ROOT, "lost+found");
 	g_assert_cmpuint(lf, !=, 0);
 	g_assert_true(S_ISDIR(attr_of(m, lf).mode));
 	g_snprintf(name, sizeof(name), "#%" G_GUINT64_FORMAT, (guint64)dd);
-	g_assert_cmpuint(lookup_ino(m, lf, name), ==, dd);
-	g_assert_cmpuint(lookup_ino(m, dd, "sub"), ==, sub);
-	g_assert_cmpuint(lookup_ino(m, sub, "file"), ==, file);
+	g_assert_cmpuint(tfx_lookup(m, lf, name), ==, dd);
+	g_assert_cmpuint(tfx_lookup(m, dd, "sub"), ==, sub);
+	g_assert_cmpuint(tfx_lookup(m, sub, "file"), ==, file);
 	g_assert_cmpuint(attr_of(m, dd).nlink, ==, 3);
 	read_data(m, f->r, file, 0, got, sizeof(got));
 	g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
@@ -964,9 +941,9 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 	uint64_t gen, a, slot;
 	char *msg = NULL, *all;
 
-	a = mk(m, ROOT, "kept", S_IFREG | 0644);
+	a = tfx_mk(m, ROOT, "kept", S_IFREG | 0644);
 	g_assert_cmpint(commit_write(m, true), ==, 0); /* checkpoint G holds "kept" */
-	mk(m, ROOT, "after", S_IFREG | 0644);
+	tfx_mk(m, ROOT, "after", S_IFREG | 0644);
 	g_assert_cmpint(commit_write(m, true), ==, 0); /* checkpoint G + 1, the other slot */
 	g_assert_cmpint(super_read_ckpt_gen(m->sb, &gen), ==, 0);
 	g_assert_cmpuint(gen, >, 1);
@@ -987,7 +964,7 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
 	fsck_report_clear(&rep);
 
 	m = do_mount_opts(f, &o, 0, NULL);
-	g_assert_cmpuint(lookup_ino(m, ROOT, "kept"), ==, a);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, "kept"), ==, a);
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
@@ -1236,7 +1213,7 @@ static void dm_verify(struct dir_model *dm)
 		dm_list(dm, d, 0);
 		g_hash_table_iter_init(&it, dm->names[d]);
 		while (g_hash_table_iter_next(&it, &k, &v)) {
-			uint64_t ino = lookup_ino(dm->m, dm->dir[d], k);
+			uint64_t ino = tfx_lookup(dm->m, dm->dir[d], k);
 
 			DM_CHECK(dm, ino == *(uint64_t *)v, "lookup %s: ino %" G_GUINT64_FORMAT
 				 ", the model has %" G_GUINT64_FORMAT, (char *)k, (guint64)ino,
@@ -1278,7 +1255,7 @@ static void test_dir_model(struct fx *f, gconstpointer data)
 		char name[8];
 
 		g_snprintf(name, sizeof(name), "d%u", d);
-		dm.dir[d] = mk(dm.m, ROOT, name, S_IFDIR | 0755);
+		dm.dir[d] = tfx_mk(dm.m, ROOT, name, S_IFDIR | 0755);
 		dm.names[d] = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	}
 	for (round = 0; round < rounds; round++) {
@@ -1318,13 +1295,13 @@ static void test_rename(struct fx *f, gconstpointer d)
 	uint64_t d1, d2, d3, sub, x, y, e1, z;
 	struct meta_attr a, b;
 
-	d1 = mk(m, ROOT, "d1", S_IFDIR | 0755);
-	d2 = mk(m, ROOT, "d2", S_IFDIR | 0755);
-	sub = mk(m, d1, "sub", S_IFDIR | 0755);
-	x = mk(m, d1, "x", S_IFREG | 0644);
-	y = mk(m, d2, "y", S_IFREG | 0644);
-	e1 = mk(m, d2, "empty", S_IFDIR | 0755);
-	d3 = mk(m, sub, "deeper", S_IFDIR | 0755);
+	d1 = tfx_mk(m, ROOT, "d1", S_IFDIR | 0755);
+	d2 = tfx_mk(m, ROOT, "d2", S_IFDIR | 0755);
+	sub = tfx_mk(m, d1, "sub", S_IFDIR | 0755);
+	x = tfx_mk(m, d1, "x", S_IFREG | 0644);
+	y = tfx_mk(m, d2, "y", S_IFREG | 0644);
+	e1 = tfx_mk(m, d2, "empty", S_IFDIR | 0755);
+	d3 = tfx_mk(m, sub, "deeper", S_IFDIR | 0755);
 
 	/* a directory never moves into its own subtree */
 	g_assert_cmpint(meta_rename(m, ROOT, "d1", sub, "d1", 0), ==, -EINVAL);
@@ -1346,8 +1323,8 @@ static void test_rename(struct fx *f, gconstpointer d)
 	a = attr_of(m, d2);
 	g_usleep(2000);
 	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", 0), ==, 0);
-	g_assert_cmpuint(lookup_ino(m, d2, "y"), ==, x);
-	g_assert_cmpuint(lookup_ino(m, d1, "x"), ==, 0);
+	g_assert_cmpuint(tfx_lookup(m, d2, "y"), ==, x);
+	g_assert_cmpuint(tfx_lookup(m, d1, "x"), ==, 0);
 	g_assert_cmpint(meta_getattr(m, y, &b), ==, -ENOENT);
 	b = attr_of(m, d2);
 	g_assert_true(b.mtime.tv_sec > a.mtime.tv_sec ||
@@ -1360,21 +1337,21 @@ static void test_rename(struct fx *f, gconstpointer d)
 	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 2);
 	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 3);
 	g_assert_cmpint(meta_getattr(m, e1, &b), ==, -ENOENT);
-	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, sub);
+	g_assert_cmpuint(tfx_lookup(m, d2, "empty"), ==, sub);
 	/* ".." of the moved directory is its new parent */
-	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d2);
+	g_assert_cmpuint(tfx_lookup(m, sub, ".."), ==, d2);
 
 	/* META_RENAME_EXCHANGE of a file and a directory across parents */
-	z = mk(m, d1, "z", S_IFREG | 0644);
+	z = tfx_mk(m, d1, "z", S_IFREG | 0644);
 	g_assert_cmpint(meta_rename(m, d1, "z", d2, "empty", META_RENAME_EXCHANGE), ==, 0);
-	g_assert_cmpuint(lookup_ino(m, d1, "z"), ==, sub);
-	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, z);
+	g_assert_cmpuint(tfx_lookup(m, d1, "z"), ==, sub);
+	g_assert_cmpuint(tfx_lookup(m, d2, "empty"), ==, z);
 	g_assert_cmpuint(attr_of(m, d1).nlink, ==, 3);
 	g_assert_cmpuint(attr_of(m, d2).nlink, ==, 2);
-	g_assert_cmpuint(lookup_ino(m, sub, ".."), ==, d1);
+	g_assert_cmpuint(tfx_lookup(m, sub, ".."), ==, d1);
 	g_assert_cmpint(meta_rename(m, d1, "z", d2, "nothere", META_RENAME_EXCHANGE), ==, -ENOENT);
 	/* exchanging a directory with something inside itself */
-	mk(m, d3, "inner", S_IFREG | 0644);
+	tfx_mk(m, d3, "inner", S_IFREG | 0644);
 	g_assert_cmpint(meta_rename(m, ROOT, "d1", d3, "inner", META_RENAME_EXCHANGE), ==, -EINVAL);
 	g_assert_cmpint(meta_rename(m, d3, "inner", ROOT, "d1", META_RENAME_EXCHANGE), ==, -EINVAL);
 
@@ -1382,7 +1359,7 @@ static void test_rename(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_link(m, z, d2, "z2", &a), ==, 0);
 	meta_forget(m, a.ino, 1);
 	g_assert_cmpint(meta_rename(m, d2, "empty", d2, "z2", 0), ==, 0);
-	g_assert_cmpuint(lookup_ino(m, d2, "empty"), ==, z);
+	g_assert_cmpuint(tfx_lookup(m, d2, "empty"), ==, z);
 	g_assert_cmpuint(attr_of(m, z).nlink, ==, 2);
 
 	/* everything survives a remount, and fsck agrees with the link counts */
@@ -1409,7 +1386,7 @@ static void test_rename(struct fx *f, gconstpointer d)
 static void test_xattr(struct fx *f, gconstpointer d)
 {
 	struct meta *m = do_mount(f);
-	uint64_t x = mk(m, ROOT, "x", S_IFREG | 0644);
+	uint64_t x = tfx_mk(m, ROOT, "x", S_IFREG | 0644);
 	char buf[256];
 	struct meta_attr a, b;
 	char big[70000];
@@ -1466,7 +1443,7 @@ static void test_names(struct fx *f, gconstpointer d)
 	name[255] = 0;
 	g_assert_cmpint(meta_mknod(m, ROOT, name, S_IFREG | 0644, 0, &root_cred, &a), ==, 0);
 	meta_forget(m, a.ino, 1);
-	g_assert_cmpuint(lookup_ino(m, ROOT, name), ==, a.ino);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, name), ==, a.ino);
 	name[255] = 'n';
 	name[256] = 0;
 	g_assert_cmpint(meta_mknod(m, ROOT, name, S_IFREG | 0644, 0, &root_cred, &a), ==,
@@ -1476,7 +1453,7 @@ static void test_names(struct fx *f, gconstpointer d)
 	name[255] = 0;
 	g_assert_cmpint(mount_close(m), ==, 0);
 	m = do_mount(f);
-	g_assert_cmpuint(lookup_ino(m, ROOT, name), !=, 0);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, name), !=, 0);
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
@@ -1484,7 +1461,7 @@ static void test_sparse(struct fx *f, gconstpointer d)
 {
 	struct meta *m = do_mount(f); /* 16 MiB pool */
 	const uint64_t four_g = 4ULL << 30;
-	uint64_t ino = mk(m, ROOT, "sparse", S_IFREG | 0644), res;
+	uint64_t ino = tfx_mk(m, ROOT, "sparse", S_IFREG | 0644), res;
 	uint8_t buf[BS], zero[BS] = { 0 };
 	struct meta_statfs st0, st;
 	struct meta_attr a;
@@ -1547,7 +1524,7 @@ static void test_setattr(struct fx *f, gconstpointer d)
 	struct meta_cred other = { .uid = 1001, .gid = 100 };
 	struct meta_setattr sa;
 	struct meta_attr a;
-	uint64_t ino = mk(m, ROOT, "f", S_IFREG | 0644);
+	uint64_t ino = tfx_mk(m, ROOT, "f", S_IFREG | 0644);
 	uint8_t buf[3 * BS];
 
 	memset(&sa, 0, sizeof(sa));
@@ -1666,7 +1643,7 @@ static void test_repair_fails(struct fx *f, gconstpointer d)
 	uint64_t ino;
 
 	/* a wrong link count: a mount repairs it */
-	ino = mk(m, ROOT, "f", S_IFREG | 0644);
+	ino = tfx_mk(m, ROOT, "f", S_IFREG | 0644);
 	pthread_mutex_lock(&m->lock);
 	in = inode_get(m, ino);
 	in->a.nlink = 5;
