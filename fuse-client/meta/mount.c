@@ -462,11 +462,6 @@ static int take_lease(struct super *sb, const struct mount_opts *opts, enum layo
 	g_free(holder);
 	if (rc < 0)
 		return rc;
-	rc = super_heartbeat_start(sb);
-	if (rc < 0) {
-		set_err(err_msg, g_strdup("cannot start the lease heartbeat"));
-		goto err_lease;
-	}
 	rc = probe(sb, opts, &kind, err_msg);
 	if (!rc && kind == LAYOUT_SB_RMEMFS) {
 		rc = super_read_ckpt_gen(sb, &gen);

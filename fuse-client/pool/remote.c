@@ -336,6 +336,21 @@ static void rb_lock_init(pthread_rwlock_t *lock)
 	pthread_rwlockattr_destroy(&a);
 }
 
+/*
+ * Recursive: work done under set_lock (the claim's intent recovery, a
+ * rebuild step) may find a member gone or the pool failed, and recording
+ * that takes set_lock again.
+ */
+static void set_lock_init(pthread_mutex_t *lock)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(lock, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 int remote_open(const struct remote_config *cfg, struct remote **out, char **err_msg)
 {
 	struct member *mem[LAYOUT_SET_MAX] = { 0 };
@@ -352,7 +367,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 		return -EINVAL;
 	}
 	r = g_new0(struct remote, 1);
-	pthread_mutex_init(&r->set_lock, NULL);
+	set_lock_init(&r->set_lock);
 	rb_lock_init(&r->rb_lock);
 	atomic_store(&r->rb_member, -1);
 	r->mcfg = cfg->member;

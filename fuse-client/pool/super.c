@@ -346,14 +346,19 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 	}
 	if (rc >= 0)
 		rc = remote_quorum(s->r, held, err_msg);
+	/* the claim may take long (a resync after a crash): the beats keep the deadline ahead */
+	if (rc >= 0)
+		rc = super_heartbeat_start(s);
 	if (rc >= 0) {
 		rc = remote_claim(s->r);
 		if (rc < 0 && err_msg && !*err_msg)
 			*err_msg = g_strdup_printf("writing the membership records: %s",
 						   g_strerror(-rc));
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		super_heartbeat_stop(s);
 		release_held(s);
+	}
 	return rc < 0 ? rc : 0;
 }
 

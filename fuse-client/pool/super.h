@@ -45,7 +45,9 @@ enum super_lease_how {
 
 /*
  * Take the lease (see above), as how says, on every member that is up, in
- * member order; then the quorum rule and remote_claim (the set's records).
+ * member order; then the quorum rule, start the heartbeat, and remote_claim
+ * (the set's records, and a resync of what a crashed writer left, which can
+ * take longer than the write deadline without beats).
  * -EBUSY with *err_msg "pool is in use by <holder> ..." when it is held
  * (every member taken is given back); -EHOSTDOWN without a majority.
  */
@@ -56,7 +58,7 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
  * watch_ms. *holder (may be NULL) gets the g_malloc'd holder string or NULL.
  */
 int super_lease_probe(struct super *s, int watch_ms, bool *alive, char **holder);
-/* start/stop the heartbeat thread (lease held) */
+/* start (super_lease_acquire does) / stop the heartbeat thread (lease held) */
 int super_heartbeat_start(struct super *s);
 void super_heartbeat_stop(struct super *s);
 /* CAS(owner, me, 0); stops the heartbeat first */
