@@ -18,7 +18,7 @@
 #                   READ/WRITE with completion events; then the memserver must exit cleanly
 #   rdma-fs         the filesystem tests (suite fs) whose paths depend most on the transport:
 #                   fs-random, fs-durability, fs-failure, fs-members (several memservers
-#                   on different ports) and fs-model ($RMEMFS_RDMA_FS), every mount
+#                   on different ports), fs-model and fs-readers ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
 #                   tens of MB/s)
 # Prints each step's counts and a last line `N passed, N failed` (`, N skipped`), exits
@@ -33,7 +33,7 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members|model)$;
+#                                (default ^fs-(random|durability|failure|members|model|readers)$;
 #                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
@@ -45,7 +45,7 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # reads, writes, truncates, holes, mmap, O_DIRECT), remount / crash / lease (RDMA CAS), and
 # the namespace model (journal and checkpoint of large directories, replay after kill -9);
 # the whole suite takes about 20 minutes on emulated rxe, twice the time budget
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|model)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|model|readers)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-960}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest

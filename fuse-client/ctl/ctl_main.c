@@ -122,6 +122,92 @@ static const char *lookup(GHashTable *t, const char *k, const char *dflt)
 	return v ? v : dflt;
 }
 
+/* ---- readers beside the writer ("role", "reader.K" lines: meta_sharing_text) ---- */
+
+struct reader_line {
+	unsigned int slot;
+	char id[17];
+	unsigned long long applied, behind_txns, behind_ms;
+	const char *host; /* into the value */
+};
+
+/* "reader.K id=HEX applied=N behind_txns=N behind_ms=N host=REST"; false if not one */
+static bool reader_at(GHashTable *t, unsigned int slot, struct reader_line *r)
+{
+	char key[24];
+	const char *v, *h;
+
+	g_snprintf(key, sizeof(key), "reader.%u", slot);
+	v = g_hash_table_lookup(t, key);
+	if (!v)
+		return false;
+	memset(r, 0, sizeof(*r));
+	r->slot = slot;
+	if (sscanf(v, "id=%16s applied=%llu behind_txns=%llu behind_ms=%llu", r->id, &r->applied,
+		   &r->behind_txns, &r->behind_ms) != 4)
+		return false;
+	h = strstr(v, " host=");
+	r->host = h ? h + 6 : "?";
+	return true;
+}
+
+#define CTL_READER_SLOTS 32
+
+static void print_readers_json(GHashTable *t)
+{
+	const char *role = lookup(t, "role", NULL);
+	struct reader_line r;
+	unsigned int k, n = 0;
+
+	if (!role)
+		return;
+	printf(", \"role\": ");
+	json_write_string(stdout, role);
+	if (!strcmp(role, "reader")) {
+		printf(", \"reader\": {\"state\": ");
+		json_write_string(stdout, lookup(t, "reader_state", "?"));
+		printf(", \"lag_ms\": %s, \"refresh_ms\": %s, \"applied\": %s, "
+		       "\"reloads\": %s}", lookup(t, "reader_lag_ms", "0"),
+		       lookup(t, "reader_refresh_ms", "0"), lookup(t, "reader_applied", "0"),
+		       lookup(t, "reader_reloads", "0"));
+		return;
+	}
+	printf(", \"readers\": [");
+	for (k = 0; k < CTL_READER_SLOTS; k++) {
+		if (!reader_at(t, k, &r))
+			continue;
+		printf("%s{\"slot\": %u, \"id\": \"%s\", \"host\": ", n++ ? ", " : "", k, r.id);
+		json_write_string(stdout, r.host);
+		printf(", \"applied\": %llu, \"behind_txns\": %llu, \"behind_ms\": %llu}",
+		       r.applied, r.behind_txns, r.behind_ms);
+	}
+	printf("]");
+}
+
+static void print_readers_text(GHashTable *t)
+{
+	const char *role = lookup(t, "role", NULL);
+	struct reader_line r;
+	unsigned int k;
+
+	if (!role)
+		return;
+	if (!strcmp(role, "reader")) {
+		printf("read-only, following the writer: %s, %s ms behind (refresh every %s ms), "
+		       "applied seq %s, %s full loads\n", lookup(t, "reader_state", "?"),
+		       lookup(t, "reader_lag_ms", "?"), lookup(t, "reader_refresh_ms", "?"),
+		       lookup(t, "reader_applied", "?"), lookup(t, "reader_reloads", "0"));
+		return;
+	}
+	printf("readers: %s\n", lookup(t, "readers", "0"));
+	for (k = 0; k < CTL_READER_SLOTS; k++) {
+		if (!reader_at(t, k, &r))
+			continue;
+		printf("  slot %2u  %-32s  id %s  applied %llu, behind %llu txns / %llu ms\n", k,
+		       r.host, r.id, r.applied, r.behind_txns, r.behind_ms);
+	}
+}
+
 static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
 {
 	unsigned int i, n = count_members(t);
@@ -149,6 +235,7 @@ static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
 		free_member(&m);
 	}
 	printf("]");
+	print_readers_json(t);
 	if (g_hash_table_lookup(t, "failure")) {
 		printf(", \"failure\": ");
 		json_write_string(stdout, lookup(t, "failure", ""));
@@ -178,6 +265,7 @@ static void print_text(const char *mnt, GHashTable *t, const struct statvfs *sv)
 		printf("\n");
 		free_member(&m);
 	}
+	print_readers_text(t);
 	if (g_hash_table_lookup(t, "failure"))
 		printf("failure: %s\n", lookup(t, "failure", ""));
 }

@@ -12,11 +12,14 @@
 
 #include "io.h"
 
+#include "follow.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +53,57 @@ struct io {
 	pthread_mutex_t locks_mutex; /* protects locks and every io_lock.refs */
 	GHashTable *locks; /* &io_lock.ino -> struct io_lock */
 	struct io_stats stats; /* updated with __atomic builtins */
+	/* a following reader's gate (io_follow): reads in flight per parity of the epoch */
+	bool follower;
+	_Atomic unsigned int gate_epoch;
+	_Atomic unsigned long gate_busy[2];
 };
+
+/*
+ * A read enters the gate before it maps blocks and leaves once their bytes
+ * are here: io_drain moves the epoch on and waits out the reads of the old
+ * one, so when it returns none that mapped blocks before it was called is
+ * in flight (the follower then publishes what it applied). A read that
+ * entered as the epoch moved counts again under the new one.
+ */
+static unsigned int gate_enter(struct io *io)
+{
+	unsigned int e;
+
+	if (!io->follower)
+		return 0;
+	for (;;) {
+		e = atomic_load(&io->gate_epoch);
+		atomic_fetch_add(&io->gate_busy[e & 1], 1);
+		if (atomic_load(&io->gate_epoch) == e)
+			return e;
+		atomic_fetch_sub(&io->gate_busy[e & 1], 1);
+	}
+}
+
+/* leave the gate; a read that completed is checked against the writer's fence (follow.h) */
+static int gate_leave(struct io *io, unsigned int e, int rc)
+{
+	if (!io->follower)
+		return rc;
+	if (rc >= 0 && follow_read_ok(io->meta) < 0)
+		rc = -EIO;
+	atomic_fetch_sub(&io->gate_busy[e & 1], 1);
+	return rc;
+}
+
+void io_follow(struct io *io)
+{
+	io->follower = true;
+}
+
+void io_drain(struct io *io)
+{
+	unsigned int e = atomic_fetch_add(&io->gate_epoch, 1);
+
+	while (atomic_load(&io->gate_busy[e & 1]))
+		g_usleep(100);
+}
 
 static inline void io_count(uint64_t *counter, uint64_t n)
 {
@@ -178,8 +231,18 @@ static int map_checked(struct io *io, uint64_t ino, uint64_t off, size_t len, bo
 	return check_extents(ino, off, len, ext, n) < 0 ? -EIO : n;
 }
 
+/* one read step, mapped and read inside the gate */
+static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf);
+
 /* one read step: [off, off+len) with len <= IO_CHUNK, all inside the file */
 static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
+{
+	unsigned int e = gate_enter(io);
+
+	return gate_leave(io, e, read_step(io, ino, off, len, buf));
+}
+
+static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
 {
 	struct meta_extent ext[IO_MAX_EXT];
 	uint64_t offs[IO_MAX_EXT];
@@ -676,7 +739,16 @@ static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool
 	return 0;
 }
 
+static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n);
+
 int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n)
+{
+	unsigned int e = gate_enter(io);
+
+	return gate_leave(io, e, readv_gated(io, ino, p, n));
+}
+
+static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n)
 {
 	struct io_batch b = { 0 };
 	struct io_lock *l;

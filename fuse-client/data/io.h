@@ -58,6 +58,14 @@ struct io_stats {
  * Allocation failure aborts (GLib), as in the layers below.
  */
 struct io *io_create(struct meta *m, struct remote *r, bool update_atime);
+/*
+ * A read-only mount following the writer (follow.h): data reads pass a gate
+ * that io_drain waits on, and a read is returned only while the writer
+ * still holds space for this reader (follow_read_ok), else it is -EIO.
+ */
+void io_follow(struct io *io);
+/* return once no read that entered before this call is in flight */
+void io_drain(struct io *io);
 void io_destroy(struct io *io); /* NULL-tolerant */
 
 /* write len bytes at off; returns len, or -errno (-ENOSPC when the pool is full) */

@@ -37,11 +37,13 @@
 
 #include "cache.h"
 #include "config.h"
+#include "follow.h"
 #include "io.h"
 #include "meta.h"
 #include "mount.h"
 #include "ops.h"
 #include "options.h"
+#include "reader.h"
 #include "remote.h"
 #include "swapmode.h"
 
@@ -220,6 +222,7 @@ static int open_meta(const struct options *o, struct remote *remote, struct meta
 	mo.format = o->format;
 	mo.read_only = o->read_only;
 	mo.lease_takeover_ms = MAIN_LEASE_TAKEOVER_MS;
+	mo.follow = o->read_only;
 	rc = mount_open(remote, &mo, meta, &err_msg);
 	if (rc < 0)
 		fprintf(stderr, "rmemfs: cannot mount the pool at %s: %s\n", o->server,
@@ -286,9 +289,10 @@ static int session_loop(struct fuse_session *se, const struct options *o)
 }
 
 /* mount on the mountpoint and serve until unmounted or signalled: the exit status */
-static int serve(struct fuse_session *se, const struct options *o, struct remote *remote,
+static int serve(struct fuse_session *se, const struct options *o, struct ops_ctx *ctx,
 		 int *notify_fd)
 {
+	struct remote *remote = ctx->remote;
 	int rc, status = 1;
 
 	if (fuse_set_signal_handlers(se) != 0) {
@@ -302,6 +306,10 @@ static int serve(struct fuse_session *se, const struct options *o, struct remote
 	}
 	g_message("mounted %s (%s, %s) on %s", o->server, remote_transport(remote),
 		  o->read_only ? "read-only" : "read-write", o->mountpoint);
+	if (reader_start(ctx, o->refresh_ms) < 0) {
+		fprintf(stderr, "rmemfs: cannot start following the writer\n");
+		goto out_unmount;
+	}
 	if (*notify_fd >= 0) {
 		daemon_ready(*notify_fd);
 		*notify_fd = -1;
@@ -311,6 +319,8 @@ static int serve(struct fuse_session *se, const struct options *o, struct remote
 	status = rc < 0 ? 1 : 0;
 	if (rc < 0)
 		g_message("fuse_session_loop: %s", g_strerror(-rc));
+out_unmount:
+	follow_stop(ctx->meta); /* (it uses the cache, destroyed before the metadata) */
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -351,7 +361,7 @@ static int mount_and_serve(struct fuse_session **se, const struct options *o,
 	ctx->cache = cache;
 	ctx->remote = remote;
 
-	status = serve(*se, o, remote, notify_fd);
+	status = serve(*se, o, ctx, notify_fd);
 out_meta:
 	fuse_session_destroy(*se);
 	*se = NULL;

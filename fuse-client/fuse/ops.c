@@ -780,6 +780,8 @@ static void reply_stats(fuse_req_t req, size_t size)
 	/* the pool's state first: "state up|away|failed" is what a user looks for */
 	if (ctx->remote)
 		n = remote_state_text(ctx->remote, buf, CACHE_STATS_MAX);
+	if (n >= 0 && ctx->meta)
+		n += (ssize_t)meta_sharing_text(ctx->meta, buf + n, CACHE_STATS_MAX - (size_t)n);
 	if (n >= 0)
 		n = stats_add(n, swapmode_text(ctx->swap, buf + n, CACHE_STATS_MAX - (size_t)n));
 	if (n >= 0)

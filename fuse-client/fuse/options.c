@@ -12,6 +12,8 @@
 #define G_LOG_DOMAIN "rmemfs-options"
 
 #include "options.h"
+
+#include "follow.h"
 #include "net.h"
 
 #include <errno.h>
@@ -51,6 +53,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("replicas=%s", replicas_str, 0),
+	OPT("refresh=%s", refresh_str, 0),
 	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
 	OPT("format", format, 1),
@@ -288,6 +291,16 @@ static int validate_tuning(struct options *o)
 		return -EINVAL;
 	if (o->reconnect_timeout_str)
 		o->reconnect_timeout_ms = isinf(secs) ? -1 : (int)(secs * 1000);
+	secs = 0;
+	if (parse_timeout("refresh", o->refresh_str, false, &secs) < 0)
+		return -EINVAL;
+	if (o->refresh_str && (secs < 0.05 || secs > 60)) {
+		fprintf(stderr, "rmemfs: refresh=%s: expected seconds between 0.05 and 60\n",
+			o->refresh_str);
+		return -EINVAL;
+	}
+	if (o->refresh_str)
+		o->refresh_ms = (unsigned int)(secs * 1000 + 0.5);
 	return 0;
 }
 
@@ -305,6 +318,10 @@ static int validate(struct options *o)
 	/* combinations */
 	if (o->format && o->read_only) {
 		fprintf(stderr, "rmemfs: -o format cannot be combined with -o ro (formatting writes the pool)\n");
+		return -EINVAL;
+	}
+	if (o->refresh_str && !o->read_only) {
+		fprintf(stderr, "rmemfs: refresh= is for -o ro mounts (a reader following the writer)\n");
 		return -EINVAL;
 	}
 	if (o->direct_io && o->writeback_cache_str && o->writeback_cache) {
@@ -344,6 +361,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
+	o->refresh_ms = FOLLOW_DEFAULT_REFRESH_MS;
 	o->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 
 	if (fuse_opt_parse(&o->args, o, options_table, options_proc) < 0)
@@ -423,6 +441,7 @@ void options_free(struct options *o)
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
 	free(o->reconnect_timeout_str);
+	free(o->refresh_str);
 	fuse_opt_free_args(&o->args);
 	memset(o, 0, sizeof(*o));
 }
@@ -481,7 +500,15 @@ void options_print_help(const char *prog)
 	       "                           member servers is up. Risk: another client that\n"
 	       "                           reaches the other members may mount them too, and\n"
 	       "                           the two copies of the filesystem then diverge\n"
-	       "    -o ro                  mount read-only (takes no lease)\n"
+	       "    -o ro                  mount read-only beside the writer (if any): any\n"
+	       "                           number of machines (32 per pool) follow one\n"
+	       "                           read-write mount. A reader sees only committed\n"
+	       "                           states; a file opened after the writer's fsync()\n"
+	       "                           and one refresh reads what it wrote; a read gives\n"
+	       "                           bytes the file held at some committed moment or\n"
+	       "                           an error, never another file's (rmemfs(8))\n"
+	       "    -o refresh=SECS        -o ro: apply the writer's changes this often\n"
+	       "                           (default 1, 0.05..60): the staleness bound\n"
 	       "    -o default_permissions let the kernel check permissions (always on as root)\n"
 	       "    -o allow_other         let other users in (always on as root)\n"
 	       "    -h, --help             this text\n"

@@ -57,6 +57,7 @@ struct options {
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
+	char *refresh_str;
 	char *replicas_str;
 	int degraded; /* -o degraded: read-write without a majority of the members */
 	int direct_io;
@@ -79,6 +80,7 @@ struct options {
 	double entry_timeout;
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */
+	unsigned int refresh_ms; /* -o ro: how often the writer's changes are applied */
 	unsigned int replicas; /* 0: the default (remote.h) */
 
 	/* from fuse_parse_cmdline */

@@ -978,6 +978,18 @@ static int read_header(struct meta *m, uint64_t gen, struct layout_ckpt_hdr *h, 
 	return 0;
 }
 
+int ckpt_first_seq(struct meta *m, uint64_t gen, uint64_t *first_seq)
+{
+	struct layout_ckpt_hdr h;
+	char *why = NULL;
+	int rc = read_header(m, gen, &h, &why);
+
+	g_free(why);
+	if (!rc)
+		*first_seq = le64toh(h.first_seq);
+	return rc;
+}
+
 int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, char **why)
 {
 	struct ckpt_src s = { .m = m, .gen = gen, .budget = UINT64_MAX };

@@ -46,5 +46,7 @@ int ckpt_write(struct meta *m, uint64_t gen, const GByteArray *buf);
  * slot size whatever the bytes.
  */
 int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, char **why);
+/* the first journal seq of checkpoint gen, from its header alone: 0 or -errno (-ENODATA damaged) */
+int ckpt_first_seq(struct meta *m, uint64_t gen, uint64_t *first_seq);
 
 #endif /* RMEM_CKPT_H */

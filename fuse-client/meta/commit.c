@@ -31,6 +31,7 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "hold.h"
 #include "journal.h"
 #include "meta_int.h"
 #include "remote.h"
@@ -42,25 +43,50 @@ static bool lost(struct meta *m)
 	return remote_failed(m->r); /* (a lost lease fails the remote too) */
 }
 
+/*
+ * The queued transactions, to go to the old generation's journal before the
+ * checkpoint commits (m->lock held): the checkpoint covers them anyway, but a
+ * reader that applied the old journal to its end then goes straight on with
+ * the new one instead of loading the checkpoint (follow.c). NULL: nothing
+ * queued, or it does not fit the area (dropped; readers load the state).
+ */
+static GByteArray *take_for_readers(struct meta *m, uint64_t *off)
+{
+	uint64_t last;
+
+	if (m->need_ckpt || !m->readers ||
+	    journal_tail(m->j) + journal_pending_bytes(m->j) > m->g.journal_len) {
+		journal_drop_pending(m->j);
+		return NULL;
+	}
+	return journal_take(m->j, off, &last);
+}
+
 /* commit_lock and m->lock held; m->lock is dropped around pool I/O */
 static int do_checkpoint(struct meta *m)
 {
 	uint64_t gen = m->durable_gen + 1;
 	uint64_t first_seq = journal_next_seq(m->j);
-	GByteArray *buf;
+	GByteArray *buf, *tail;
+	uint64_t tail_off = 0;
 	int rc;
 
 	rc = ckpt_serialize(m, gen, first_seq, &buf);
 	if (rc < 0)
 		return rc;
-	journal_drop_pending(m->j);
+	tail = take_for_readers(m, &tail_off);
 	journal_reset(m->j, gen, 0, first_seq);
 	m->need_ckpt = true;
 	pthread_mutex_unlock(&m->lock);
+	/* (a tail that fails to go out only costs the readers a load) */
+	if (tail)
+		remote_write(m->r, tail_off, tail->data, tail->len);
 	rc = ckpt_write(m, gen, buf);
 	if (!rc)
 		rc = super_commit_ckpt_gen(m->sb, m->durable_gen, gen);
 	pthread_mutex_lock(&m->lock);
+	if (tail)
+		g_byte_array_unref(tail);
 	g_byte_array_unref(buf);
 	if (rc < 0) {
 		if (!lost(m)) /* (a failed pool said so once already) */
@@ -74,7 +100,8 @@ static int do_checkpoint(struct meta *m)
 	m->need_ckpt = false;
 	m->ckpts++;
 	m->durable_seq = first_seq - 1;
-	alloc_release(m->alloc, m->durable_seq);
+	hold_note_durable(m, m->durable_seq);
+	hold_release(m);
 	return 0;
 }
 
@@ -104,7 +131,8 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 	}
 	g_byte_array_unref(buf);
 	m->durable_seq = last;
-	alloc_release(m->alloc, last);
+	hold_note_durable(m, last);
+	hold_release(m);
 	return 0;
 }
 
@@ -161,6 +189,7 @@ static void *committer_main(void *arg)
 		pthread_mutex_lock(&m->lock);
 		work = journal_pending_bytes(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);
+		hold_scan(m);
 		if (!work)
 			continue;
 		rc = commit_write(m, false);

@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "commit.h"
+#include "hold.h"
 #include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
@@ -66,8 +67,9 @@ static int alloc_run(struct meta *m, struct meta_inode *in, uint64_t b, uint64_t
 }
 
 /*
- * -ENOSPC while blocks freed by a transaction wait for it: make it durable
- * and say to try again (once: *retried). True returns with m->lock released.
+ * -ENOSPC while blocks freed by a transaction wait for it: make it durable,
+ * let the readers catch up (hold.h), and say to try again (once: *retried).
+ * True returns with m->lock released.
  */
 static bool sync_and_retry(struct meta *m, bool *retried)
 {
@@ -75,7 +77,7 @@ static bool sync_and_retry(struct meta *m, bool *retried)
 		return false;
 	*retried = true;
 	pthread_mutex_unlock(&m->lock);
-	if (commit_sync(m) == 0)
+	if (commit_sync(m) == 0 && hold_reclaim(m) == 0)
 		return true;
 	pthread_mutex_lock(&m->lock);
 	return false;

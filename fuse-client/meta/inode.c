@@ -513,16 +513,20 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 {
 	if (sign > 0) {
 		in->exts.nblocks += e->count;
-		if (e->state == META_EXT_FRESH)
+		if (e->state == META_EXT_FRESH) {
 			m->nfresh++;
-		else
+		} else {
 			m->ckpt_bytes += inode_ext_bytes(e);
+			m->blocks_mapped += e->count;
+		}
 	} else {
 		in->exts.nblocks -= e->count;
-		if (e->state == META_EXT_FRESH)
+		if (e->state == META_EXT_FRESH) {
 			m->nfresh--;
-		else
+		} else {
 			m->ckpt_bytes -= inode_ext_bytes(e);
+			m->blocks_mapped -= e->count;
+		}
 	}
 }
 

@@ -243,6 +243,7 @@ struct window {
 	size_t cap;
 	uint64_t base; /* area offset of buf[0] */
 	size_t have;
+	bool short_read; /* r NULL (journal_follow): the bytes ran out before the area did */
 };
 
 /* make [pos, pos+n) of the area available in the window; returns a pointer or NULL */
@@ -255,6 +256,10 @@ static const uint8_t *window_get(struct window *w, uint64_t pos, size_t n, int *
 		return NULL;
 	if (pos >= w->base && pos + n <= w->base + w->have)
 		return w->buf + (pos - w->base);
+	if (!w->r) {
+		w->short_read = true; /* a window of bytes read before: what follows is unknown */
+		return NULL;
+	}
 	if (n > w->cap) {
 		w->cap = n;
 		w->buf = g_realloc(w->buf, w->cap);
@@ -457,38 +462,40 @@ void journal_replay_info_clear(struct journal_replay_info *info)
 	memset(info, 0, sizeof(*info));
 }
 
-int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
-		   bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
-		   struct journal_replay_info *info)
+/* replay transactions from area offset pos on, through window w */
+static int replay_loop(struct journal *j, struct window *w, uint64_t pos, uint64_t gen,
+		       uint64_t first_seq, bool salvage,
+		       int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		       struct journal_replay_info *info)
 {
-	struct window w = {
-		.r = r, .area_off = j->off, .area_len = j->len, .cap = MIN(REPLAY_WINDOW, j->len)
-	};
-	uint64_t pos = 0, expect = first_seq;
+	uint64_t expect = first_seq;
 	int rc = 0;
 
 	memset(info, 0, sizeof(*info));
 	info->last_seq = first_seq - 1;
-	w.buf = g_malloc(w.cap);
+	info->bytes = pos;
 	for (;;) {
 		struct layout_txn_hdr h;
 		const uint8_t *p;
 		uint8_t *copy;
 		uint32_t len;
 
-		p = window_get(&w, pos, sizeof(h), &rc);
+		p = window_get(w, pos, sizeof(h), &rc);
 		if (!p) {
 			if (!rc)
-				info->stop_reason = g_strdup("end of the journal area");
+				info->stop_reason = g_strdup(w->short_read ? "end of the bytes read" :
+								 "end of the journal area");
 			break;
 		}
 		memcpy(&h, p, sizeof(h));
 		if (!txn_hdr_ok(j, &h, gen, expect, pos, info))
 			break;
 		len = le32toh(h.len);
-		p = window_get(&w, pos, len, &rc);
+		p = window_get(w, pos, len, &rc);
 		if (!p) {
-			if (!rc) {
+			if (!rc && w->short_read) {
+				info->stop_reason = g_strdup("end of the bytes read");
+			} else if (!rc) {
 				info->torn = true;
 				info->stop_reason = g_strdup("transaction runs past the area");
 			}
@@ -515,6 +522,35 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 		info->last_seq = expect;
 		expect++;
 	}
+	return rc;
+}
+
+int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,
+		   bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec), void *ctx,
+		   struct journal_replay_info *info)
+{
+	struct window w = {
+		.r = r, .area_off = j->off, .area_len = j->len, .cap = MIN(REPLAY_WINDOW, j->len)
+	};
+	int rc;
+
+	w.buf = g_malloc(w.cap);
+	rc = replay_loop(j, &w, 0, gen, first_seq, salvage, apply, ctx, info);
 	g_free(w.buf);
+	return rc;
+}
+
+int journal_follow(struct journal *j, const uint8_t *buf, size_t len, uint64_t pos, uint64_t gen,
+		   uint64_t first_seq, int (*apply)(void *ctx, const struct journal_rec *rec),
+		   void *ctx, struct journal_replay_info *info, bool *more)
+{
+	struct window w = {
+		.area_off = j->off, .area_len = j->len, .buf = (uint8_t *)buf, .cap = len,
+		.base = pos, .have = len,
+	};
+	int rc;
+
+	rc = replay_loop(j, &w, pos, gen, first_seq, false, apply, ctx, info);
+	*more = w.short_read;
 	return rc;
 }

@@ -116,4 +116,17 @@ int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t f
 		   struct journal_replay_info *info);
 void journal_replay_info_clear(struct journal_replay_info *info);
 
+/*
+ * A reader following the journal (follow.c): apply the transactions of
+ * generation gen from first_seq on found in buf, len bytes of the area read
+ * from offset pos, as journal_replay would (info->bytes: the area offset
+ * after the last one applied). *more: the bytes ran out inside or before a
+ * transaction header (read on from info->bytes, with more bytes if nothing
+ * was applied); otherwise replay stopped at what is not (yet) a transaction
+ * of gen with the next seq, or at a torn one (the writer may be writing it).
+ */
+int journal_follow(struct journal *j, const uint8_t *buf, size_t len, uint64_t pos, uint64_t gen,
+		   uint64_t first_seq, int (*apply)(void *ctx, const struct journal_rec *rec),
+		   void *ctx, struct journal_replay_info *info, bool *more);
+
 #endif /* RMEM_JOURNAL_H */

@@ -30,6 +30,8 @@
 #include "commit.h"
 #include "inode.h"
 #include "journal.h"
+#include "follow.h"
+#include "hold.h"
 #include "meta_int.h"
 #include "remote.h"
 
@@ -1045,7 +1047,9 @@ int meta_statfs(struct meta *m, struct meta_statfs *out)
 	pthread_mutex_lock(&m->lock);
 	memset(out, 0, sizeof(*out));
 	out->blocks = m->g.data_blocks;
-	out->bfree = m->alloc ? alloc_nfree(m->alloc) + alloc_npending(m->alloc) : 0;
+	/* (a reader has no allocator: what the extents it follows leave) */
+	out->bfree = m->alloc ? alloc_nfree(m->alloc) + alloc_npending(m->alloc) :
+				m->g.data_blocks - MIN(m->blocks_mapped, m->g.data_blocks);
 	slack = ckpt_slack(m);
 	free_bytes = m->ckpt_bytes + slack < m->g.slot_len ?
 			     m->g.slot_len - slack - m->ckpt_bytes : 0;
@@ -1054,4 +1058,9 @@ int meta_statfs(struct meta *m, struct meta_statfs *out)
 	out->files = g_hash_table_size(m->inodes) + out->ffree;
 	pthread_mutex_unlock(&m->lock);
 	return 0;
+}
+
+size_t meta_sharing_text(struct meta *m, char *buf, size_t cap)
+{
+	return m->follow ? follow_stats_text(m, buf, cap) : hold_stats_text(m, buf, cap);
 }

@@ -176,4 +176,11 @@ int meta_touch_atime(struct meta *m, uint64_t ino);
 
 int meta_statfs(struct meta *m, struct meta_statfs *out);
 
+/*
+ * The pool's sharing, as "key value" lines for the stats xattr: on a reader
+ * its state and lag, on the writer its readers (docs/ARCHITECTURE.md,
+ * "Readers beside the writer"). Bytes written, at most cap - 1.
+ */
+size_t meta_sharing_text(struct meta *m, char *buf, size_t cap);
+
 #endif /* RMEM_META_H */

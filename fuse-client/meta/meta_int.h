@@ -26,7 +26,11 @@
 #include "worker.h"
 
 struct alloc;
+struct follow;
+struct hold;
 struct journal;
+struct journal_rec;
+struct readers;
 struct remote;
 struct super;
 
@@ -67,6 +71,12 @@ struct meta {
 	struct worker committer;
 
 	struct meta_load_info load;
+
+	/* sharing the pool with read-only mounts (readers.h) */
+	struct readers *readers; /* a reader's slot, or the writer's view of the slots */
+	struct follow *follow; /* a reader: follow.c */
+	struct hold *hold; /* the writer: hold.c */
+	uint64_t blocks_mapped; /* data blocks in durable extents (statfs without an allocator) */
 };
 
 /* ---- meta.c: the steps every operation shares ---- */
@@ -93,5 +103,17 @@ void meta_txn_begin(struct meta *m, struct timespec *now);
 void meta_log_inode(struct meta *m, struct meta_inode *in);
 /* log in (if non-NULL), end the transaction and let the committer know */
 void meta_txn_end(struct meta *m, struct meta_inode *in);
+
+/* ---- mount.c ---- */
+
+/* apply one journal record to m (replay, and a reader following the journal); ctx is m */
+int meta_apply_rec(void *ctx, const struct journal_rec *r);
+/*
+ * A reader far behind: load the pool's newest state into a new struct
+ * meta beside m (sharing its pool and superblock; no allocator), for
+ * follow.c to take the inodes from. Free it with mount_free_loaded.
+ */
+int mount_load_again(struct meta *m, struct meta **out, char **err_msg);
+void mount_free_loaded(struct meta *f);
 
 #endif /* RMEM_META_INT_H */

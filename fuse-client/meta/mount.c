@@ -28,10 +28,13 @@
 #include "alloc.h"
 #include "ckpt.h"
 #include "commit.h"
+#include "follow.h"
 #include "fsck.h"
+#include "hold.h"
 #include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
+#include "readers.h"
 #include "remote.h"
 #include "super.h"
 #include "units.h"
@@ -73,6 +76,8 @@ static void free_meta(struct meta *m)
 	pthread_mutex_destroy(&m->commit_lock);
 	g_ptr_array_free(m->load.problems, TRUE);
 	super_destroy(m->sb);
+	hold_free(m);
+	readers_destroy(m->readers);
 	g_hash_table_destroy(m->inodes);
 	alloc_destroy(m->alloc);
 	journal_destroy(m->j);
@@ -81,7 +86,7 @@ static void free_meta(struct meta *m)
 
 /* ---- replay ---- */
 
-static int apply_rec(void *ctx, const struct journal_rec *r)
+int meta_apply_rec(void *ctx, const struct journal_rec *r)
 {
 	struct meta *m = ctx;
 	struct meta_inode *in = NULL, *dir;
@@ -390,7 +395,7 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 	m->load.ckpt_gen = gen;
 	if (super_read_clean(m->sb, &clean) == 0)
 		m->load.was_clean = clean;
-	rc = journal_replay(m->j, m->r, gen, first_seq, flags & LOAD_SALVAGE, apply_rec, m, &info);
+	rc = journal_replay(m->j, m->r, gen, first_seq, flags & LOAD_SALVAGE, meta_apply_rec, m, &info);
 	if (rc < 0) {
 		const char *hint = rc == -EUCLEAN ? "; run rmemfs-fsck --repair" : "";
 
@@ -539,7 +544,9 @@ static int go_live(struct meta *m, bool formatted, unsigned int flags, char **er
 	const struct meta_load_info *l = &m->load;
 	int rc;
 
-	rc = super_write_clean(m->sb, false);
+	rc = hold_start(m, err_msg);
+	if (!rc)
+		rc = super_write_clean(m->sb, false);
 	if (!rc && !formatted && !(flags & LOAD_NO_CHECK) &&
 	    (l->replayed || !l->was_clean || l->orphans || l->repaired || l->problems->len))
 		rc = commit_write(m, true);
@@ -584,7 +591,9 @@ static int load_fs(struct remote *r, const struct mount_opts *opts, unsigned int
 	} else {
 		m = new_meta(r, sb, super_geom(sb));
 		m->read_only = !rw;
-		rc = load(m, flags, err_msg);
+		rc = opts->follow ? follow_join(m, opts->holder_name, err_msg) : 0;
+		if (!rc)
+			rc = load(m, flags, err_msg);
 		if (rc < 0)
 			goto err_meta;
 	}
@@ -592,12 +601,15 @@ static int load_fs(struct remote *r, const struct mount_opts *opts, unsigned int
 		rc = go_live(m, format, flags, err_msg);
 		if (rc < 0)
 			goto err_meta;
+	} else if (opts->follow) {
+		follow_loaded(m);
 	}
 	*out = m;
 	return 0;
 
 err_meta:
 	m->sb = NULL;
+	follow_leave(m);
 	free_meta(m);
 err_lease:
 	if (rw)
@@ -640,15 +652,42 @@ int mount_close(struct meta *m)
 		if (!rc)
 			rc = rc2;
 	}
+	follow_leave(m);
 	mount_abandon(m);
 	return rc;
 }
 
 void mount_abandon(struct meta *m)
 {
-	if (m)
+	if (m) {
 		commit_stop(m);
+		follow_stop(m);
+	}
 	free_meta(m);
+}
+
+int mount_load_again(struct meta *m, struct meta **out, char **err_msg)
+{
+	struct meta *f = new_meta(m->r, m->sb, &m->g);
+	int rc;
+
+	f->read_only = true;
+	rc = load(f, 0, err_msg);
+	if (rc < 0) {
+		mount_free_loaded(f);
+		return rc;
+	}
+	alloc_destroy(f->alloc);
+	f->alloc = NULL;
+	*out = f;
+	return 0;
+}
+
+void mount_free_loaded(struct meta *f)
+{
+	if (f)
+		f->sb = NULL; /* m's */
+	free_meta(f);
 }
 
 /* ---- rmemfs-fsck ---- */

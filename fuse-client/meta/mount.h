@@ -20,6 +20,12 @@ struct mount_opts {
 	bool force_lease; /* take the lease even from a live holder (fsck --force) */
 	int lease_takeover_ms; /* a holder silent this long is dead (default 10000) */
 	const char *holder_name; /* written next to the lease, e.g. "host:pid" */
+	/*
+	 * read_only, following a writer (rmemfs -o ro): take a reader slot
+	 * before loading (the writer then keeps freed space for us), and let
+	 * follow.h keep the metadata current
+	 */
+	bool follow;
 };
 
 /*

@@ -57,6 +57,17 @@
 #define LAYOUT_SB_LEASE_HOLDER 256 /* char[64], NUL-terminated */
 #define LAYOUT_SB_LEASE_HOLDER_LEN 64
 #define LAYOUT_SB_LEASE_END 320 /* [192, 320) is the lease area */
+/*
+ * The reader slots (readers.c): [1024, 4096) of block 0, of every member.
+ * A slot: le64 owner (atomics only), 8 zero bytes, then the record the
+ * reader writes with plain WRITEs (LAYOUT_READER_REC_*).
+ */
+#define LAYOUT_SB_READERS_OFF 1024
+#define LAYOUT_READER_SLOT_SIZE 96
+#define LAYOUT_READER_SLOTS 32
+#define LAYOUT_READER_REC_OFF 16 /* within a slot */
+#define LAYOUT_READER_REC_SIZE 80
+#define LAYOUT_READER_HOST_LEN 32
 
 struct layout_sb {
 	uint8_t magic[8]; /* LAYOUT_SB_MAGIC */
