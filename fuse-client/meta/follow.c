@@ -14,7 +14,7 @@
  *     (the writer writes its queued transactions to G's journal before it
  *     switches, commit.c), goes on with G+1's journal from its start;
  *     otherwise (we fell further behind than the journal keeps) loads the
- *     newest state whole (mount_load_again) and takes its inodes, keeping
+ *     newest state whole (mount.c's loader) and takes its inodes, keeping
  *     the kernel's reference counts.
  * Then the FUSE layer drops what changed from the kernel's caches and the
  * block cache, waits for data reads that mapped blocks under the older
@@ -57,6 +57,8 @@ struct follow {
 	unsigned int refresh_ms;
 	struct worker w;
 	bool started;
+	follow_load_fn load_again;
+	void (*free_loaded)(struct meta *f);
 	/* [w's thread only] */
 	uint64_t gen; /* the checkpoint generation followed */
 	uint64_t pos; /* journal area offset after the last transaction applied */
@@ -111,10 +113,12 @@ int follow_join(struct meta *m, const char *host, char **err_msg)
 	return 0;
 }
 
-void follow_loaded(struct meta *m)
+void follow_loaded(struct meta *m, follow_load_fn load_again, void (*free_loaded)(struct meta *f))
 {
 	struct follow *f = m->follow;
 
+	f->load_again = load_again;
+	f->free_loaded = free_loaded;
 	f->gen = m->durable_gen;
 	f->applied = f->published = m->durable_seq;
 	f->pos = journal_tail(m->j);
@@ -316,7 +320,7 @@ static int reload(struct follow *f)
 	char *why = NULL;
 	int rc;
 
-	rc = mount_load_again(m, &fresh, &why);
+	rc = f->load_again(m, &fresh, &why);
 	if (rc < 0) {
 		g_message("loading the filesystem again: %s (will retry)", why ? why :
 			  g_strerror(-rc));
@@ -329,7 +333,7 @@ static int reload(struct follow *f)
 	f->applied = m->durable_seq;
 	f->pos = journal_tail(m->j);
 	pthread_mutex_unlock(&m->lock);
-	mount_free_loaded(fresh);
+	f->free_loaded(fresh);
 	atomic_fetch_add(&f->s_reloads, 1);
 	g_message("loaded the filesystem again at checkpoint %" G_GUINT64_FORMAT ", seq %"
 		  G_GUINT64_FORMAT " (the writer's journal had moved past this reader)",

@@ -44,8 +44,14 @@ struct follow_hooks {
 
 /* mount.c: take a reader slot before the metadata is read; 0 or -errno with *err_msg */
 int follow_join(struct meta *m, const char *host, char **err_msg);
-/* mount.c: the load is done: where the follower starts */
-void follow_loaded(struct meta *m);
+/*
+ * mount.c: the load is done: where the follower starts. load_again loads
+ * the pool's newest state into a new struct meta beside m (sharing its pool
+ * and superblock, without an allocator), for a reader that fell further
+ * behind than the writer's journal; free_loaded frees one.
+ */
+typedef int (*follow_load_fn)(struct meta *m, struct meta **out, char **err_msg);
+void follow_loaded(struct meta *m, follow_load_fn load_again, void (*free_loaded)(struct meta *f));
 /* start the follower thread: refresh every refresh_ms */
 int follow_start(struct meta *m, unsigned int refresh_ms, const struct follow_hooks *h);
 /* stop the thread (NULL-tolerant, idempotent) */

@@ -104,16 +104,9 @@ void meta_log_inode(struct meta *m, struct meta_inode *in);
 /* log in (if non-NULL), end the transaction and let the committer know */
 void meta_txn_end(struct meta *m, struct meta_inode *in);
 
-/* ---- mount.c ---- */
+/* ---- apply.c ---- */
 
 /* apply one journal record to m (replay, and a reader following the journal); ctx is m */
 int meta_apply_rec(void *ctx, const struct journal_rec *r);
-/*
- * A reader far behind: load the pool's newest state into a new struct
- * meta beside m (sharing its pool and superblock; no allocator), for
- * follow.c to take the inodes from. Free it with mount_free_loaded.
- */
-int mount_load_again(struct meta *m, struct meta **out, char **err_msg);
-void mount_free_loaded(struct meta *f);
 
 #endif /* RMEM_META_INT_H */

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * apply.c - one journal record applied to the metadata in RAM: replay at
+ * mount (mount.c) and a reader following the writer (follow.c). Records
+ * are states, so applying one twice gives the same result; one that parses
+ * but cannot be used is dropped and reported as a load problem.
+ */
+#define G_LOG_DOMAIN "rmemfs-meta"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "inode.h"
+#include "journal.h"
+#include "meta_int.h"
+
+int meta_apply_rec(void *ctx, const struct journal_rec *r)
+{
+	struct meta *m = ctx;
+	struct meta_inode *in = NULL, *dir;
+	struct meta_dirent *d;
+
+	if (r->type != LAYOUT_REC_DIRENT_ADD && r->type != LAYOUT_REC_DIRENT_DEL)
+		in = inode_get(m, r->ino);
+	switch (r->type) {
+	case LAYOUT_REC_INODE:
+		if (!layout_mode_ok(r->inode.mode)) {
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid mode "
+					   "0%o (record dropped)", (guint64)r->ino, r->inode.mode);
+			return 0;
+		}
+		if (in && (in->a.mode & S_IFMT) != (r->inode.mode & S_IFMT)) {
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT " changes type",
+					   (guint64)r->ino);
+			inode_destroy(m, in);
+			in = NULL;
+		}
+		if (in) {
+			in->a = r->inode;
+			inode_touch_acct(m, in);
+		} else {
+			inode_create(m, &r->inode);
+		}
+		return 0;
+	case LAYOUT_REC_INODE_FREE:
+		if (in)
+			inode_destroy(m, in);
+		return 0;
+	case LAYOUT_REC_DIRENT_ADD:
+	case LAYOUT_REC_DIRENT_DEL:
+		dir = inode_get(m, r->dir);
+		if (!dir || !dir->dir) {
+			inode_load_problem(m, "journal: entry \"%s\" in missing directory %"
+					   G_GUINT64_FORMAT, r->name, (guint64)r->dir);
+			return 0;
+		}
+		if (r->type == LAYOUT_REC_DIRENT_ADD) {
+			if (!layout_name_ok(r->name, r->nlen) || r->ino >= LAYOUT_INO_LIMIT) {
+				inode_load_problem(m, "journal: directory %" G_GUINT64_FORMAT
+						   ": invalid entry for inode %" G_GUINT64_FORMAT
+						   " (record dropped)",
+						   (guint64)r->dir, (guint64)r->ino);
+				return 0;
+			}
+			inode_dir_add(m, dir, r->name, r->nlen, r->ino, r->dtype, r->cookie);
+		} else {
+			d = inode_dir_lookup(dir, r->name);
+			if (d)
+				inode_dir_del(m, dir, d);
+		}
+		return 0;
+	default:
+		break;
+	}
+	if (!in) {
+		inode_load_problem(m, "journal: record %u for missing inode %" G_GUINT64_FORMAT,
+				   r->type, (guint64)r->ino);
+		return 0;
+	}
+	switch (r->type) {
+	case LAYOUT_REC_EXT_SET:
+		if (!S_ISREG(in->a.mode) || !r->count || r->fblock + r->count < r->fblock ||
+		    r->pblock >= m->g.data_blocks || r->count > m->g.data_blocks - r->pblock ||
+		    r->state > LAYOUT_EXT_UNWRITTEN) {
+			inode_load_problem(m, "journal: invalid extent for inode %"
+					   G_GUINT64_FORMAT, (guint64)r->ino);
+			return 0;
+		}
+		inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
+		break;
+	case LAYOUT_REC_EXT_CLEAR:
+		inode_ext_clear(m, in, r->fblock, r->count, true);
+		break;
+	case LAYOUT_REC_XATTR_SET:
+		if (!layout_xattr_ok(r->name, r->nlen, r->vlen)) {
+			inode_load_problem(m, "journal: inode %" G_GUINT64_FORMAT ": invalid xattr "
+					   "(record dropped)", (guint64)r->ino);
+			return 0;
+		}
+		inode_xattr_set(m, in, r->name, r->value, r->vlen);
+		break;
+	case LAYOUT_REC_XATTR_DEL:
+		inode_xattr_del(m, in, r->name);
+		break;
+	case LAYOUT_REC_SYMLINK:
+		if (memchr(r->value, 0, r->vlen)) {
+			inode_load_problem(m, "journal: symlink %" G_GUINT64_FORMAT ": its target "
+					   "holds a NUL byte (record dropped)", (guint64)r->ino);
+			return 0;
+		}
+		if (inode_symlink_set(m, in, (const char *)r->value, r->vlen) < 0)
+			inode_load_problem(m, "journal: symlink target for non-symlink %"
+					   G_GUINT64_FORMAT, (guint64)r->ino);
+		break;
+	}
+	return 0;
+}
