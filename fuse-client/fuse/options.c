@@ -328,7 +328,11 @@ static int validate(struct options *o)
 		fprintf(stderr, "rmemfs: direct_io and writeback_cache=on exclude each other (direct_io bypasses the kernel's page cache)\n");
 		return -EINVAL;
 	}
-	if (o->direct_io)
+	/*
+	 * A reader follows the writer's sizes: the kernel's writeback cache keeps
+	 * its own i_size and would not take a truncated one from us
+	 */
+	if (o->direct_io || o->read_only)
 		o->writeback_cache = false;
 	return 0;
 }

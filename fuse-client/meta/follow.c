@@ -234,6 +234,10 @@ static int pull(struct follow *f, bool *end)
 				    f, &info, &more);
 		set_parents(f);
 		pthread_mutex_unlock(&m->lock);
+		g_debug("pull gen %" G_GUINT64_FORMAT " pos %" G_GUINT64_FORMAT " len %zu: %"
+			G_GUINT64_FORMAT " txns, last %" G_GUINT64_FORMAT ", more %d, rc %d: %s",
+			(guint64)f->gen, (guint64)f->pos, len, (guint64)info.txns,
+			(guint64)info.last_seq, more, rc, info.stop_reason ? info.stop_reason : "");
 		if (info.txns) {
 			f->pos = info.bytes;
 			f->applied = info.last_seq;

@@ -340,7 +340,8 @@ static int chan_done(struct member *r, struct member_chan *c, enum xport_op_type
 	if (rc == -EKEYREVOKED) {
 		atomic_store(&r->fenced, true);
 		member_fail(r, "LEASE LOST: %s fenced this client off the pool (another client "
-			    "took the lease over)", r->server);
+			    "took the lease over, or, for a -o ro mount, the writer expired this "
+			    "silent reader)", r->server);
 		rc = -EIO;
 	}
 	return rc;
