@@ -14,17 +14,14 @@
 #include "memserver_launch.h"
 #include "remote.h"
 
-struct remote *tfx_memserver_start(const char *size, unsigned int op_timeout_ms, GPid *pid)
+static unsigned short last_port; /* of the memserver started last */
+
+static struct remote *open_remote(unsigned short port, unsigned int op_timeout_ms)
 {
-	const char *const args[] = { "--size", size, "--port", "0", NULL };
-	struct memserver_proc ms;
-	struct remote_server srv = { .host = "127.0.0.1" };
+	struct remote_server srv = { .host = "127.0.0.1", .port = port };
 	struct remote_config cfg;
 	struct remote *r;
 
-	memserver_launch(args, &ms);
-	*pid = ms.pid;
-	srv.port = ms.tcp_port;
 	memset(&cfg, 0, sizeof(cfg));
 	xport_params_init(&cfg.member.params);
 	cfg.member.params.quiet = true;
@@ -37,6 +34,22 @@ struct remote *tfx_memserver_start(const char *size, unsigned int op_timeout_ms,
 	cfg.nservers = 1;
 	g_assert_cmpint(remote_open(&cfg, &r, NULL), ==, 0);
 	return r;
+}
+
+struct remote *tfx_memserver_start(const char *size, unsigned int op_timeout_ms, GPid *pid)
+{
+	const char *const args[] = { "--size", size, "--port", "0", NULL };
+	struct memserver_proc ms;
+
+	memserver_launch(args, &ms);
+	*pid = ms.pid;
+	last_port = ms.tcp_port;
+	return open_remote(ms.tcp_port, op_timeout_ms);
+}
+
+struct remote *tfx_memserver_client(void)
+{
+	return open_remote(last_port, 0);
 }
 
 void tfx_memserver_kill(GPid *pid)

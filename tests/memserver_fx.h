@@ -20,6 +20,9 @@ struct remote;
  */
 struct remote *tfx_memserver_start(const char *size, unsigned int op_timeout_ms, GPid *pid);
 
+/* one more client of the memserver started last (its own client id), as a second machine */
+struct remote *tfx_memserver_client(void);
+
 /* SIGKILL the server and reap it (a remote to it stays open; its ops fail); *pid = 0 */
 void tfx_memserver_kill(GPid *pid);
 

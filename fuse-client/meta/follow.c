@@ -425,7 +425,7 @@ static void *follow_main(void *arg)
 
 	while (worker_wait(&f->w, (int)tick) == 0 && !atomic_load(&f->expired)) {
 		if (remote_failed(f->m->r))
-			continue;
+			break; /* (the pool said why; every access fails from now on) */
 		if (clock_now_ns() - f->last_refresh_ns >= f->refresh_ms * 1000000ULL) {
 			f->last_refresh_ns = clock_now_ns();
 			refresh(f);
@@ -499,7 +499,7 @@ size_t follow_stats_text(struct meta *m, char *buf, size_t cap)
 		     "\nreader_gen %" G_GUINT64_FORMAT "\nreader_lag_ms %" G_GUINT64_FORMAT
 		     "\nreader_refresh_ms %u\nreader_txns %" G_GUINT64_FORMAT
 		     "\nreader_reloads %" G_GUINT64_FORMAT "\n",
-		     atomic_load(&f->expired) ? "expired" : "live",
+		     atomic_load(&f->expired) ? "expired" : remote_failed(m->r) ? "failed" : "live",
 		     (guint64)atomic_load(&f->s_applied), (guint64)atomic_load(&f->s_gen),
 		     (guint64)lag_ms(f), f->refresh_ms, (guint64)atomic_load(&f->s_txns),
 		     (guint64)atomic_load(&f->s_reloads));

@@ -255,6 +255,9 @@ int readers_join(struct readers *rd, const char *host, char **err_msg)
 
 	g_strlcpy(rd->me.host, host ? host : "", sizeof(rd->me.host));
 	rd->me.id = rd->id;
+	rd->me.applied = rd->me.gen = rd->me.lag_ms = 0;
+	rd->me.beat++;
+	atomic_store(&rd->expired, false);
 	for (k = 0; k < LAYOUT_READER_SLOTS; k++) {
 		done = 0;
 		rc = claim_all(rd, k, 0, rd->id, &done);
@@ -320,10 +323,13 @@ int readers_beat(struct readers *rd, uint64_t applied, uint64_t gen, uint64_t la
 	rd->me.gen = gen;
 	rd->me.lag_ms = lag_ms;
 	rc = atomic_load(&rd->expired) ? -ESTALE : write_rec(rd);
-	if (rc == -EKEYREVOKED)
-		atomic_store(&rd->expired, true); /* fenced: the memserver refuses us */
-	if (!rc || rc == -EKEYREVOKED)
+	if (!rc)
 		rc = confirm(rd);
+	if (rc < 0 && rc != -ESTALE && remote_failed(rd->r)) {
+		/* fenced (the memserver refuses us: LEASE LOST), or the pool is lost for good */
+		atomic_store(&rd->expired, true);
+		rc = -ESTALE;
+	}
 	if (!rc)
 		push_deadline(rd, t0);
 	pthread_mutex_unlock(&rd->lock);

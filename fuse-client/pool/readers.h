@@ -39,7 +39,8 @@ int readers_join(struct readers *rd, const char *host, char **err_msg);
  * Beat: write the record {beat + 1, applied, gen, lag_ms}, then check with
  * CAS(owner, id, id) that the slot is still ours; that pushes the read
  * deadline to the time the record was written + half the timeout. -ESTALE
- * once the writer expired us (for good).
+ * once the writer expired us, or the memserver fenced us (the pool then
+ * fails), for good.
  */
 int readers_beat(struct readers *rd, uint64_t applied, uint64_t gen, uint64_t lag_ms);
 /*
