@@ -7,9 +7,12 @@
  * inode). Inodes: the kernel drops the attributes, and where the data
  * changed (extents, size, mtime) its pages too, after the block cache
  * dropped its copies; the next open reads from the pool (close-to-open).
- * Then the follower drains the data reads that mapped blocks before it
- * applied, so none is still reading a block the writer may reuse once the
- * new position is published.
+ * Files whose data is about to change are guarded while the follower
+ * applies: the kernel drops their pages first, and the block cache holds
+ * reads of them off until their older blocks are gone, so no read returns
+ * a mix of the two states from here. Then the follower drains the data
+ * reads that mapped blocks before it applied, so none is still reading a
+ * block the writer may reuse once the new position is published.
  */
 #define G_LOG_DOMAIN "rmemfs-reader"
 
@@ -71,6 +74,29 @@ static void changed(void *arg, GArray *inos, GArray *data_inos, GPtrArray *entri
 	g_hash_table_destroy(seen);
 }
 
+/*
+ * Before: the kernel drops its pages of each file (a read then comes to us),
+ * and the block cache shuts the file (reads wait, fetches in flight end);
+ * after: the block cache drops the file's blocks and opens it again.
+ */
+static void guard(void *arg, const uint64_t *inos, guint n, bool enter)
+{
+	struct ops_ctx *ctx = arg;
+	guint i;
+
+	if (!ctx->cache)
+		return;
+	for (i = 0; i < n; i++) {
+		if (!enter) {
+			cache_end_exclusive(ctx->cache, inos[i], 0, UINT64_MAX);
+			continue;
+		}
+		inval_inode(ctx, inos[i], true);
+		if (cache_begin_exclusive(ctx->cache, inos[i], UINT64_MAX) < 0)
+			g_error("cache_begin_exclusive on a reader (nothing dirty) failed");
+	}
+}
+
 static void drain(void *arg)
 {
 	struct ops_ctx *ctx = arg;
@@ -80,7 +106,9 @@ static void drain(void *arg)
 
 int reader_start(struct ops_ctx *ctx, unsigned int refresh_ms)
 {
-	struct follow_hooks h = { .changed = changed, .drain = drain, .ctx = ctx };
+	struct follow_hooks h = {
+		.changed = changed, .drain = drain, .guard = guard, .ctx = ctx,
+	};
 
 	if (!follow_active(ctx->meta))
 		return 0;

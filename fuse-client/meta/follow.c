@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "follow.h"
@@ -68,6 +69,7 @@ struct follow {
 	GArray *inos, *data_inos; /* what the transactions being applied change */
 	GPtrArray *entries;
 	GArray *new_dirs; /* (uint64_t dir, uint64_t child) pairs: parents to set */
+	GArray *guarded; /* existing regular files the transactions read change the data of */
 	/* stats: atomics */
 	_Atomic uint64_t caught_up_ns; /* the last refresh that reached the end of the journal */
 	_Atomic uint64_t s_applied, s_gen, s_reloads, s_txns;
@@ -83,6 +85,7 @@ static struct follow *follow_new(struct meta *m)
 	f->data_inos = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	f->entries = g_ptr_array_new_with_free_func(g_free);
 	f->new_dirs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	f->guarded = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	return f;
 }
 
@@ -92,6 +95,7 @@ static void follow_free(struct follow *f)
 	g_array_free(f->data_inos, TRUE);
 	g_ptr_array_free(f->entries, TRUE);
 	g_array_free(f->new_dirs, TRUE);
+	g_array_free(f->guarded, TRUE);
 	g_free(f);
 }
 
@@ -201,6 +205,74 @@ static void set_parents(struct follow *f)
 	g_array_set_size(f->new_dirs, 0);
 }
 
+/* journal_follow's first pass: which existing files' data will change (m->lock held) */
+static int follow_survey(void *ctx, const struct journal_rec *r)
+{
+	struct follow *f = ctx;
+	struct meta_inode *in;
+
+	if (r->type != LAYOUT_REC_EXT_SET && r->type != LAYOUT_REC_EXT_CLEAR &&
+	    r->type != LAYOUT_REC_INODE && r->type != LAYOUT_REC_INODE_FREE)
+		return 0;
+	in = inode_get(f->m, r->ino);
+	if (in && S_ISREG(in->a.mode) && (r->type != LAYOUT_REC_INODE || data_changed(in, r)))
+		g_array_append_val(f->guarded, r->ino);
+	return 0;
+}
+
+static gint u64_order(gconstpointer a, gconstpointer b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* sort the surveyed inos and drop repeats */
+static void unique_sorted(GArray *a)
+{
+	guint i, n = 0;
+
+	g_array_sort(a, u64_order);
+	for (i = 0; i < a->len; i++)
+		if (!n || g_array_index(a, uint64_t, n - 1) != g_array_index(a, uint64_t, i))
+			g_array_index(a, uint64_t, n++) = g_array_index(a, uint64_t, i);
+	g_array_set_size(a, n);
+}
+
+/*
+ * Apply what buf holds, whole transactions only: a survey pass first finds
+ * the existing files whose data changes, the FUSE layer guards them
+ * (hooks.guard), then the real pass. Both parse the same bytes alike.
+ */
+static int apply_buf(struct follow *f, const uint8_t *buf, size_t len,
+		     struct journal_replay_info *info, bool *more)
+{
+	struct meta *m = f->m;
+	bool guard;
+	int rc;
+
+	g_array_set_size(f->guarded, 0);
+	if (f->h.guard) {
+		pthread_mutex_lock(&m->lock);
+		journal_follow(m->j, buf, len, f->pos, f->gen, f->applied + 1, follow_survey, f,
+			       info, more);
+		pthread_mutex_unlock(&m->lock);
+		journal_replay_info_clear(info);
+		unique_sorted(f->guarded);
+	}
+	guard = f->guarded->len > 0;
+	if (guard)
+		f->h.guard(f->h.ctx, (uint64_t *)(void *)f->guarded->data, f->guarded->len, true);
+	pthread_mutex_lock(&m->lock);
+	rc = journal_follow(m->j, buf, len, f->pos, f->gen, f->applied + 1, follow_apply, f, info,
+			    more);
+	set_parents(f);
+	pthread_mutex_unlock(&m->lock);
+	if (guard)
+		f->h.guard(f->h.ctx, (uint64_t *)(void *)f->guarded->data, f->guarded->len, false);
+	return rc;
+}
+
 /* ---- the journal ---- */
 
 /*
@@ -229,11 +301,7 @@ static int pull(struct follow *f, bool *end)
 		rc = remote_read(m->r, m->g.journal_off + f->pos, buf, len);
 		if (rc < 0)
 			break;
-		pthread_mutex_lock(&m->lock);
-		rc = journal_follow(m->j, buf, len, f->pos, f->gen, f->applied + 1, follow_apply,
-				    f, &info, &more);
-		set_parents(f);
-		pthread_mutex_unlock(&m->lock);
+		rc = apply_buf(f, buf, len, &info, &more);
 		g_debug("pull gen %" G_GUINT64_FORMAT " pos %" G_GUINT64_FORMAT " len %zu: %"
 			G_GUINT64_FORMAT " txns, last %" G_GUINT64_FORMAT ", more %d, rc %d: %s",
 			(guint64)f->gen, (guint64)f->pos, len, (guint64)info.txns,

@@ -39,6 +39,13 @@ struct follow_hooks {
 	void (*changed)(void *ctx, GArray *inos, GArray *data_inos, GPtrArray *entries);
 	/* return once no data read that mapped blocks before this call is in flight */
 	void (*drain)(void *ctx);
+	/*
+	 * Around applying transactions that change the data of existing regular
+	 * files (inos ascending, no lock held): enter true before, so that no
+	 * read of them straddles the change and no cached block of the older
+	 * state survives it; enter false after.
+	 */
+	void (*guard)(void *ctx, const uint64_t *inos, guint n, bool enter);
 	void *ctx;
 };
 
