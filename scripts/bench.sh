@@ -6,6 +6,17 @@
 #
 # Targets (--targets, comma-separated; default all of them):
 #   rmemfs-tcp      rmemfs with its default options over TCP to a memserver on 127.0.0.1
+#   rmemfs-readers  the writer's own speed with readers following it (issue 21): the rmemfs-tcp
+#                   setup (its own memserver, the same options) plus two `-o ro` mounts of
+#                   the same pool, mounted after the writer and kept through its cold steps
+#                   (a reader of a pool without a writer is valid), each with a loop that
+#                   every 0.5 s lists bench/ and stats a few of the jobs' files; it runs the
+#                   write jobs only (seq-write-1m, randwrite-*, meta-create, meta-unlink; the
+#                   read jobs are skipped, meta-stat runs untimed so that meta-unlink starts
+#                   where rmemfs-tcp's does) and the results hold each one against
+#                   rmemfs-tcp ("vs tcp", the issue's bar 0.90x). In the default set: it adds
+#                   about 1.5 min to a full run. rmemfs-tcp runs the read jobs between its
+#                   write jobs; for a like-for-like pair add --jobs seq-write,randwrite,meta
 #   rmemfs-rdma     the same over RDMA; only where a verbs device exists (said, not silent)
 #   tmpfs           a private tmpfs mount: the local limit
 #   passthrough_ll  libfuse's passthrough_ll over a tmpfs directory: the FUSE ceiling, built
@@ -32,14 +43,15 @@
 #                         descriptor limit (`ulimit -Hn`, which root may not raise here)
 # A target without O_DIRECT runs the O_DIRECT jobs buffered and the results say so.
 # "Cold": the client side holds nothing. rmemfs, passthrough_ll and sshfs are unmounted and
-# mounted again from a new process, then drop_caches; tmpfs has no cold state (drop_caches
-# only). The data itself stays in RAM in every case (the memserver's pool, or tmpfs).
+# mounted again from a new process, then drop_caches (rmemfs-readers: the writer; its readers
+# stay mounted); tmpfs has no cold state (drop_caches only). The data itself stays in RAM in
+# every case (the memserver's pool, or tmpfs).
 # Memory: VmHWM/VmRSS of the rmemfs client and memserver (and of the baselines' daemons),
 # sampled every 0.5 s, reported against cache_size + 64 MiB and pool + 32 MiB.
 #
 # Options:
 #   --quick            smoke run (< 2 minutes): small sizes, 1 s jobs; the figures mean little
-#   --targets LIST     targets to run (default: all; "rmemfs" means both rmemfs targets)
+#   --targets LIST     targets to run (default: all; "rmemfs" means the three rmemfs targets)
 #   --jobs LIST        only the jobs whose names start with one of LIST (default: all)
 #   --size SIZE        sequential file, also the cold random-read file (default 1G; quick 128M)
 #   --warm-size SIZE   warm random-read file (default 64M; quick 16M)
@@ -48,7 +60,10 @@
 #   --meta-limit SECS  stop a metadata phase after this long, reported as partial (default 180)
 #   --perf-duration S  each rmem-perf row (default 3; quick 1)
 #   --pool SIZE        memserver pool (default: what the jobs need plus 512M)
-#   --rmemfs-opts OPTS extra -o options for rmemfs (default none: its defaults are measured)
+#   --rmemfs-opts OPTS extra -o options for rmemfs (default none: its defaults are measured);
+#                      the readers of rmemfs-readers get them too
+#   --reader-opts OPTS extra -o options for those readers only, e.g. refresh=0.5 (default
+#                      none: a reader's defaults, refresh 1 s where rmemfs has the option)
 #   --rdma-addr ADDR   memserver address on the RDMA device (default: $RMEM_RDMA_IP, as the
 #                      soft-RoCE VM sets it, else the first IPv4 address of the device's netdev)
 #   --build-dir DIR    build here (default build-bench/, meson buildtype=release, no tests)
@@ -61,16 +76,19 @@
 #   --scale-out        the other benchmark: one filesystem over 1..4 memservers in network
 #                      namespaces behind rate-limited links (scripts/bench/scaleout.sh --help)
 #
-# Output in the results directory: results.txt (the tables), results.json (the same data plus
-# the environment and every exact command line), ratios.png (gnuplot: rmemfs / each baseline
-# per job, log scale, 1.0 line), raw/ (fio JSON, metabench JSON, rmem-perf JSON, memory
-# samples, daemon logs). A trap unmounts (lazily), stops every daemon and removes the
-# temporary directory on any exit, Ctrl-C included.
+# Output in the results directory: results.txt (the tables, the -o options of every rmemfs
+# mount), results.json (the same data plus the environment and every exact command line),
+# ratios.png (gnuplot: rmemfs / each baseline per job, log scale, 1.0 line), raw/ (fio JSON,
+# metabench JSON, rmem-perf JSON, memory samples, daemon logs, the readers' follow loops). A
+# trap unmounts (lazily), stops every daemon and follow loop and removes the temporary
+# directory on any exit, Ctrl-C included.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HERE=$ROOT/scripts/bench
-ALL_TARGETS="rmemfs-tcp rmemfs-rdma tmpfs passthrough_ll sshfs rmem-perf"
+ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rmem-perf"
+# what rmemfs-readers runs (the write jobs; "meta" runs meta-create and meta-unlink)
+READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
 PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 PY=/usr/bin/python3
 
@@ -91,10 +109,11 @@ die() { echo "bench: $*" >&2; exit 1; }
 . "$ROOT/scripts/lib/cli.sh"
 META_DROP_EVERY=5000
 targets_arg="" jobs_arg="" SEQ_SIZE="" WARM_SIZE="" RUNTIME="" FILES="" META_LIMIT=180
-PERF_DURATION="" POOL="" RMEMFS_OPTS=""
+PERF_DURATION="" POOL="" RMEMFS_OPTS="" READER_OPTS=""
 declare -A VALUE_OPTS=([--targets]=targets_arg [--jobs]=jobs_arg [--size]=SEQ_SIZE
 	[--warm-size]=WARM_SIZE [--runtime]=RUNTIME [--files]=FILES [--meta-limit]=META_LIMIT
-	[--perf-duration]=PERF_DURATION [--pool]=POOL [--rmemfs-opts]=RMEMFS_OPTS)
+	[--perf-duration]=PERF_DURATION [--pool]=POOL [--rmemfs-opts]=RMEMFS_OPTS
+	[--reader-opts]=READER_OPTS)
 REPORT=$HERE/report.py DOC=$ROOT/docs/PERFORMANCE.md DOC_DIR=$ROOT/docs/perf
 cli_parse "$@"
 
@@ -129,10 +148,14 @@ want=" "
 for t in ${targets_arg//,/ }; do
 	case $t in
 	all) want+="$ALL_TARGETS " ;;
-	rmemfs) want+="rmemfs-tcp rmemfs-rdma " ;;
+	rmemfs) want+="rmemfs-tcp rmemfs-readers rmemfs-rdma " ;;
 	passthrough | passthrough-ll) want+="passthrough_ll " ;;
-	rmemfs-tcp | rmemfs-rdma | tmpfs | passthrough_ll | sshfs | rmem-perf) want+="$t " ;;
-	*) die "unknown target '$t' (targets: $ALL_TARGETS; rmemfs = both rmemfs targets)" ;;
+	rmemfs-* | tmpfs | passthrough_ll | sshfs | rmem-perf)
+		[[ " $ALL_TARGETS " == *" $t "* ]] ||
+			die "unknown target '$t' (targets: $ALL_TARGETS)"
+		want+="$t "
+		;;
+	*) die "unknown target '$t' (targets: $ALL_TARGETS; rmemfs = the rmemfs-* targets)" ;;
 	esac
 done
 [ "$want" = " " ] && want=" $ALL_TARGETS "
@@ -141,6 +164,7 @@ for t in $ALL_TARGETS; do
 	[[ $want == *" $t "* ]] && TARGETS+=("$t")
 done
 selected() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
+rmemfs_selected() { [[ " ${TARGETS[*]} " == *" rmemfs-"* ]]; }
 
 # job_selected JOB: --jobs holds a prefix of its name (or --jobs is empty)
 job_selected()
@@ -151,6 +175,13 @@ job_selected()
 		[[ $1 == "$p"* ]] && return 0
 	done
 	return 1
+}
+
+# job_on TARGET JOB: TARGET runs JOB (job_selected; rmemfs-readers: only READERS_JOBS)
+job_on()
+{
+	job_selected "$2" || return 1
+	[ "$1" != rmemfs-readers ] || [[ " $READERS_JOBS " == *" $2 "* ]]
 }
 
 [ "$(id -u)" = 0 ] ||
@@ -183,6 +214,7 @@ cleanup()
 	trap - INT TERM
 	touch "$WORK/sampler.stop"
 	local m pid
+	readers_stop_loops
 	# FUSE mounts first (lazily: a job may still hold files open), then every daemon
 	for m in "$WORK"/mnt/*; do
 		mountpoint -q "$m" 2>/dev/null && { fusermount3 -uz "$m" 2>/dev/null || umount -l "$m"; }
@@ -229,10 +261,9 @@ echo "all present"
 step "build"
 if [ $no_build = 0 ]; then
 	ninja_targets=()
-	{ selected rmemfs-tcp || selected rmemfs-rdma || selected rmem-perf; } &&
-		ninja_targets+=(memserver/memserver)
+	{ rmemfs_selected || selected rmem-perf; } && ninja_targets+=(memserver/memserver)
 	selected rmem-perf && ninja_targets+=(tools/rmem-perf)
-	{ selected rmemfs-tcp || selected rmemfs-rdma; } && ninja_targets+=(fuse-client/rmemfs)
+	rmemfs_selected && ninja_targets+=(fuse-client/rmemfs)
 	[ ${#ninja_targets[@]} -eq 0 ] || build_tree "${ninja_targets[@]}"
 fi
 BUILDTYPE=$(meson introspect --buildoptions "$BUILD" 2>/dev/null | "$PY" -c '
@@ -325,6 +356,7 @@ config perf_duration_s "$PERF_DURATION"
 config pool "$POOL"
 config pool_mib "$POOL_MIB"
 config rmemfs_opts "$RMEMFS_OPTS"
+config reader_opts "$READER_OPTS"
 config cache_size "${CACHE_SIZE:-unknown}"
 config block_size "${BLOCK_SIZE:-unknown}"
 # randread-4k-qd1-cold reads 4 KiB once in every COLD_STRIDE of the file, in random order: with
@@ -337,6 +369,14 @@ config sshfs_opts "$SSHFS_OPTS"
 config command "$(shquote "$0" "${ORIG_ARGS[@]}")"
 for t in "${TARGETS[@]}"; do
 	[ "$t" = rmem-perf ] || config "cold:$t" "$(cold_meaning "$t")"
+	# the -o options of each rmemfs mount (the first writer mount adds format)
+	case $t in
+	rmemfs-readers)
+		config "mount_opts:$t" \
+			"writer $(rmemfs_mount_opts "$t"); $READERS readers $(rmemfs_reader_opts)"
+		;;
+	rmemfs-*) config "mount_opts:$t" "$(rmemfs_mount_opts "$t")" ;;
+	esac
 done
 "$PY" "$HERE/report.py" env "$RAW/env.json" "$ROOT" "$BUILD" || die "collecting the environment failed"
 
@@ -407,27 +447,28 @@ client_rss_kib()
 	esac
 }
 
-# run_meta TARGET PHASE N: one metabench phase; sets META_OPS to how many files it did
+# run_meta TARGET PHASE N [NAME]: one metabench phase, its results as NAME (default meta-PHASE;
+# the report takes only meta-* names); sets META_OPS to how many files it did
 run_meta()
 {
-	local target=$1 phase=$2 n=$3 rc
+	local target=$1 phase=$2 n=$3 name=${4:-meta-$2} rc
 	local cmd=("$META_BIN" "$MNT/bench/meta" "$phase" -n "$n" -s 4096 -t "$META_LIMIT"
 		-d "$META_DROP_EVERY")
-	record_cmd "$target" "meta-$phase" "${cmd[@]}"
-	printf '  %-22s ' "meta-$phase"
-	cache_stats "$target" "meta-$phase" before
+	record_cmd "$target" "$name" "${cmd[@]}"
+	printf '  %-22s ' "$name"
+	cache_stats "$target" "$name" before
 	local rss0
 	rss0=$(client_rss_kib "$target")
-	run timeout -k 10 $((META_LIMIT + 120)) "${cmd[@]}" >"$RAW/$target/meta-$phase.json" \
-		2>"$RAW/$target/meta-$phase.err"
+	run timeout -k 10 $((META_LIMIT + 120)) "${cmd[@]}" >"$RAW/$target/$name.json" \
+		2>"$RAW/$target/$name.err"
 	rc=$?
 	# what the client holds for the files it created: RSS before and after, in KiB
 	[ "$phase" = create ] && [ -n "$rss0" ] &&
 		printf '%s\t%s\n' "$rss0" "$(client_rss_kib "$target")" >"$RAW/$target/meta-create.rss"
-	"$PY" "$HERE/report.py" meta-line "$RAW/$target/meta-$phase.json"
-	cache_stats "$target" "meta-$phase" after
+	"$PY" "$HERE/report.py" meta-line "$RAW/$target/$name.json"
+	cache_stats "$target" "$name" after
 	META_OPS=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ops"])' \
-		"$RAW/$target/meta-$phase.json" 2>/dev/null) || META_OPS=0
+		"$RAW/$target/$name.json" 2>/dev/null) || META_OPS=0
 	return $rc
 }
 
@@ -469,7 +510,7 @@ run_target()
 	mkdir -p "$RAW/$t"
 	config "loadavg:$t" "$(cut -d' ' -f1-3 /proc/loadavg)"
 	target_start "$t" || { note "$t" all "failed to start"; return 1; }
-	if [[ $t == rmemfs-* ]] && selected rmem-perf; then
+	if [[ $t == rmemfs-* ]] && [ "$t" != rmemfs-readers ] && selected rmem-perf; then
 		run_rmem_perf "$(rmemfs_transport "$t")"
 	fi
 	target_mount "$t" 1 || { note "$t" all "failed to mount"; return 1; }
@@ -483,12 +524,16 @@ run_target()
 	fi
 	rm -f "$D/.direct-probe"
 	config "direct:$t" "$direct"
+	if [ "$t" = rmemfs-readers ]; then
+		readers_mount "$t" || { note "$t" all "a reader failed to mount"; return 1; }
+		note "$t" all "the write jobs only (read jobs skipped, meta-stat untimed)"
+	fi
 	local seq=(--filename="$D/seq.dat" --size="$SEQ_SIZE" --bs=1M --ioengine=psync)
 	local rnd=(--filename="$D/seq.dat" --size="$SEQ_SIZE" --bs=4k --direct="$direct"
 		--time_based --runtime="$RUNTIME")
 	local tl=$((RUNTIME + 120)) sl=900
 
-	if job_selected seq-write-1m; then
+	if job_on "$t" seq-write-1m; then
 		run_fio "$t" seq-write-1m $sl "${seq[@]}" --rw=write --end_fsync=1
 	fi
 	# the other jobs read and write this file: lay it out when seq-write-1m did not run
@@ -498,10 +543,10 @@ run_target()
 			echo "  (writing seq.dat failed; see raw/$t/layout.txt)"
 	fi
 	cold "$t" || { note "$t" all "cold step failed"; return 1; }
-	job_selected seq-read-1m-cold && run_fio "$t" seq-read-1m-cold $sl "${seq[@]}" --rw=read
-	job_selected seq-read-1m-warm && run_fio "$t" seq-read-1m-warm $sl "${seq[@]}" --rw=read
+	job_on "$t" seq-read-1m-cold && run_fio "$t" seq-read-1m-cold $sl "${seq[@]}" --rw=read
+	job_on "$t" seq-read-1m-warm && run_fio "$t" seq-read-1m-warm $sl "${seq[@]}" --rw=read
 	cold "$t" || { note "$t" all "cold step failed"; return 1; }
-	if job_selected randread-4k-qd1-cold; then
+	if job_on "$t" randread-4k-qd1-cold; then
 		# every read a miss: 4 KiB in each COLD_STRIDE of seq.dat once, in a random order
 		# (the same seed on every target), replayed from an fio iolog
 		"$PY" "$HERE/report.py" iolog "$WORK/cold.iolog" "$D/seq.dat" "$SEQ_SIZE" \
@@ -510,7 +555,7 @@ run_target()
 			--replay_no_stall=1 --bs=4k --direct="$direct" --ioengine=psync &&
 			[ -n "$dnote" ] && note "$t" randread-4k-qd1-cold "$dnote"
 	fi
-	if job_selected randread-4k-qd1-warm; then
+	if job_on "$t" randread-4k-qd1-warm; then
 		# the warm file: written, then read once (O_DIRECT where supported) so that it is in
 		# the client's cache before the measured reads
 		local warm=(--filename="$D/warm.dat" --size="$WARM_SIZE" --bs=1M --ioengine=psync)
@@ -528,23 +573,29 @@ run_target()
 		randwrite-4k-qd32:randwrite:libaio:32:1 randread-4k-qd1-4j:randread:psync:1:4 \
 		randwrite-4k-qd1-4j:randwrite:psync:1:4; do
 		IFS=: read -r name rw engine qd nj <<<"$j"
-		job_selected "$name" || continue
+		job_on "$t" "$name" || continue
 		run_fio "$t" "$name" $tl "${rnd[@]}" --rw="$rw" --ioengine="$engine" \
 			--iodepth="$qd" --numjobs="$nj" && [ -n "$dnote" ] && note "$t" "$name" "$dnote"
 	done
 	rm -f "$D/seq.dat"
 
-	if job_selected meta; then
+	if job_on "$t" meta; then
 		mkdir -p "$D/meta"
 		run_meta "$t" create "$FILES"
 		if [ "$META_OPS" -gt 0 ]; then
 			cold "$t" || { note "$t" all "cold step failed"; return 1; }
-			run_meta "$t" stat "$META_OPS"
+			# rmemfs-readers: not a result, but meta-unlink starts where rmemfs-tcp's does
+			if job_on "$t" meta-stat; then
+				run_meta "$t" stat "$META_OPS"
+			else
+				run_meta "$t" stat "$META_OPS" untimed-meta-stat
+			fi
 			run_meta "$t" unlink "$META_OPS"
 		fi
 		rm -rf "$D/meta"
 	fi
 	rm -rf "$D"
+	readers_unmount "$t" || note "$t" unmount "a reader's daemon did not exit cleanly after unmount"
 	target_unmount "$t" || note "$t" unmount "the daemon did not exit cleanly after unmount"
 	return 0
 }

@@ -35,7 +35,10 @@ RAW_JOBS = ['raw-read-4k-qd1', 'raw-write-4k-qd1', 'raw-read-4k-qd32', 'raw-writ
             'raw-read-1m-qd4', 'raw-write-1m-qd4']
 RMEMFS = ['rmemfs-tcp', 'rmemfs-rdma']
 BASELINES = ['tmpfs', 'passthrough_ll', 'sshfs']
-TARGET_ORDER = RMEMFS + BASELINES + ['rmem-perf-tcp', 'rmem-perf-rdma']
+# the writer with two -o ro readers following it, held against rmemfs-tcp (issue 21)
+READERS, READERS_BASE, READERS_BAR = 'rmemfs-readers', 'rmemfs-tcp', 0.90
+TARGET_ORDER = ['rmemfs-tcp', READERS, 'rmemfs-rdma'] + BASELINES + ['rmem-perf-tcp',
+                                                                      'rmem-perf-rdma']
 SHORT = {'tmpfs': 'tmpfs', 'passthrough_ll': 'pt_ll', 'sshfs': 'sshfs'}
 # the rmem-perf row each filesystem job is held against ("vs raw")
 RAW_OF = {
@@ -331,9 +334,18 @@ def compute(config, rows, memory, notes):
                 raw_t = 'rmem-perf-' + t.split('-')[1]
                 r['ratio']['raw'] = ratio(row, rows.get((raw_t, RAW_OF.get(job, '')))) \
                     if job in RAW_OF else None
+            elif t == READERS and row:
+                r['ratio'] = {READERS_BASE: ratio(row, rows.get((READERS_BASE, job)))}
             results.append(r)
 
     checks = []
+    for job in JOBS:
+        if (READERS, job) in rows:
+            rr = ratio(rows[(READERS, job)], rows.get((READERS_BASE, job)))
+            checks.append({'target': READERS, 'job': job, 'baseline': READERS_BASE,
+                           'what': 'the writer with two readers following >= %.2fx alone'
+                           % READERS_BAR, 'required': READERS_BAR, 'actual': rr,
+                           'met': None if rr is None else rr >= READERS_BAR})
     cache = size_bytes(config.get('cache_size', ''))
     pool = size_bytes(config.get('pool', ''))
     for t in RMEMFS:
@@ -399,9 +411,9 @@ def fratio(v):
 
 
 def table_text(results, config):
-    hdr = ('%-21s %-15s %10s %10s %13s %12s %9s %9s %9s %8s'
+    hdr = ('%-21s %-15s %10s %10s %13s %12s %9s %9s %9s %8s %8s'
            % ('job', 'target', 'MiB/s', 'IOPS', 'lat mean(us)', 'lat p99(us)',
-              'vs tmpfs', 'vs pt_ll', 'vs sshfs', 'vs raw'))
+              'vs tmpfs', 'vs pt_ll', 'vs sshfs', 'vs raw', 'vs tcp'))
     lines = [hdr, '-' * len(hdr)]
     footnotes = []
     last_job = None
@@ -417,19 +429,20 @@ def table_text(results, config):
         if r.get('failed'):
             lines.append('%-21s %-15s %10s %s' % (r['job'], r['target'], 'FAILED', mark))
             continue
-        lines.append('%-21s %-15s %10s %10s %13s %12s %9s %9s %9s %8s %s' % (
+        lines.append('%-21s %-15s %10s %10s %13s %12s %9s %9s %9s %8s %8s %s' % ((
             r['job'], r['target'],
             fnum(r['mib_s'], '%.1f') if r['mib_s'] is not None else '-',
-            fnum(r['iops'], '%.0f'), fnum(r['lat_mean_us']), fnum(r['lat_p99_us']),
-            fratio(rt.get('tmpfs')) if rt else '', fratio(rt.get('passthrough_ll')) if rt else '',
-            fratio(rt.get('sshfs')) if rt else '', fratio(rt.get('raw')) if rt else '',
-            mark))
+            fnum(r['iops'], '%.0f'), fnum(r['lat_mean_us']), fnum(r['lat_p99_us'])) + tuple(
+            fratio(rt[k]) if k in rt else '' for k in BASELINES + ['raw', READERS_BASE]) +
+            (mark,)))
     lines.append('')
     lines.append('MiB/s and IOPS over the whole job (IOPS of meta-*: files per second); latency per '
                  'operation (fio: submission to completion; meta: one create+write+close, stat '
                  'or unlink). "vs X": rmemfs / X on the same job (MiB/s, or ops/s for meta-*); '
                  '>1 means rmemfs is faster. "vs raw": against the rmem-perf row of the same '
-                 'size and direction (1 MiB rows at qd 4, 4 KiB at the job\'s queue depth).')
+                 'size and direction (1 MiB rows at qd 4, 4 KiB at the job\'s queue depth). '
+                 '"vs tcp": %s / %s, the writer with two readers following it against the '
+                 'writer alone (the bar: %.2fx).' % (READERS, READERS_BASE, READERS_BAR))
     for i, n in enumerate(footnotes):
         lines.append('[%d] %s' % (i + 1, n))
     return '\n'.join(l.rstrip() for l in lines)
@@ -444,7 +457,8 @@ def memory_text(memory, config):
                                                if r.split(':')[0] in TARGET_ORDER else 99, r)):
         m = memory[role]
         lim = ''
-        if role.endswith(':client') and role.split(':')[0] in RMEMFS and cache:
+        if role.split(':')[0] in RMEMFS + [READERS] and cache and \
+                role.split(':')[1].startswith(('client', 'reader')):
             lim = '%.0f (cache_size+64)' % (cache / MIB + 64)
         elif role.endswith(':memserver') and pool:
             lim = '%.0f (pool+32)' % (pool / MIB + 32)
@@ -465,7 +479,7 @@ def checks_text(checks):
         else:
             detail = '%s: %s vs %s (need %.1fx)' % (c['job'], fratio(c['actual']), c['baseline'],
                                                    c['required'])
-        lines.append('%s %-11s %-62s %s' % (verdict, c['target'], c['what'], detail))
+        lines.append('%s %-14s %-62s %s' % (verdict, c['target'], c['what'], detail))
     return '\n'.join(l.rstrip() for l in lines)
 
 
@@ -516,6 +530,12 @@ def cmd_build(res):
     parts.append('')
     parts.append(memory_text(memory, config))
     parts.append('')
+    opts = ['%s: %s' % (k.split(':', 1)[1], v) for k, v in config.items()
+            if k.startswith('mount_opts:')]
+    if opts:
+        parts.append('rmemfs -o options (the first writer mount of each target adds format):')
+        parts.extend('  ' + o for o in opts)
+        parts.append('')
     parts.append('Targets of the benchmark issue:')
     parts.append(checks_text(checks) or '(no rmemfs target ran)')
     target_notes = {t: ns for (t, j), ns in notes.items() if j == 'all'}
@@ -548,6 +568,17 @@ def cmd_build(res):
 
 # ---- docs ----
 
+def md_unit(job):
+    return 'MiB/s' if job.startswith('seq') else ('files/s' if job.startswith('meta') else 'IOPS')
+
+
+def md_cell(r, unit):
+    """a result's figure in the docs' tables: '-' (did not run), 'failed', or the number"""
+    if r is None or r.get('failed'):
+        return '-' if r is None else 'failed'
+    return '%.0f' % (r['mib_s'] if unit == 'MiB/s' else r['iops'])
+
+
 def md_pivot(results, rmemfs_target):
     """one row per job: rmemfs and each baseline side by side, then the ratios"""
     by = {(r['target'], r['job']): r for r in results}
@@ -560,17 +591,11 @@ def md_pivot(results, rmemfs_target):
         r0 = by.get((rmemfs_target, job))
         if r0 is None:
             continue
-        unit = 'MiB/s' if job.startswith('seq') else ('files/s' if job.startswith('meta')
-                                                      else 'IOPS')
+        unit = md_unit(job)
         cells = []
         for t in targets:
             r = by.get((t, job))
-            if r is None or r.get('failed'):
-                cells.append('-' if r is None else 'failed')
-            elif unit == 'MiB/s':
-                cells.append('%.0f' % r['mib_s'])
-            else:
-                cells.append('%.0f' % r['iops'])
+            cells.append(md_cell(r, unit))
             if r is not None and any(n.startswith(('partial', 'stopped')) for n in r['notes']):
                 cells[-1] += '\\*'
                 partial.append('%s %s: %s' % (t, job, '; '.join(r['notes'])))
@@ -582,6 +607,23 @@ def md_pivot(results, rmemfs_target):
         lines.append('\\* did not do every file (its rate covers the files it did): ' +
                      '; '.join(partial))
     return '\n'.join(l.rstrip() for l in lines)
+
+
+def md_readers(results):
+    """one row per job rmemfs-readers ran: the writer alone, with readers, the ratio"""
+    by = {(r['target'], r['job']): r for r in results}
+    lines = ['| job | unit | %s | %s | with readers / alone |' % (READERS_BASE, READERS),
+             '|---|---|---|---|---|']
+    for job in JOBS:
+        r = by.get((READERS, job))
+        if r is None:
+            continue
+        unit = md_unit(job)
+        rr = r.get('ratio', {}).get(READERS_BASE)
+        lines.append('| %s | %s | %s | %s | %s |' % (
+            job, unit, md_cell(by.get((READERS_BASE, job)), unit), md_cell(r, unit),
+            '**%s**' % fratio(rr) if rr else '-'))
+    return '\n'.join(lines)
 
 
 def write_results(res, text, doc):
@@ -662,6 +704,12 @@ def cmd_update_docs(res, doc_path, perf_dir):
             b.append('### %s against the baselines' % t)
             b.append('')
             b.append(md_pivot(doc['results'], t))
+    if any(r['target'] == READERS for r in doc['results']):
+        b.append('')
+        b.append('### The writer with two readers following it (%s against %s, bar %.2fx)'
+                 % (READERS, READERS_BASE, READERS_BAR))
+        b.append('')
+        b.append(md_readers(doc['results']))
     if img:
         b.append('')
         b.append('![rmemfs-tcp / each baseline per job, log scale](%s/%s)' % (rel, img))

@@ -8,6 +8,9 @@
 # Targets (one set of functions each, dispatched by target_* below):
 #   rmemfs-tcp      memserver on 127.0.0.1 (ephemeral port, random token), rmemfs mounted with
 #                   its default options (-o token_file only; -o format on the first mount)
+#   rmemfs-readers  the rmemfs-tcp setup plus READERS (2) `-o ro` mounts of the same pool, each
+#                   with a follow loop (bench/follow.py); mounted by readers_mount after the
+#                   writer's first mount, and left mounted through the writer's cold steps
 #   rmemfs-rdma     the same with -o transport=rdma, memserver on the RDMA device's address;
 #                   only where a verbs device exists
 #   tmpfs           a directory of bench.sh's private tmpfs mount (the local limit)
@@ -185,7 +188,7 @@ drop_caches()
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
-# ---- rmemfs (rmemfs-tcp, rmemfs-rdma) ----
+# ---- rmemfs (rmemfs-tcp, rmemfs-readers, rmemfs-rdma) ----
 
 MS_PID="" MS_PORT="" MS_ADDR="" FS_PID=""
 
@@ -221,24 +224,32 @@ memserver_stop()
 # rmemfs_transport TARGET: tcp or rdma
 rmemfs_transport() { echo "${1#rmemfs-}"; }
 
+# rmemfs_mount_opts TARGET [FIRST]: the -o options of TARGET's (read-write) mount; FIRST=1:
+# of the first one, which formats the fresh pool
+rmemfs_mount_opts()
+{
+	local opts="token_file=$WORK/token"
+	[ "$1" = rmemfs-rdma ] && opts="$opts,transport=rdma"
+	[ -n "$RMEMFS_OPTS" ] && opts="$opts,$RMEMFS_OPTS"
+	[ "${2:-}" = 1 ] && opts="$opts,format"
+	echo "$opts"
+}
+
 rmemfs_mount()
 {
-	local target=$1 first=$2 opts
-	opts="token_file=$WORK/token"
-	[ "$target" = rmemfs-rdma ] && opts="$opts,transport=rdma"
-	[ -n "$RMEMFS_OPTS" ] && opts="$opts,$RMEMFS_OPTS"
-	[ "$first" = 1 ] && opts="$opts,format"
+	local target=$1 first=$2
 	mkdir -p "$MNT"
-	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o "$opts")
+	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o
+		"$(rmemfs_mount_opts "$target" "$first")")
 	fuse_daemon_mount "$target" client "$RAW/logs/$target.client.log" \
 		"mount${first:+ (first: formats the fresh pool)}" FS_PID "${cmd[@]}"
 }
 
-rmemfs_unmount()
+# rmemfs_save_stats MNT LOG: append the xattrs of MNT's root (where rmemfs publishes its cache
+# and reader statistics) to LOG
+rmemfs_save_stats()
 {
-	local target=$1
-	# the cache statistics, where this rmemfs publishes them as xattrs of the root
-	/usr/bin/python3 - "$MNT" >>"$RAW/logs/$target.stats" 2>/dev/null <<'EOF' || true
+	/usr/bin/python3 - "$1" >>"$2" 2>/dev/null <<'EOF' || true
 import os, sys, time
 names = os.listxattr(sys.argv[1])
 if names:
@@ -249,6 +260,11 @@ for n in names:
     except OSError as e:
         print('%s: %s' % (n, e))
 EOF
+}
+
+rmemfs_unmount()
+{
+	rmemfs_save_stats "$MNT" "$RAW/logs/$1.stats"
 	fuse_daemon_unmount FS_PID
 }
 
@@ -262,7 +278,82 @@ rmemfs_start()
 	memserver_start "$target" "$listen" "$transport"
 }
 
-rmemfs_stop() { memserver_stop; }
+# the readers too, when a target broke off before run_target unmounted them
+rmemfs_stop()
+{
+	readers_unmount "$1"
+	memserver_stop
+}
+
+# ---- rmemfs-readers: the readers beside the writer ----
+
+READERS=2
+READER_PIDS=() READER_MNTS=() READER_LOOP_PIDS=()
+FOLLOW_PY=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/follow.py
+
+# rmemfs_reader_opts: the -o options of a reader: the writer's (rmemfs-tcp, without format),
+# ro, and --reader-opts (READER_OPTS: e.g. refresh=SECS; none by default)
+rmemfs_reader_opts()
+{
+	local opts
+	opts="$(rmemfs_mount_opts rmemfs-tcp),ro"
+	[ -n "${READER_OPTS:-}" ] && opts="$opts,$READER_OPTS"
+	echo "$opts"
+}
+
+# readers_mount TARGET: mount READERS readers of the pool on $WORK/mnt/TARGET.readerN (the
+# writer formatted it already) and start one follow loop on each (follow.py loop, its lines
+# in raw/logs/TARGET.readerN.follow); 0, or 1 when a reader did not mount
+readers_mount()
+{
+	local target=$1 i reader_pid rc MNT
+	for i in $(seq "$READERS"); do
+		MNT=$WORK/mnt/$target.reader$i	# (local: fuse_daemon_mount mounts $MNT)
+		mkdir -p "$MNT"
+		local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o
+			"$(rmemfs_reader_opts)")
+		fuse_daemon_mount "$target" "reader$i" "$RAW/logs/$target.reader$i.log" \
+			"mount reader$i" reader_pid "${cmd[@]}"
+		rc=$?
+		READER_PIDS+=("$reader_pid") READER_MNTS+=("$MNT")
+		[ $rc = 0 ] || return 1
+		cmd=(/usr/bin/python3 "$FOLLOW_PY" loop "$MNT" "$RAW/logs/$target.reader$i.follow"
+			"$FILES")
+		record_cmd "$target" "follow loop reader$i" "${cmd[@]}"
+		"${cmd[@]}" 2>>"$RAW/logs/$target.reader$i.log" &
+		READER_LOOP_PIDS+=("$!")
+		echo "$!" >>"$WORK/pids"
+	done
+	echo "  $READERS readers mounted (-o ...,$(rmemfs_reader_opts | cut -d, -f2-)): each lists" \
+		"bench/ and stats a few files every 0.5 s"
+}
+
+# readers_stop_loops: stop the follow loops (cleanup calls it before unmounting anything)
+readers_stop_loops()
+{
+	local pid
+	for pid in "${READER_LOOP_PIDS[@]}"; do
+		ours "$pid" && stop_pid "$pid" 20
+	done
+	READER_LOOP_PIDS=()
+}
+
+# readers_unmount TARGET: stop the loops, note what each reader saw, save its statistics,
+# unmount it and wait for its daemon; 0, or 1 when a daemon had to be killed
+readers_unmount()
+{
+	local target=$1 i name rc=0
+	readers_stop_loops
+	for i in "${!READER_PIDS[@]}"; do
+		name=reader$((i + 1))
+		note "$target" all "$name: $(/usr/bin/python3 "$FOLLOW_PY" summary \
+			"$RAW/logs/$target.$name.follow")"
+		rmemfs_save_stats "${READER_MNTS[$i]}" "$RAW/logs/$target.$name.stats"
+		fuse_unmount "${READER_MNTS[$i]}" "${READER_PIDS[$i]}" || rc=1
+	done
+	READER_PIDS=() READER_MNTS=()
+	return $rc
+}
 
 # ---- tmpfs ----
 
@@ -440,6 +531,7 @@ target_cold()
 cold_meaning()
 {
 	case $1 in
+	rmemfs-readers) echo "the writer as on rmemfs-tcp (unmount + mount from a new rmemfs process + drop_caches); the two readers stay mounted and follow the writer across its restart" ;;
 	rmemfs-*) echo "unmount + mount from a new rmemfs process (its block cache and the kernel page cache of the mount start empty) + drop_caches; the data is in the memserver's RAM" ;;
 	tmpfs) echo "no cold state: tmpfs pages are the data (drop_caches only); every read is a memory copy" ;;
 	passthrough_ll) echo "unmount + mount (the FUSE page cache starts empty) + drop_caches; the backing tmpfs stays in RAM" ;;
