@@ -97,9 +97,10 @@ static int copy_block0(struct remote *r, unsigned int i, uint8_t *buf)
 	if (!rc)
 		rc = member_write(r->mem[i].m, LAYOUT_SB_CLEAN, buf + LAYOUT_SB_CLEAN,
 				  LAYOUT_SB_LEASE_OWNER - LAYOUT_SB_CLEAN);
+	/* (not the reader slots: their owner words are atomics only, and readers keep them) */
 	if (!rc)
 		rc = member_write(r->mem[i].m, LAYOUT_SB_LEASE_END, buf + LAYOUT_SB_LEASE_END,
-				  LAYOUT_SB_SIZE - LAYOUT_SB_LEASE_END);
+				  LAYOUT_SB_READERS_OFF - LAYOUT_SB_LEASE_END);
 	if (!rc) {
 		uint64_t old;
 
