@@ -27,12 +27,15 @@ import threading
 import time
 import zlib
 
-from conftest import binary, scaled, stats, wait_for
+from conftest import TRANSPORT, binary, scaled, stats, wait_for
 
 MIB = 1 << 20
 BLOCK = 4096
 REFRESH = 1.0                    # -o refresh= of every reader here
-BOUND = REFRESH + 1.0            # how far a reader may lag the writer's fsync
+# how far a reader may lag the writer's fsync: refresh + 1 s, the issue's bound. The RDMA
+# harness runs everything under qemu TCG with emulated rxe, several times slower than this
+# host (it proves correctness, not speed): there the slack is 3 s.
+BOUND = REFRESH + (1.0 if TRANSPORT == 'tcp' else 3.0)
 READER_OPTIONS = ['ro', f'refresh={REFRESH:g}']
 OK_ERRNOS = (errno.ENOENT, errno.ESTALE, errno.EIO)
 
