@@ -188,7 +188,8 @@ int extent_map(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, bool al
 
 	if (!len || max <= 0)
 		return 0;
-	if (off + len < off || off + len > (uint64_t)INT64_MAX)
+	/* whole blocks: the last one of the largest file (size INT64_MAX) ends at 2^63 */
+	if (off + len < off || off + len > (uint64_t)INT64_MAX + 1)
 		return -EFBIG;
 	undo = alloc ? g_array_new(FALSE, FALSE, sizeof(uint64_t) * 2) : NULL;
 	do

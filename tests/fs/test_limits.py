@@ -132,6 +132,48 @@ def test_hundred_thousand_entries(env):
     print(f'{n} entries: create {t_create:.1f} s, list {t_list:.2f} s, delete {t_delete:.1f} s')
 
 
+def drop_caches():
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('3')
+
+
+def test_highest_offsets(mounted):
+    """A byte at the largest offsets a 64-bit file may hold (2^63 - 2 is the
+    last byte of a file of size 2^63 - 1, the kernel's limit) is written,
+    made durable and read back from the pool, also after a remount; one past
+    it fails (the kernel says EINVAL: offset + count passes the limit). The block cache writes back whole blocks: the last one ends
+    at 2^63, which once failed the write-back with EFBIG after the write had
+    been accepted, and the byte read back as zero."""
+    offs = [2**63 - 2, 2**63 - 4096 - 3, 2**62, 2**44 + 5]
+    for i, off in enumerate(offs):
+        fd = os.open(mounted.p(f'hi{i}'), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            assert os.pwrite(fd, bytes([0x40 + i]), off) == 1
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fd = os.open(mounted.p('hi0'), os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            os.pwrite(fd, b'x', 2**63 - 1)
+        assert e.value.errno in (errno.EFBIG, errno.EINVAL)
+    finally:
+        os.close(fd)
+    for when in ('after dropping the caches', 'after a remount'):
+        if when.endswith('remount'):
+            mounted.remount()
+        drop_caches()
+        for i, off in enumerate(offs):
+            fd = os.open(mounted.p(f'hi{i}'), os.O_RDONLY)
+            try:
+                got = os.pread(fd, 1, off)
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            assert got == bytes([0x40 + i]), f'offset {off:#x} {when}: {got!r}'
+            assert size == off + 1, f'offset {off:#x} {when}: size {size}'
+
+
 def test_sparse_4g_file_on_small_pool(env):
     server = env.server('64M')
     fs = env.rmemfs(server)
