@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <isa-l/crc.h>
+
 /* ---- geometry and superblock ---- */
 
 static uint64_t clamp_area(uint64_t v, uint64_t lo, uint64_t hi)
@@ -211,81 +213,20 @@ int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *pl
 	return 0;
 }
 
-/* ---- crc32c (Castagnoli, reflected 0x82f63b78) ---- */
-
-static uint32_t crc_table[8][256];
-static GOnce crc_once = G_ONCE_INIT;
-
-static gpointer crc_init(gpointer unused)
-{
-	uint32_t i, j, c;
-
-	for (i = 0; i < 256; i++) {
-		c = i;
-		for (j = 0; j < 8; j++)
-			c = (c >> 1) ^ (c & 1 ? 0x82f63b78U : 0);
-		crc_table[0][i] = c;
-	}
-	for (i = 0; i < 256; i++) {
-		c = crc_table[0][i];
-		for (j = 1; j < 8; j++) {
-			c = crc_table[0][c & 0xff] ^ (c >> 8);
-			crc_table[j][i] = c;
-		}
-	}
-	return NULL;
-}
-
-static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t len)
-{
-	while (len >= 8) {
-		uint32_t lo, hi;
-
-		memcpy(&lo, p, 4);
-		memcpy(&hi, p + 4, 4);
-		lo = le32toh(lo) ^ crc;
-		hi = le32toh(hi);
-		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-		      crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
-		      crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
-		      crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
-		p += 8;
-		len -= 8;
-	}
-	while (len--)
-		crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return crc;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p,
-							      size_t len)
-{
-	uint64_t c = crc;
-
-	while (len >= 8) {
-		uint64_t v;
-
-		memcpy(&v, p, 8);
-		c = __builtin_ia32_crc32di(c, v);
-		p += 8;
-		len -= 8;
-	}
-	crc = (uint32_t)c;
-	while (len--)
-		crc = __builtin_ia32_crc32qi(crc, *p++);
-	return crc;
-}
-#endif
+/* ---- crc32c (Castagnoli): ISA-L's, which picks the fastest the CPU has ---- */
 
 uint32_t layout_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-	if (__builtin_cpu_supports("sse4.2"))
-		return crc32c_hw(crc, buf, len);
-#endif
-	g_once(&crc_once, crc_init, NULL);
-	return crc32c_sw(crc, buf, len);
+	const unsigned char *p = buf;
+
+	while (len > 0) { /* ISA-L takes an int length */
+		int n = len > (1U << 30) ? 1 << 30 : (int)len;
+
+		crc = crc32_iscsi((unsigned char *)p, n, crc);
+		p += n;
+		len -= n;
+	}
+	return crc;
 }
 
 uint32_t layout_crc(const void *buf, size_t len)
