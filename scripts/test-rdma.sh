@@ -27,7 +27,7 @@
 #
 # env: RMEMFS_RDMA_RESULTS=FILE  also write "PASSED FAILED SKIPPED" and then the failed tests,
 #                                one a line, to FILE (scripts/test.sh adds them up)
-#      RMEMFS_RDMA_BUDGET=SECS   time for the guest's steps (default 1300): a step that runs
+#      RMEMFS_RDMA_BUDGET=SECS   time for the guest's steps (default 1800): a step that runs
 #                                out of it is stopped (the tests it finished still count)
 #                                and counts as a failure, and so does every step left unrun;
 #                                the guest is killed at SECS + 150 whatever happens
@@ -47,7 +47,7 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # the whole suite takes about 20 minutes on emulated rxe, twice the time budget
 FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|model|readers)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
-BUDGET=${RMEMFS_RDMA_BUDGET:-1300}
+BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest
 VM_TIMEOUT=$((BUDGET + 150))
 

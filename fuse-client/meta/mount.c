@@ -13,8 +13,12 @@
  *   free orphans (unlinked while open when the last client stopped), derive
  *   directory parents, rebuild the allocator from the extents
  *   check (fsck.c, repairing what is safe; refusing on real damage)
+ *   wait until the live readers have applied the state loaded (hold_start:
+ *   their slots in block 0), so none reads blocks this mount may reuse
  *   mark unclean; after a crash, a replay or a repair write a checkpoint so
  *   the recovered state stands on its own; start the committer.
+ * Read-only (-o ro): take a reader slot (follow_join) before loading, so the
+ * writer holds back the space this mount may still read.
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
