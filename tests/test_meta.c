@@ -4,9 +4,9 @@
  * memserver: format, remount equality, journal replay after a simulated
  * crash, torn journal tails, checkpoint rollover, the lease, format rules,
  * ENOSPC, a 100,000-entry directory, fsck detection and repair, rename and
- * xattr rules, sparse files, ownership rules, and a seeded model of directory
+ * xattr rules, sparse files, ownership rules, a seeded model of directory
  * churn (creates, unlinks, renames over names, links, chunked listings)
- * across remounts and crashes.
+ * across remounts and crashes, and the lookups by node id of file handles.
  *
  * Each test spawns its own memserver on an ephemeral port (found through
  * RMEM_BUILD_DIR) and kills it in teardown. A "crash" is mount_abandon():
@@ -1618,6 +1618,58 @@ static void test_orphan_recovery(struct fx *f, gconstpointer d)
 }
 
 /*
+ * The lookups by node id behind file handles: "." of any inode and ".." of a
+ * directory, each a kernel reference like any lookup; -ENOENT once the inode
+ * has no name. After a crash no new inode gets a number the crashed client
+ * gave out.
+ */
+static void test_dot_lookups(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct meta *m = do_mount(f);
+	struct meta_attr a;
+	uint64_t file, dir, sub, lost;
+
+	file = tfx_mk(m, ROOT, "f", S_IFREG | 0644);
+	dir = tfx_mk(m, ROOT, "d", S_IFDIR | 0755);
+	sub = tfx_mk(m, dir, "e", S_IFDIR | 0755);
+	g_assert_cmpuint(tfx_lookup(m, file, "."), ==, file);
+	g_assert_cmpuint(tfx_lookup(m, sub, "."), ==, sub);
+	g_assert_cmpuint(tfx_lookup(m, sub, ".."), ==, dir);
+	g_assert_cmpuint(tfx_lookup(m, dir, ".."), ==, ROOT);
+	g_assert_cmpuint(tfx_lookup(m, ROOT, ".."), ==, ROOT);
+	g_assert_cmpint(meta_lookup(m, file, "..", &a), ==, -ENOTDIR);
+	g_assert_cmpint(meta_lookup(m, file + 1000, ".", &a), ==, -ENOENT);
+
+	/* a reference from "." keeps an unlinked file, which "." no longer finds */
+	g_assert_cmpint(meta_lookup(m, file, ".", &a), ==, 0);
+	g_assert_cmpint(meta_unlink(m, ROOT, "f"), ==, 0);
+	g_assert_cmpint(meta_lookup(m, file, ".", &a), ==, -ENOENT);
+	g_assert_cmpint(meta_getattr(m, file, &a), ==, 0);
+	meta_forget(m, file, 1);
+	g_assert_cmpint(meta_getattr(m, file, &a), ==, -ENOENT);
+	/* the same for a removed directory and its ".." */
+	g_assert_cmpint(meta_lookup(m, sub, "..", &a), ==, 0);
+	meta_forget(m, a.ino, 1);
+	g_assert_cmpint(meta_lookup(m, sub, ".", &a), ==, 0);
+	g_assert_cmpint(meta_rmdir(m, dir, "e"), ==, 0);
+	g_assert_cmpint(meta_lookup(m, sub, ".", &a), ==, -ENOENT);
+	g_assert_cmpint(meta_lookup(m, sub, "..", &a), ==, -ENOENT);
+	meta_forget(m, sub, 1);
+
+	/* a crash loses a file that never became durable: its number stays unused */
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	commit_stop(m);
+	lost = tfx_mk(m, dir, "lost", S_IFREG | 0644);
+	mount_abandon(m);
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_false(m->load.was_clean);
+	g_assert_cmpint(meta_lookup(m, lost, ".", &a), ==, -ENOENT);
+	g_assert_cmpuint(tfx_mk(m, dir, "new", S_IFREG | 0644), >, lost);
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
+/*
  * The mount-time repair, made to fail: the test links with
  * -Wl,--wrap=fsck_check, so mount.c's call lands here.
  */
@@ -1694,6 +1746,7 @@ int main(int argc, char **argv)
 	ADD("/meta/sparse", setup_16m, test_sparse);
 	ADD("/meta/setattr", setup_64m, test_setattr);
 	ADD("/meta/orphans", setup_64m, test_orphan_recovery);
+	ADD("/meta/dot-lookups", setup_64m, test_dot_lookups);
 #undef ADD
 	return g_test_run();
 }

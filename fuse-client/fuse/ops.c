@@ -149,9 +149,17 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	 * here: the data is copied into the transport anyway.
 	 */
 	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-			FUSE_CAP_SPLICE_MOVE | FUSE_CAP_EXPORT_SUPPORT);
+			FUSE_CAP_SPLICE_MOVE);
 	if (ctx->writeback_cache && !ctx->direct_io)
 		want(conn, FUSE_CAP_WRITEBACK_CACHE);
+	/*
+	 * File handles (open_by_handle_at, NFS export): a handle is the node id
+	 * and generation 0; node ids are inode numbers, never given out twice
+	 * (mount.c), so a handle outlives remounts and never opens another file.
+	 * For an inode the kernel no longer holds it looks up "." and ".." by
+	 * node id (meta_lookup).
+	 */
+	want(conn, FUSE_CAP_EXPORT_SUPPORT);
 	/*
 	 * The kernel clears set-id bits on write, truncate and chown itself and
 	 * sends the result as a mode change (see ops_setattr); with killpriv it

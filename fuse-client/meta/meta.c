@@ -228,22 +228,34 @@ static void dir_changed(struct meta *m, struct meta_inode *p, const struct times
 
 /* ---- lookups and attributes ---- */
 
+/* take m->lock and find the inode "." or ".." of ino names (meta_lookup, meta.h) */
+static int lock_dot(struct meta *m, uint64_t ino, const char *name, struct meta_inode **in)
+{
+	bool dotdot = name[1] != '\0';
+	struct meta_inode *p;
+	int rc;
+
+	rc = meta_lock_get(m, ino, dotdot ? META_DIR : META_ANY, &p);
+	if (rc < 0)
+		return rc;
+	if (!p->a.nlink)
+		return meta_unlock(m, -ENOENT);
+	*in = dotdot ? inode_get(m, p->dir->parent ? p->dir->parent : META_ROOT_INO) : p;
+	return 0;
+}
+
 int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_attr *out)
 {
 	struct meta_inode *p, *in;
 	struct meta_dirent *d;
 	int rc;
 
-	if (strcmp(name, ".") && strcmp(name, "..")) {
+	if (strcmp(name, ".") && strcmp(name, ".."))
 		rc = lock_entry(m, parent, name, &p, &d, &in);
-		if (rc < 0)
-			return rc;
-	} else {
-		rc = meta_lock_get(m, parent, META_DIR, &p);
-		if (rc < 0)
-			return rc;
-		in = name[1] ? inode_get(m, p->dir->parent ? p->dir->parent : META_ROOT_INO) : p;
-	}
+	else
+		rc = lock_dot(m, parent, name, &in);
+	if (rc < 0)
+		return rc;
 	if (!in)
 		return meta_unlock(m, -EIO);
 	inode_ref(in);

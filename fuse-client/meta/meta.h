@@ -94,6 +94,13 @@ struct meta_statfs {
 
 /* ---- lookups and attributes ---- */
 
+/*
+ * name in directory parent. "." (inode parent itself, of any type) and ".."
+ * (the parent of directory parent) are the kernel's lookups by node id: it
+ * sends them to turn a file handle into an inode it no longer holds and to
+ * reconnect a directory to its parent. An inode without a name is gone for
+ * them: -ENOENT, which the handle's user gets as ESTALE.
+ */
 int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_attr *out);
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *out);
 /*

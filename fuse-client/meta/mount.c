@@ -10,6 +10,8 @@
  *   while we waited) -> format if the pool is fresh (or the format of a
  *   previous client never completed: ckpt_gen still 0)
  *   load checkpoint ckpt_gen, replay the journal of that generation
+ *   (read-write, after an unclean shutdown) skip the inode numbers the crashed
+ *   writer may have given out
  *   free orphans (unlinked while open when the last client stopped), derive
  *   directory parents, rebuild the allocator from the extents
  *   check (fsck.c, repairing what is safe; refusing on real damage)
@@ -271,6 +273,17 @@ static uint64_t seq_after_fallback(const struct meta *m, uint64_t next_seq)
 	return next_seq + 2 * (m->g.journal_len / sizeof(struct layout_txn_hdr)) + 1;
 }
 
+/*
+ * A writer that crashed may have given out inode numbers that never became
+ * durable: to the kernel, and in file handles to NFS clients and backups. A
+ * new file must not get one of them, or such a handle would open it (file
+ * handles carry generation 0, see ops_init). Between two commits (a second
+ * apart; longer only while the pool does not answer, until reconnect_timeout
+ * fails it) no client creates anywhere near 2^32 files. The numbers last for
+ * 2^31 crashes (LAYOUT_INO_LIMIT).
+ */
+#define INO_SKIP_AFTER_CRASH (1ULL << 32)
+
 static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 {
 	struct journal_replay_info info;
@@ -317,6 +330,8 @@ static int load_existing(struct meta *m, unsigned int flags, char **err_msg)
 			  clean ? "clean filesystem" : "recovering after an unclean shutdown",
 			  (guint64)info.txns, (guint64)info.bytes,
 			  info.stop_reason ? info.stop_reason : "?");
+	if (!clean && !m->read_only)
+		m->next_ino += INO_SKIP_AFTER_CRASH;
 	next_seq = info.last_seq + 1;
 	if (fell_back)
 		next_seq = seq_after_fallback(m, next_seq);

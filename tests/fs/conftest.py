@@ -30,6 +30,7 @@ import errno
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -455,6 +456,31 @@ def utimensat(path, atime, mtime, follow=True):
     _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), ts, flags))
 
 
+_libc.name_to_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+                                    ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+_libc.open_by_handle_at.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+MAX_HANDLE_SZ = 128
+_HANDLE_HEAD = struct.Struct('=Ii')  # struct file_handle: handle_bytes, handle_type
+
+
+def name_to_handle_at(path):
+    """path's file handle (symlinks not followed): (handle_type, bytes)."""
+    buf = ctypes.create_string_buffer(_HANDLE_HEAD.size + MAX_HANDLE_SZ)
+    _HANDLE_HEAD.pack_into(buf, 0, MAX_HANDLE_SZ, 0)
+    mount_id = ctypes.c_int()
+    _check(_libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), buf, ctypes.byref(mount_id), 0))
+    size, kind = _HANDLE_HEAD.unpack_from(buf)
+    return kind, buf.raw[_HANDLE_HEAD.size:_HANDLE_HEAD.size + size]
+
+
+def open_by_handle_at(mount_fd, handle, flags):
+    """Open what handle (from name_to_handle_at) names on the filesystem of
+    mount_fd; needs CAP_DAC_READ_SEARCH. Returns the descriptor."""
+    kind, data = handle
+    buf = ctypes.create_string_buffer(_HANDLE_HEAD.pack(len(data), kind) + data)
+    return _check(_libc.open_by_handle_at(mount_fd, buf, flags))
+
+
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                        ctypes.c_int64]
@@ -498,6 +524,16 @@ def stats(mnt):
         key, _, value = line.partition(' ')
         out[key] = int(value) if value.isdigit() else value
     return out
+
+
+def fsync_dir(path):
+    """fsync of a directory: every metadata change so far durable (and so
+    visible to readers)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def wait_for(cond, timeout=30.0, step=0.05):

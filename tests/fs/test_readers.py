@@ -27,7 +27,7 @@ import threading
 import time
 import zlib
 
-from conftest import TRANSPORT, binary, scaled, stats, wait_for
+from conftest import TRANSPORT, binary, fsync_dir, scaled, stats, wait_for
 
 MIB = 1 << 20
 BLOCK = 4096
@@ -94,14 +94,6 @@ def fids_in(data):
 
 def now():
     return time.monotonic()
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_synced(path, data, flags=os.O_CREAT | os.O_TRUNC):
