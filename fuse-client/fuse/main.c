@@ -37,7 +37,9 @@
 
 #include "cache.h"
 #include "config.h"
+#include "devio.h"
 #include "follow.h"
+#include "inval.h"
 #include "io.h"
 #include "meta.h"
 #include "mount.h"
@@ -304,8 +306,17 @@ static int serve(struct fuse_session *se, const struct options *o, struct ops_ct
 			o->mountpoint);
 		goto out_signals;
 	}
+	/* before the loop reads INIT: lets ops_init ask for what libfuse cannot (devio.h) */
+	rc = devio_attach(se);
+	if (rc < 0)
+		g_message("custom /dev/fuse I/O: %s (O_DIRECT opens then take the kernel's path)",
+			  g_strerror(-rc));
 	g_message("mounted %s (%s, %s) on %s", o->server, remote_transport(remote),
 		  o->read_only ? "read-only" : "read-write", o->mountpoint);
+	if (inval_start(se, &ctx->inval) < 0) {
+		fprintf(stderr, "rmemfs: cannot start the direct-write invalidation thread\n");
+		goto out_unmount;
+	}
 	if (reader_start(ctx, o->refresh_ms) < 0) {
 		fprintf(stderr, "rmemfs: cannot start following the writer\n");
 		goto out_unmount;
@@ -321,6 +332,8 @@ static int serve(struct fuse_session *se, const struct options *o, struct ops_ct
 		g_message("fuse_session_loop: %s", g_strerror(-rc));
 out_unmount:
 	follow_stop(ctx->meta); /* (it uses the cache, destroyed before the metadata) */
+	inval_stop(ctx->inval); /* the loop has ended: nothing queues any more */
+	ctx->inval = NULL;
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

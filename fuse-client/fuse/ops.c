@@ -11,9 +11,10 @@
  *
  * Kernel caching: keep_cache and the writeback cache are on by default (this
  * client is the pool's only writer, so the kernel's pages never go stale
- * behind its back). With the writeback cache the kernel owns size, mtime and
- * ctime of open files and handles O_APPEND itself; writes arrive as page
- * write-back, and their errors reach the application at fsync/close.
+ * behind its back; reads racing a direct write are the exception, inval.h).
+ * With the writeback cache the kernel owns size, mtime and ctime of open
+ * files and handles O_APPEND itself; writes arrive as page write-back, and
+ * their errors reach the application at fsync/close.
  * READ replies are sent straight from the cache slots (fuse_reply_iov).
  *
  * Lookup references: meta counts one per successful lookup/create/mknod/
@@ -44,10 +45,15 @@
 #include "cache.h"
 #include "commit.h"
 #include "extent.h"
+#include "inval.h"
 #include "io.h"
 #include "meta.h"
 #include "remote.h"
 #include "swapmode.h"
+
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP /* FUSE 7.39; <linux/fuse.h> may be older */
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
 
 #define OPS_MAX_WRITE (1U << 20)
 #define OPS_BLKSIZE (64U << 10) /* st_blksize: the I/O size we like */
@@ -172,12 +178,24 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/*
-	 * Direct opens (see reply_open) rely on the kernel dropping
-	 * cached pages of a direct write's range, which FUSE 7.39 (Linux 6.6)
-	 * brought; before, every O_DIRECT open goes the kernel's way.
+	 * Direct opens (see reply_open) rely on the kernel dropping cached
+	 * pages of a direct write's range, and may be mmap(MAP_SHARED)ed only
+	 * with FUSE_DIRECT_IO_ALLOW_MMAP, which libfuse 3.14 cannot ask for:
+	 * devio adds it to the INIT reply. Both came with FUSE 7.39 (Linux
+	 * 6.6); a kernel without them, or a libfuse without custom I/O, sends
+	 * every O_DIRECT open the kernel's way (mappable, writers serialised).
 	 */
-	if (conn->proto_minor < 39)
+	if (conn->proto_minor >= 39 && devio_offered(&ctx->devio, FUSE_DIRECT_IO_ALLOW_MMAP)) {
+		devio_ask(&ctx->devio, FUSE_DIRECT_IO_ALLOW_MMAP);
+	} else if (ctx->odirect_uncached || ctx->direct_io) {
+		g_message("FUSE_DIRECT_IO_ALLOW_MMAP: %s (FUSE %u.%u); O_DIRECT opens take the "
+			  "kernel's O_DIRECT path%s",
+			  devio_attached(&ctx->devio) ? "the kernel does not offer it" :
+							"libfuse cannot ask for it",
+			  conn->proto_major, conn->proto_minor,
+			  ctx->direct_io ? ", and with -o direct_io mmap(MAP_SHARED) fails" : "");
 		ctx->odirect_uncached = false;
+	}
 	/*
 	 * Background requests (async direct I/O, readahead, write-back) in flight
 	 * at once: the kernel's default of 12 made a QD32 submitter sleep for a
@@ -490,9 +508,12 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
  * A cached open that comes while direct ones exist stays cached: the kernel
  * writes back its dirty pages before a direct read of the range and drops
  * its pages of a direct write's range (seen on 6.18; test_odirect.py mixes
- * both orders and checks it by hand). A direct open refuses MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP
- * would lift that, but libfuse 3.14 cannot request it); -o odirect=kernel
- * sends every O_DIRECT open the kernel's way.
+ * both orders and checks it by hand). A direct open can be mapped with
+ * MAP_SHARED because ops_init asked for FUSE_DIRECT_IO_ALLOW_MMAP (devio.h);
+ * the kernel then writes a mapping's dirty pages back before direct I/O of
+ * their range. -o odirect=kernel sends every O_DIRECT open the kernel's way.
+ * The kernel drops every page of the file after a direct OPEN (no
+ * keep_cache), which meta_pagecache counts on (see direct_write).
  */
 static int reply_open(fuse_req_t req, bool direct)
 {
@@ -516,7 +537,7 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ops_ctx *ctx = req_ctx(req);
 	int direct;
 
-	direct = meta_open_file(ctx->meta, ino, want_direct(ctx, fi));
+	direct = meta_open_file(ctx->meta, ino, want_direct(ctx, fi), true);
 	if (direct < 0) {
 		fuse_reply_err(req, -direct);
 		return;
@@ -549,7 +570,7 @@ static void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	how = meta_open_file(ctx->meta, a.ino, want_direct(ctx, fi));
+	how = meta_open_file(ctx->meta, a.ino, want_direct(ctx, fi), false);
 	rc = how < 0 ? how : 0;
 	if (rc == 0 && existed && (fi->flags & O_TRUNC)) {
 		rc = open_truncate(req, a.ino);
@@ -587,6 +608,8 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (fi->fh && !fi->lock_owner)
+		meta_note_pagecache(ctx->meta, ino); /* a mapping's fault (see direct_write) */
 	n = cache_read_pin(ctx->cache, ino, off, size, &ref);
 	if (n < 0) {
 		fuse_reply_err(req, -n);
@@ -597,6 +620,21 @@ static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		cache_read_done(ctx->cache, &ref);
 	}
 	cache_note_latency(ctx->cache, CACHE_OP_READ, clock_now_ns() - t0);
+}
+
+/*
+ * A write that did not go through the page cache: one of a direct open
+ * (fh, see reply_open) or the kernel's O_DIRECT path of a cached open. Its
+ * reply waits until the kernel dropped the range's pages (inval.h) when
+ * the kernel may be filling pages of the file meanwhile (meta_pagecache):
+ * a cached open exists or existed, or a read came through a direct open
+ * without a lock owner - the kernel names the caller's lock owner in every
+ * direct read (fuse_direct_io) and none in the reads that fill pages
+ * (fuse_read_args_fill: readahead, a mapping's fault).
+ */
+static bool direct_write(const struct fuse_file_info *fi)
+{
+	return !fi->writepage && (fi->fh || (fi->flags & O_DIRECT));
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -613,6 +651,8 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 	n = cache_write(ctx->cache, ino, off, buf, size, !fi->writepage);
 	if (n < 0)
 		fuse_reply_err(req, -n);
+	else if (n > 0 && direct_write(fi) && meta_pagecache(ctx->meta, ino))
+		inval_reply_write(ctx->inval, req, ino, off, n);
 	else
 		fuse_reply_write(req, n);
 	cache_note_latency(ctx->cache, CACHE_OP_WRITE, clock_now_ns() - t0);

@@ -15,11 +15,14 @@
 
 #include <fuse_lowlevel.h>
 
+#include "devio.h"
+
 struct meta;
 struct io;
 struct cache;
 struct remote;
 struct swapmode;
+struct inval;
 
 struct ops_ctx {
 	struct fuse_session *se; /* for notifications to the kernel */
@@ -27,11 +30,13 @@ struct ops_ctx {
 	struct io *io;
 	struct cache *cache;
 	struct remote *remote; /* its state heads the stats text */
+	struct inval *inval; /* direct writes answered after the kernel dropped their range */
 	double entry_timeout; /* seconds the kernel may cache names (and negative lookups) */
 	double attr_timeout; /* seconds the kernel may cache attributes */
 	bool direct_io; /* every open bypasses the page cache */
 	bool writeback_cache; /* the kernel's writeback cache (off anyway with direct_io) */
 	bool odirect_uncached; /* -o odirect=uncached: O_DIRECT opens may be direct */
+	struct devio devio; /* /dev/fuse I/O: the kernel's INIT offer, what we ask beyond libfuse */
 	bool default_permissions; /* the kernel checks permissions: access() is never asked */
 	struct swapmode *swap; /* -o swap: the daemon is fit to serve swap; else NULL */
 };

@@ -331,6 +331,7 @@ static void keep_refs(struct meta_inode *from, struct meta_inode *to)
 	to->nlookup = from->nlookup;
 	to->nopen = from->nopen;
 	to->ncached = from->ncached;
+	to->pagecache = from->pagecache;
 }
 
 /* what the kernel may hold of old that fresh does not say the same way */

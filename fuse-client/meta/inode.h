@@ -84,6 +84,7 @@ struct meta_inode {
 	uint32_t ncached; /* kernel opens that use the page cache (meta_open_file) */
 	uint8_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
 	uint8_t ext_inline; /* REG: ext1 is live (else exts) */
+	uint8_t pagecache; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
 };
 
 /* one more kernel reference (a lookup reply); saturates rather than wraps */

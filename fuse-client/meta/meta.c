@@ -427,7 +427,7 @@ void meta_release(struct meta *m, uint64_t ino)
 	change_refs(m, ino, -1, 0, 0);
 }
 
-int meta_open_file(struct meta *m, uint64_t ino, bool want_direct)
+int meta_open_file(struct meta *m, uint64_t ino, bool want_direct, bool drops_pages)
 {
 	struct meta_inode *in;
 	int rc = meta_lock_get(m, ino, META_ANY, &in);
@@ -435,10 +435,36 @@ int meta_open_file(struct meta *m, uint64_t ino, bool want_direct)
 	if (rc < 0)
 		return rc;
 	rc = want_direct && !in->ncached;
-	if (!rc)
+	if (!rc) {
 		in->ncached++;
+		in->pagecache = true;
+	} else if (drops_pages) {
+		in->pagecache = false;
+	}
 	in->nopen++;
 	return meta_unlock(m, rc);
+}
+
+bool meta_pagecache(struct meta *m, uint64_t ino)
+{
+	struct meta_inode *in;
+	bool maybe;
+
+	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
+		return false;
+	maybe = in->pagecache;
+	meta_unlock(m, 0);
+	return maybe;
+}
+
+void meta_note_pagecache(struct meta *m, uint64_t ino)
+{
+	struct meta_inode *in;
+
+	if (meta_lock_get(m, ino, META_ANY, &in) < 0)
+		return;
+	in->pagecache = true;
+	meta_unlock(m, 0);
 }
 
 void meta_release_file(struct meta *m, uint64_t ino, bool direct)

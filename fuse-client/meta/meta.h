@@ -126,10 +126,22 @@ void meta_release(struct meta *m, uint64_t ino);
  * one may bypass the page cache (direct, FOPEN_DIRECT_IO): only when it wants
  * to (an O_DIRECT open, or -o direct_io) and no page-cached open of the inode
  * exists. Returns 1 for direct, 0 for cached, or -errno; release with the
- * same kind.
+ * same kind. drops_pages: the kernel drops every page of the file after this
+ * open if it is direct (FUSE_OPEN without keep_cache; see meta_pagecache).
  */
-int meta_open_file(struct meta *m, uint64_t ino, bool want_direct);
+int meta_open_file(struct meta *m, uint64_t ino, bool want_direct, bool drops_pages);
 void meta_release_file(struct meta *m, uint64_t ino, bool direct);
+
+/*
+ * May the kernel be filling page-cache pages of ino with what it reads from
+ * us? From a page-cached open on (meta_open_file), or from a page-cache read
+ * through a direct open (a mapping of it: meta_note_pagecache), until a
+ * direct open, with no cached one left, after which the kernel drops the
+ * file's pages (drops_pages): pages filled before it are gone then, and a
+ * mapping that faults again says so again. False for an inode that is gone.
+ */
+bool meta_pagecache(struct meta *m, uint64_t ino);
+void meta_note_pagecache(struct meta *m, uint64_t ino);
 
 /* ---- namespace ---- */
 

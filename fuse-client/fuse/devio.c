@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * devio.c - /dev/fuse reads and writes through libfuse's custom I/O (devio.h).
+ *
+ * The kernel sends INIT first and nothing else until it has the reply, and
+ * libfuse answers it on the thread that read it, calling ops_init in
+ * between; so the INIT request is read, ops_init decides and the reply is
+ * written one after another on one thread. The INIT reply is told from the
+ * rest by the request id. libfuse builds it as two pieces, the header and
+ * struct fuse_init_out; the flags are added to a copy of the second, after
+ * libfuse set FUSE_INIT_EXT and flags2 there (it does when the kernel sent
+ * FUSE_INIT_EXT, which a kernel with any flag past bit 31 does).
+ */
+#define G_LOG_DOMAIN "rmemfs-ops"
+
+#include "devio.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "config.h"
+#include "ops.h"
+
+#ifdef RMEM_HAVE_FUSE_CUSTOM_IO
+static struct devio *devio_of(void *userdata)
+{
+	return &((struct ops_ctx *)userdata)->devio;
+}
+
+/* a request read before the INIT reply: if it is INIT, note its id and the flags offered */
+static void note_init(struct devio *d, const void *buf, size_t n)
+{
+	const struct fuse_in_header *h = buf;
+	const struct fuse_init_in *in = (const void *)(h + 1);
+	uint64_t flags;
+
+	if (h->opcode != FUSE_INIT || n < sizeof(*h) + offsetof(struct fuse_init_in, flags2))
+		return;
+	flags = in->flags;
+	if ((flags & FUSE_INIT_EXT) && n >= sizeof(*h) + offsetof(struct fuse_init_in, unused))
+		flags |= (uint64_t)in->flags2 << 32;
+	d->offered = flags;
+	__atomic_store_n(&d->init_unique, h->unique, __ATOMIC_RELEASE);
+}
+
+static ssize_t devio_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct devio *d = devio_of(userdata);
+	ssize_t n = read(fd, buf, len);
+
+	if (n >= (ssize_t)sizeof(struct fuse_in_header) &&
+	    !__atomic_load_n(&d->replied, __ATOMIC_ACQUIRE))
+		note_init(d, buf, n);
+	return n;
+}
+
+/* iov is libfuse's INIT reply (header, struct fuse_init_out): write it with d->ask added */
+static ssize_t write_init_reply(struct devio *d, int fd, const struct iovec *iov)
+{
+	struct fuse_init_out out;
+	struct iovec v[2] = { iov[0], { &out, iov[1].iov_len } };
+
+	memset(&out, 0, sizeof(out));
+	memcpy(&out, iov[1].iov_base, MIN(iov[1].iov_len, sizeof(out)));
+	out.flags |= (uint32_t)d->ask;
+	if (d->ask >> 32) {
+		out.flags |= FUSE_INIT_EXT;
+		out.flags2 |= (uint32_t)(d->ask >> 32);
+	}
+	__atomic_store_n(&d->replied, true, __ATOMIC_RELEASE);
+	return writev(fd, v, 2);
+}
+
+static bool is_init_reply(const struct devio *d, const struct iovec *iov, int count)
+{
+	const struct fuse_out_header *h = iov[0].iov_base;
+	uint64_t unique = __atomic_load_n(&d->init_unique, __ATOMIC_ACQUIRE);
+
+	/* a reply shorter than flags2 is to a kernel older than FUSE 7.23: nothing to add */
+	return unique && count == 2 && iov[0].iov_len == sizeof(*h) && h->unique == unique &&
+	       h->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, unused);
+}
+
+static ssize_t devio_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct devio *d = devio_of(userdata);
+
+	if (!__atomic_load_n(&d->replied, __ATOMIC_ACQUIRE) && is_init_reply(d, iov, count))
+		return write_init_reply(d, fd, iov);
+	return writev(fd, iov, count);
+}
+#endif
+
+int devio_attach(struct fuse_session *se)
+{
+#ifdef RMEM_HAVE_FUSE_CUSTOM_IO
+	const struct fuse_custom_io io = { .read = devio_read, .writev = devio_writev };
+
+	/* no splice: libfuse then leaves it out of the capabilities (ops_init does anyway) */
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+#else
+	return -ENOSYS;
+#endif
+}
+
+bool devio_attached(const struct devio *d)
+{
+	return __atomic_load_n(&d->init_unique, __ATOMIC_ACQUIRE) != 0;
+}
+
+bool devio_offered(const struct devio *d, uint64_t flag)
+{
+	return (d->offered & flag) == flag;
+}
+
+void devio_ask(struct devio *d, uint64_t flag)
+{
+	d->ask |= flag;
+}
