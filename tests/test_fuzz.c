@@ -823,7 +823,7 @@ static void write_bug_shape(struct fx *f, struct meta *m, uint64_t dir, guint n,
 	struct victim v;
 	char first[16], last[16];
 
-	g_assert_cmpint(meta_readdir(m, dir, 0, false, note_cookie, cookies), ==, 0);
+	g_assert_cmpint(meta_readdir(m, dir, 0, NULL, false, note_cookie, cookies), ==, 0);
 	g_assert_cmpint(super_read_ckpt_gen(m->sb, &gen), ==, 0);
 	slot = m->g.slot_off[gen & 1];
 	g_assert_cmpint(remote_read(f->r, slot, &h, sizeof(h)), ==, 0);

@@ -236,7 +236,7 @@ static void dump_ino(struct meta *m, struct remote *r, uint64_t ino, const char 
 				      g_array_new(FALSE, FALSE, sizeof(uint64_t)), 0 };
 		guint i;
 
-		g_assert_cmpint(meta_readdir(m, ino, 0, false, collect, &l), ==, 0);
+		g_assert_cmpint(meta_readdir(m, ino, 0, NULL, false, collect, &l), ==, 0);
 		for (i = 2; i < l.names->len; i++) {
 			const char *name = g_ptr_array_index(l.names, i);
 			char *sub = g_strdup_printf("%s/%s", path, name);
@@ -448,7 +448,7 @@ static void test_rollover(struct fx *f, gconstpointer d)
 	l.names = g_ptr_array_new_with_free_func(g_free);
 	l.cookies = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	l.limit = 0;
-	g_assert_cmpint(meta_readdir(m, dir, 0, false, collect, &l), ==, 0);
+	g_assert_cmpint(meta_readdir(m, dir, 0, NULL, false, collect, &l), ==, 0);
 	g_assert_cmpuint(l.names->len, ==, 2 + n / 2);
 	g_assert_cmpuint(tfx_lookup(m, dir, "file-with-a-longish-name-000001"), !=, 0);
 	g_assert_cmpuint(tfx_lookup(m, dir, "file-with-a-longish-name-000002"), ==, 0);
@@ -695,7 +695,7 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 		l.limit = 1000;
 		g_ptr_array_set_size(l.names, 0);
 		g_array_set_size(l.cookies, 0);
-		g_assert_cmpint(meta_readdir(m, dir, cookie, false, collect, &l), ==, 0);
+		g_assert_cmpint(meta_readdir(m, dir, cookie, NULL, false, collect, &l), ==, 0);
 		if (!l.names->len)
 			break;
 		for (k = 0; k < l.names->len; k++) {
@@ -975,9 +975,15 @@ static void test_fsck_older_slot(struct fx *f, gconstpointer d)
  * over existing names (within and across the directories) and links keep
  * hitting live entries and holes: the cookie array's holes, its compaction
  * and cookie reuse by rename all happen many times. Listings go in chunks of
- * a few entries, some with changes between the chunks (every entry present
- * through the whole listing must come exactly once). Remounts and a crash
- * after a sync must give back the model. RMEMFS_DIRMODEL_SEED replays a seed.
+ * a few entries, some with changes between the chunks, checked against the
+ * rules of ARCHITECTURE.md ("Listings during changes"): every entry present
+ * through the whole listing comes exactly once; a file whose only name stays
+ * in the directory comes once however often it is renamed there, or at most
+ * once when one of its renames replaced a name; a name comes twice only if it
+ * left the directory and came back; an entry added during the listing comes
+ * only if a rename gave it an older entry's cookie. Remounts and a crash after
+ * a sync must give back the model, every entry at its cookie.
+ * RMEMFS_DIRMODEL_SEED replays a seed.
  */
 #define DM_NAMES 3000
 #define DM_DIRS 2
@@ -990,6 +996,12 @@ struct dir_model {
 	GHashTable *nlink; /* ino -> links (u64 keys and values, g_new'd) */
 	guint32 seed;
 	guint op;
+	/* what the last dm_one did, for the listing checks (dm_list) */
+	char left[16]; /* a name that left directory left_dir ("" if none) */
+	guint left_dir;
+	uint64_t moved; /* the inode a rename gave a name in directory moved_to (0 if none) */
+	guint moved_to;
+	bool over; /* and that name existed */
 };
 
 static uint64_t *u64_dup(uint64_t v)
@@ -1055,6 +1067,8 @@ static void dm_del(struct dir_model *dm, guint d, const char *name)
 	uint64_t *ino = g_hash_table_lookup(dm->names[d], name);
 
 	dm_links(dm, *ino, -1);
+	g_strlcpy(dm->left, name, sizeof(dm->left));
+	dm->left_dir = d;
 	g_hash_table_remove(dm->names[d], name);
 }
 
@@ -1074,6 +1088,8 @@ static void dm_one(struct dir_model *dm)
 	struct meta_attr a;
 	int rc;
 
+	dm->left[0] = 0;
+	dm->moved = 0;
 	dm_name(dm, name, sizeof(name));
 	if (r < 45 || !src) { /* create */
 		bool exists = g_hash_table_contains(dm->names[d2], name);
@@ -1098,6 +1114,9 @@ static void dm_one(struct dir_model *dm)
 		rc = meta_rename(dm->m, dm->dir[d], s, dm->dir[d2], name, 0);
 		DM_CHECK(dm, rc == 0, "rename %s -> %s: %d", s, name, rc);
 		if (!dst || *dst != ino) { /* two links of one inode: rename does nothing */
+			dm->moved = ino;
+			dm->moved_to = d2;
+			dm->over = dst != NULL;
 			dm_set(dm, d2, name, ino);
 			dm_del(dm, d, s);
 		}
@@ -1115,24 +1134,53 @@ static void dm_one(struct dir_model *dm)
 	g_free(s);
 }
 
+/* one listing of directory d and what happened to d meanwhile (sets by name or by ino) */
 struct dm_listing {
 	struct dir_model *dm;
+	guint d;
+	uint64_t cookie; /* where the next chunk starts */
+	uint64_t end; /* where the listing ends (meta_readdir) */
+	int left; /* entries this chunk still takes */
 	GHashTable *seen; /* names listed */
 	GHashTable *twice; /* names listed more than once */
-	uint64_t cookie; /* where the next chunk starts */
-	int left; /* entries this chunk still takes */
-	bool bad;
+	GHashTable *times; /* ino -> how often listed (u64 keys and values, g_new'd) */
+	GHashTable *before; /* name -> ino in d when the listing began */
+	GHashTable *ever; /* names d had at some time during the listing */
+	GHashTable *gone; /* names that left d during the listing */
+	GHashTable *came; /* inodes a rename gave a name in d during the listing */
+	GHashTable *over; /* those of them whose name existed */
+	GHashTable *single; /* inodes whose only name was in d throughout */
 };
+
+static GHashTable *dm_names_new(void)
+{
+	return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+}
+
+static GHashTable *dm_inos_new(void)
+{
+	return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+}
 
 static int dm_collect(void *ctx, const char *name, const struct meta_attr *attr, uint64_t next)
 {
 	struct dm_listing *l = ctx;
+	uint64_t *times, *was;
 
 	if (!l->left--)
 		return 1;
 	l->cookie = next;
 	if (!strcmp(name, ".") || !strcmp(name, ".."))
 		return 0;
+	was = g_hash_table_lookup(l->before, name);
+	DM_CHECK(l->dm, (was && *was == attr->ino) || g_hash_table_contains(l->came, &attr->ino),
+		 "\"%s\" (inode %" G_GUINT64_FORMAT ") listed, added during the listing", name,
+		 (guint64)attr->ino);
+	times = g_hash_table_lookup(l->times, &attr->ino);
+	if (times)
+		++*times;
+	else
+		g_hash_table_insert(l->times, u64_dup(attr->ino), u64_dup(1));
 	if (g_hash_table_contains(l->seen, name))
 		g_hash_table_add(l->twice, g_strdup(name));
 	else
@@ -1140,43 +1188,88 @@ static int dm_collect(void *ctx, const char *name, const struct meta_attr *attr,
 	return 0;
 }
 
+/* the inodes whose one and only name is in directory d */
+static GHashTable *dm_single(struct dir_model *dm, guint d)
+{
+	GHashTable *set = dm_inos_new();
+	GHashTableIter it;
+	gpointer v;
+
+	g_hash_table_iter_init(&it, dm->names[d]);
+	while (g_hash_table_iter_next(&it, NULL, &v))
+		if (*(uint64_t *)g_hash_table_lookup(dm->nlink, v) == 1)
+			g_hash_table_add(set, u64_dup(*(uint64_t *)v));
+	return set;
+}
+
+static gboolean dm_not_in(gpointer key, gpointer value, gpointer set)
+{
+	return !g_hash_table_contains(set, key);
+}
+
+/* one churn op during listing l, noted in l */
+static void dm_churn(struct dm_listing *l)
+{
+	struct dir_model *dm = l->dm;
+	GHashTableIter it;
+	GHashTable *now;
+	gpointer k;
+
+	dm_one(dm);
+	g_hash_table_iter_init(&it, dm->names[l->d]);
+	while (g_hash_table_iter_next(&it, &k, NULL))
+		if (!g_hash_table_contains(l->ever, k))
+			g_hash_table_add(l->ever, g_strdup(k));
+	if (dm->left[0] && dm->left_dir == l->d)
+		g_hash_table_add(l->gone, g_strdup(dm->left));
+	if (dm->moved && dm->moved_to == l->d) {
+		g_hash_table_add(l->came, u64_dup(dm->moved));
+		if (dm->over)
+			g_hash_table_add(l->over, u64_dup(dm->moved));
+	}
+	now = dm_single(dm, l->d);
+	g_hash_table_foreach_remove(l->single, dm_not_in, now);
+	g_hash_table_destroy(now);
+}
+
 /*
- * List directory d in chunks of a few entries, with churn ops between the
- * chunks; every name present before and after, and untouched by the churn
- * (stable), must have come once, and nothing listed may be unknown.
+ * List directory d in chunks of a few entries as the FUSE layer does (one end
+ * for the listing), with churn ops between the chunks, and check the listing
+ * against the rules (see the top): stable entries once, a file that kept its
+ * only name in d once (at most once if it was renamed over a name), a name
+ * twice only if it was gone in between, nothing added during the listing but
+ * by a rename that kept or took a cookie, and nothing that was never there.
  */
 static void dm_list(struct dir_model *dm, guint d, guint churn)
 {
-	struct dm_listing l = { dm, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
-				g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL) };
-	GHashTable *ever = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-	GHashTable *before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	struct dm_listing l = {
+		.dm = dm, .d = d, .seen = dm_names_new(), .twice = dm_names_new(),
+		.times = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free),
+		.before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+		.ever = dm_names_new(), .gone = dm_names_new(), .came = dm_inos_new(),
+		.over = dm_inos_new(), .single = dm_single(dm, d),
+	};
 	GHashTableIter it;
 	gpointer k, v;
 
 	g_hash_table_iter_init(&it, dm->names[d]);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
-		g_hash_table_insert(before, g_strdup(k), u64_dup(*(uint64_t *)v));
-		g_hash_table_add(ever, g_strdup(k));
+		g_hash_table_insert(l.before, g_strdup(k), u64_dup(*(uint64_t *)v));
+		g_hash_table_add(l.ever, g_strdup(k));
 	}
 	do {
 		l.left = 1 + g_rand_int_range(dm->rng, 0, 40);
-		g_assert_cmpint(meta_readdir(dm->m, dm->dir[d], l.cookie, false, dm_collect, &l),
-				==, 0);
+		g_assert_cmpint(meta_readdir(dm->m, dm->dir[d], l.cookie, &l.end, false, dm_collect,
+					     &l), ==, 0);
 		if (churn && l.left < 0) {
 			guint i, n = g_rand_int_range(dm->rng, 0, churn);
 
-			for (i = 0; i < n; i++, dm->op++) {
-				dm_one(dm);
-				g_hash_table_iter_init(&it, dm->names[d]);
-				while (g_hash_table_iter_next(&it, &k, NULL))
-					if (!g_hash_table_contains(ever, k))
-						g_hash_table_add(ever, g_strdup(k));
-			}
+			for (i = 0; i < n; i++, dm->op++)
+				dm_churn(&l);
 		}
 	} while (l.left < 0);
 	/* stable: in the directory before and after, as the same inode */
-	g_hash_table_iter_init(&it, before);
+	g_hash_table_iter_init(&it, l.before);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		uint64_t *now = g_hash_table_lookup(dm->names[d], k);
 
@@ -1187,9 +1280,24 @@ static void dm_list(struct dir_model *dm, guint d, guint churn)
 		DM_CHECK(dm, !g_hash_table_contains(l.twice, k),
 			 "\"%s\" (in the directory throughout) listed twice", (char *)k);
 	}
+	g_hash_table_iter_init(&it, l.single);
+	while (g_hash_table_iter_next(&it, &k, NULL)) {
+		uint64_t *times = g_hash_table_lookup(l.times, k), n = times ? *times : 0;
+		bool over = g_hash_table_contains(l.over, k);
+
+		DM_CHECK(dm, n == 1 || (n == 0 && over),
+			 "inode %" G_GUINT64_FORMAT " (its only name in the directory "
+			 "throughout%s) listed %" G_GUINT64_FORMAT " times",
+			 (guint64) * (uint64_t *)k, over ? ", renamed over a name" : "",
+			 (guint64)n);
+	}
+	g_hash_table_iter_init(&it, l.twice);
+	while (g_hash_table_iter_next(&it, &k, NULL))
+		DM_CHECK(dm, g_hash_table_contains(l.gone, k),
+			 "\"%s\" listed twice, never gone from the directory", (char *)k);
 	g_hash_table_iter_init(&it, l.seen);
 	while (g_hash_table_iter_next(&it, &k, NULL))
-		DM_CHECK(dm, g_hash_table_contains(ever, k), "\"%s\" listed, never there",
+		DM_CHECK(dm, g_hash_table_contains(l.ever, k), "\"%s\" listed, never there",
 			 (char *)k);
 	if (!churn)
 		DM_CHECK(dm, !g_hash_table_size(l.twice) &&
@@ -1198,8 +1306,13 @@ static void dm_list(struct dir_model *dm, guint d, guint churn)
 			 g_hash_table_size(l.seen), g_hash_table_size(dm->names[d]));
 	g_hash_table_destroy(l.seen);
 	g_hash_table_destroy(l.twice);
-	g_hash_table_destroy(ever);
-	g_hash_table_destroy(before);
+	g_hash_table_destroy(l.times);
+	g_hash_table_destroy(l.before);
+	g_hash_table_destroy(l.ever);
+	g_hash_table_destroy(l.gone);
+	g_hash_table_destroy(l.came);
+	g_hash_table_destroy(l.over);
+	g_hash_table_destroy(l.single);
 }
 
 /* listings, lookups and link counts against the model */
@@ -1226,6 +1339,35 @@ static void dm_verify(struct dir_model *dm)
 			 "inode %" G_GUINT64_FORMAT ": link count %u, the model has %"
 			 G_GUINT64_FORMAT, (guint64) * (uint64_t *)k,
 			 attr_of(dm->m, *(uint64_t *)k).nlink, (guint64) * (uint64_t *)v);
+}
+
+static int dm_cookie_of(void *ctx, const char *name, const struct meta_attr *attr,
+			uint64_t next)
+{
+	g_string_append_printf(ctx, "%s %" G_GUINT64_FORMAT "\n", name, (guint64)next);
+	return 0;
+}
+
+/* every entry of both directories with its cookie, in cookie order (g_free it) */
+static char *dm_cookies(struct dir_model *dm)
+{
+	GString *out = g_string_new(NULL);
+	guint d;
+
+	for (d = 0; d < DM_DIRS; d++)
+		g_assert_cmpint(meta_readdir(dm->m, dm->dir[d], 0, NULL, false, dm_cookie_of, out),
+				==, 0);
+	return g_string_free(out, FALSE);
+}
+
+/* after a remount: the model, and every entry at the cookie it had (the journal carries them) */
+static void dm_verify_remount(struct dir_model *dm, const char *cookies)
+{
+	char *now = dm_cookies(dm);
+
+	DM_CHECK(dm, !strcmp(now, cookies), "entries or cookies differ after the mount");
+	g_free(now);
+	dm_verify(dm);
 }
 
 static void dm_fsck_clean(struct fx *f)
@@ -1266,18 +1408,22 @@ static void test_dir_model(struct fx *f, gconstpointer data)
 			if (!g_rand_int_range(dm.rng, 0, 500))
 				dm_list(&dm, g_rand_int_range(dm.rng, 0, DM_DIRS), 8);
 		}
+		char *cookies;
+
 		dm_verify(&dm);
+		cookies = dm_cookies(&dm);
 		if (round % 4 == 1) { /* clean remount */
 			g_assert_cmpint(mount_close(dm.m), ==, 0);
 			dm_fsck_clean(f);
 			dm.m = do_mount(f);
-			dm_verify(&dm);
+			dm_verify_remount(&dm, cookies);
 		} else if (round % 4 == 3) { /* crash after a sync: the journal is replayed */
 			g_assert_cmpint(commit_sync(dm.m), ==, 0);
 			mount_abandon(dm.m);
 			dm.m = do_mount_opts(f, &o, 0, NULL);
-			dm_verify(&dm);
+			dm_verify_remount(&dm, cookies);
 		}
+		g_free(cookies);
 	}
 	g_test_message("dir model: %u ops, %u + %u entries at the end", dm.op,
 		       g_hash_table_size(dm.names[0]), g_hash_table_size(dm.names[1]));

@@ -690,9 +690,20 @@ static void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	cache_note_latency(ctx->cache, CACHE_OP_FSYNC, clock_now_ns() - t0);
 }
 
+/*
+ * An open directory (fi->fh): where its listing ends, set when a listing
+ * starts (meta_readdir). The kernel sends one READDIR of a handle at a time
+ * (getdents64 holds the file's position lock). No FOPEN_CACHE_DIR: every
+ * getdents64 reaches meta.
+ */
+struct ops_dir {
+	uint64_t end;
+};
+
 static void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ops_ctx *ctx = req_ctx(req);
+	struct ops_dir *od;
 	struct meta_attr a;
 	int rc;
 
@@ -703,8 +714,10 @@ static void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = 0;
-	fuse_reply_open(req, fi);
+	od = g_new0(struct ops_dir, 1);
+	fi->fh = (uintptr_t)od;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		g_free(od); /* interrupted: no releasedir will come */
 }
 
 struct dir_fill {
@@ -741,8 +754,10 @@ static int dir_fill(void *opaque, const char *name, const struct meta_attr *attr
 	return 0;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
 {
+	struct ops_dir *od = (struct ops_dir *)(uintptr_t)fi->fh;
 	struct ops_ctx *ctx = req_ctx(req);
 	struct dir_fill d = { .req = req, .ctx = ctx, .plus = plus, .size = size };
 	int rc;
@@ -752,7 +767,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = meta_readdir(ctx->meta, ino, off, plus, dir_fill, &d);
+	rc = meta_readdir(ctx->meta, ino, off, &od->end, plus, dir_fill, &d);
 	if (rc < 0 && d.pos == 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -763,17 +778,18 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, false);
+	do_readdir(req, ino, size, off, fi, false);
 }
 
 static void ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			    struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, true);
+	do_readdir(req, ino, size, off, fi, true);
 }
 
 static void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	g_free((struct ops_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

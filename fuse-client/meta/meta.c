@@ -795,15 +795,35 @@ static void rename_exchange(struct meta *m, struct rename_ends *e, const struct 
 	meta_log_inode(m, e->dst);
 }
 
+/*
+ * The cookie the renamed entry gets (0: a new one), which decides what a
+ * listing that is under way sees (ARCHITECTURE.md, "Listings during
+ * changes"). Within one directory the entry keeps its place: its own cookie
+ * for a new name, over a name the lower of the two cookies, whose slot a
+ * listing has either passed already (it saw the old entry there and sees
+ * nothing at the other, now a hole) or will reach (it sees the new entry
+ * there once). Into another directory it takes the replaced entry's cookie,
+ * else a new one, which the listing does not reach (it ends where the
+ * directory's next cookie was when it began). An existing name never moves
+ * to a higher cookie, nor does a file within its directory, so a listing sees
+ * neither twice through a rename.
+ */
+static uint64_t rename_cookie(const struct rename_ends *e)
+{
+	if (e->sp != e->dp)
+		return e->dd ? e->dd->cookie : 0;
+	return e->dd ? MIN(e->dd->cookie, e->sd->cookie) : e->sd->cookie;
+}
+
 static void rename_replace(struct meta *m, struct rename_ends *e, const char *newname,
 			   size_t nlen, const struct timespec *now)
 {
-	uint64_t cookie = e->dd ? e->dd->cookie : 0;
+	uint64_t cookie = rename_cookie(e);
 	struct meta_dirent *nd;
 
 	journal_rec_dirent_del(m->j, e->sp->a.ino, e->sd->name, e->sd->nlen);
 	inode_dir_del(m, e->sp, e->sd);
-	if (e->dd) /* the new entry takes the replaced one's place (cookie) */
+	if (e->dd)
 		inode_dir_del(m, e->dp, e->dd);
 	nd = inode_dir_add(m, e->dp, newname, nlen, e->src->a.ino, inode_dtype(e->src->a.mode),
 			   cookie);
@@ -889,8 +909,8 @@ int meta_rename(struct meta *m, uint64_t parent, const char *name, uint64_t newp
 
 /* ---- listing ---- */
 
-int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_dirent_fn fill,
-		 void *ctx)
+int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, uint64_t *end, bool plus,
+		 meta_dirent_fn fill, void *ctx)
 {
 	struct meta_inode *dir, *child;
 	struct meta_attr attr;
@@ -901,6 +921,8 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 	rc = meta_lock_get(m, ino, META_DIR, &dir);
 	if (rc < 0)
 		return rc;
+	if (end && (cookie < 1 || !*end))
+		*end = dir->dir->next_cookie;
 	if (cookie < 1) {
 		fill_attr(dir, &attr);
 		if (fill(ctx, ".", &attr, 1))
@@ -913,7 +935,8 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_
 			return meta_unlock(m, 0);
 	}
 	from = MAX(cookie, 2);
-	for (d = inode_dir_next(dir, from); d; d = inode_dir_next(dir, d->cookie)) {
+	for (d = inode_dir_next(dir, from); d && (!end || d->cookie < *end);
+	     d = inode_dir_next(dir, d->cookie)) {
 		child = inode_get(m, d->ino);
 		if (!child)
 			continue;

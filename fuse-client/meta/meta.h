@@ -170,12 +170,15 @@ int meta_rename(struct meta *m, uint64_t parent, const char *name, uint64_t newp
  * and 2). fill() returns non-zero when the reply buffer is full; the entry it
  * refused is not consumed. With plus, each entry's attr is filled and counts
  * as a lookup reference (except "." and "..").
+ * *end (NULL: none) is where one listing ends: the directory's next cookie
+ * when it began, set by a call from cookie 0 or with *end 0; entries added
+ * since are not listed (docs/ARCHITECTURE.md, "Listings during changes").
  * fill() runs under meta's lock: it must not call back into meta.
  */
 typedef int (*meta_dirent_fn)(void *ctx, const char *name, const struct meta_attr *attr,
 			      uint64_t next_cookie);
-int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, bool plus, meta_dirent_fn fill,
-		 void *ctx);
+int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, uint64_t *end, bool plus,
+		 meta_dirent_fn fill, void *ctx);
 
 /* ---- extended attributes (user.*, trusted.*, security.*) ---- */
 

@@ -12,8 +12,10 @@ Listings use getdents64 with a 512-byte buffer, so listing a large directory
 takes hundreds of calls (each a READDIR from the last entry's cookie); some
 listings create, unlink and rename entries between calls and then check what
 POSIX promises: every entry present during the whole listing appears exactly
-once; and, as no name changes twice during one listing and a rename over a
-name keeps its cookie, no name appears twice and none that never existed.
+once; and what docs/ARCHITECTURE.md ("Listings during changes") adds: as no
+name changes twice during one listing, no name appears twice, none that never
+existed and none created during the listing; a file renamed within the
+directory appears once, at most once if it was renamed over a name.
 
 The tree is compared with the model after every listing (that directory), in
 full at intervals, after a clean remount, and after a kill -9 and a mount that
@@ -148,14 +150,17 @@ class Bag:
 class CookieShadow:
     """rmemfs's cookie array of one directory as meta/inode.c keeps it: cookies
     in order, a removed entry leaves a hole, trailing holes go at the next
-    insert, compaction at >= 64 holes and >= half the array, a rename over a
-    name takes the replaced entry's cookie (its hole, or a new slot when a
-    compaction took the hole away). Only counts what the run exercised."""
+    insert, compaction at >= 64 holes and >= half the array; a rename keeps
+    the entry's place as meta.c's rename_cookie says: within the directory its
+    own cookie for a new name, the lower of the two over a name; from another
+    directory over a name the replaced entry's cookie (its hole, or a new slot
+    when a compaction took the hole away). Counts what the run exercised."""
 
     def __init__(self):
         self.slots = []          # cookies, ascending; a hole is a cookie not in live
         self.live = set()
         self.of = {}             # name -> cookie
+        self.name_of = {}        # cookie -> name
         self.next = 3
         self.compactions = self.hole_reuses = self.inserts = 0
 
@@ -176,13 +181,16 @@ class CookieShadow:
                 self.inserts += 1
         self.live.add(cookie)
         self.of[name] = cookie
+        self.name_of[cookie] = name
 
     def add(self, name):
         self._insert(name, self.next)
         self.next += 1
 
     def remove(self, name):
-        self.live.discard(self.of.pop(name))
+        cookie = self.of.pop(name)
+        self.live.discard(cookie)
+        del self.name_of[cookie]
         holes = len(self.slots) - len(self.live)
         if holes >= 64 and holes >= len(self.slots) // 2:
             self.slots = [c for c in self.slots if c in self.live]
@@ -193,14 +201,31 @@ class CookieShadow:
         self.remove(name)
         self._insert(name, cookie)
 
+    def move(self, old, new):
+        """a rename within the directory"""
+        if new not in self.of:
+            self.of[new] = cookie = self.of.pop(old)
+            self.name_of[cookie] = new
+            return
+        cookie = min(self.of[old], self.of[new])
+        self.remove(old)
+        self.remove(new)
+        self._insert(new, cookie)
+
+    def last(self):
+        """the name with the highest cookie (None: empty)"""
+        for cookie in reversed(self.slots):
+            if cookie in self.live:
+                return self.name_of[cookie]
+        return None
+
     def reload(self):
         """After a mount: the checkpoint (and journal) give the live entries."""
         self.slots = sorted(self.live)
 
 
 class Entries:
-    """A directory's names in the order of their cookies (a rename over a name
-    keeps the name's place, a new name goes last), with O(1) random choice."""
+    """A directory's names with their cookies (CookieShadow), with O(1) random choice."""
 
     def __init__(self):
         self.map = {}
@@ -231,9 +256,16 @@ class Entries:
         return node
 
     def take_over(self, name, node):
-        """rename over name: the new entry takes the old one's cookie"""
+        """rename from another directory over name: the new entry takes the old one's cookie"""
         self.map[name] = node
         self.cookies.take_over(name)
+
+    def move(self, old, new):
+        """rename within the directory: the entry keeps its place (CookieShadow.move)"""
+        self.map[new] = self.map.pop(old)
+        self.names.discard(old)
+        self.names.add(new)
+        self.cookies.move(old, new)
 
     def swap(self, name, node):
         """RENAME_EXCHANGE: the entry stays, another inode behind it"""
@@ -243,7 +275,7 @@ class Entries:
         return self.names.choice(rng)
 
     def last(self):
-        return next(reversed(self.map)) if self.map else None
+        return self.cookies.last()
 
 
 class Node:
@@ -356,14 +388,18 @@ class Model:
         self._gone_if_unnamed(node)
 
     def rename(self, d1, n1, d2, n2):
-        node = d1.entries.remove(n1)
+        node, old = d1.entries.get(n1), d2.entries.get(n2)
+        if d1 is d2:
+            d1.entries.move(n1, n2)
+        else:
+            d1.entries.remove(n1)
         self._unnamed(node, d1, n1)
-        old = d2.entries.get(n2)
         if old is not None:
-            d2.entries.take_over(n2, node)
+            if d1 is not d2:
+                d2.entries.take_over(n2, node)
             self._unnamed(old, d2, n2)
             self._gone_if_unnamed(old)
-        else:
+        elif d1 is not d2:
             d2.entries.add(n2, node)
         self._named(node, d2, n2)
 
@@ -800,6 +836,8 @@ class Driver:
         self.counts['readdir interleaved' if interleave else 'readdir'] += 1
         start = dict(d.entries.items()) if interleave else None
         touched = set()
+        moves = []                    # (old, new, over): renames within d
+        added = []                    # names created in d
         self.watch = (d, touched) if interleave else None
         seen = collections.defaultdict(list)
         records = 0
@@ -817,7 +855,7 @@ class Driver:
                     seen[name].append((ino, dtype))
                 if interleave and self.rng.random() < 0.25:
                     for _ in range(self.rng.randrange(1, 4)):
-                        self.change_while_listing(d, start, touched)
+                        self.change_while_listing(d, start, touched, moves, added)
         finally:
             self.watch = None
             self.calls += lst.calls
@@ -829,16 +867,27 @@ class Driver:
             self.compare_listing(d, seen, 'readdir')
             return
         # POSIX: an entry neither added nor removed during the listing appears once;
-        # here also: no name twice (each name changes at most once while listing), and
-        # no name that was never there
+        # here also (ARCHITECTURE.md, "Listings during changes"): no name twice (each
+        # name changes at most once while listing), no name that was never there nor one
+        # created meanwhile, a file renamed within d to a new name once, one renamed over
+        # a name at most once
         stable = [n for n in start if n not in touched]
         missing = [n for n in stable if n not in seen]
         twice = [n for n, v in seen.items() if len(v) > 1]
-        ghost = [n for n in seen if n not in start and n not in touched]
-        if missing or twice or ghost:
+        ghost = [n for n in seen if n not in start and n not in touched or n in added]
+        moved = []
+        for old, new, over in moves:
+            inos = [ino for name in (old, new) for ino, _ in seen.get(name, ())]
+            if over:
+                inos = [i for i in inos if i == os.lstat(self.real(d, new)).st_ino]
+            if len(inos) > 1 or (not over and not inos):
+                moved.append(f'{old}->{new}{" (over)" if over else ""}: {len(inos)} times')
+        if missing or twice or ghost or moved:
             self.fail(f'listing of {rel} while {len(touched)} names changed: '
                       f'{len(stable)} unchanged entries, missing {len(missing)} '
-                      f'{shown(missing)}, twice {shown(twice)}, never existed {shown(ghost)}')
+                      f'{shown(missing)}, twice {shown(twice)}, created meanwhile or never '
+                      f'existed {shown(ghost)}, '
+                      f'renamed within the directory and not listed once {shown(moved)}')
         for name in stable:
             (ino, dtype), node = seen[name][0], start[name]
             if dtype != DTYPE[node.kind]:
@@ -847,8 +896,9 @@ class Driver:
             self.learn_ino(node, ino, f'listing of {self.show(d, name)}')
         self.readdir(d)     # and the whole directory again, now quiet
 
-    def change_while_listing(self, d, start, touched):
-        """One change to d, of names that have not changed yet during this listing."""
+    def change_while_listing(self, d, start, touched, moves, added):
+        """One change to d, of names that have not changed yet during this listing;
+        renames within d go to moves as (old, new, over), created names to added."""
         r = self.rng
         avoid = set(start) | touched
         plain = (REG, LNK)
@@ -858,16 +908,20 @@ class Driver:
             name = self.fresh_name(d, avoid)
             if name:
                 self.create(d, name, 'mknod')
+                added.append(name)
         elif what < 0.5:
             self.unlink(d, x)
         elif what < 0.7:
             name = self.fresh_name(d, avoid)
             if name:
                 self.rename(d, x, d, name)
+                moves.append((x, name, False))
         else:
             y = self.some_name(d, plain, not_last=True, avoid=touched | {x})
             if y and d.entries.get(y) is not d.entries.get(x):
                 self.rename(d, x, d, y, RENAME_EXCHANGE if what > 0.9 else 0)
+                if what <= 0.9:
+                    moves.append((x, y, True))
 
     def check_node(self, node, path, st, why):
         rel = self.show(node)
