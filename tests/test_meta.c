@@ -28,7 +28,9 @@
 
 #include <glib.h>
 
+#include "ckpt.h"
 #include "commit.h"
+#include "csum.h"
 #include "extent.h"
 #include "fsck.h"
 #include "inode.h"
@@ -1617,6 +1619,92 @@ static void test_orphan_recovery(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/* the checkpoint m would write now is exactly m->ckpt_bytes long */
+static void assert_ckpt_bytes_exact(struct meta *m)
+{
+	GByteArray *buf;
+
+	pthread_mutex_lock(&m->lock);
+	g_assert_cmpint(ckpt_serialize(m, m->durable_gen + 1, 1, &buf), ==, 0);
+	g_assert_cmpuint(buf->len, ==, m->ckpt_bytes);
+	pthread_mutex_unlock(&m->lock);
+	g_byte_array_unref(buf);
+}
+
+/*
+ * CSUM and HOT records through replay: a reader sees what was journaled
+ * (a hot region included), a read-write mount after the crash recomputes
+ * the hot region's checksums from the pool and clears it, a clean remount
+ * keeps the checksums through the checkpoint, and freed blocks lose theirs.
+ */
+static void test_csum_replay(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts ro = { .read_only = true };
+	struct meta *m = do_mount(f);
+	struct meta_extent ext[8];
+	uint8_t buf[8 * BS];
+	uint64_t pb[8], ino, region;
+	uint32_t crc[8], got;
+	int i, n;
+
+	ino = tfx_mk(m, ROOT, "data", S_IFREG | 0644);
+	fill_pattern(buf, sizeof(buf), 7);
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
+	n = extent_map(m, ino, 0, sizeof(buf), false, ext, G_N_ELEMENTS(ext));
+	g_assert_cmpint(n, ==, 1);
+	for (i = 0; i < 8; i++) {
+		pb[i] = (ext[0].pool_off - m->g.data_off) / BS + (uint64_t)i;
+		crc[i] = layout_crc(buf + i * BS, BS);
+	}
+	region = pb[4] / LAYOUT_CSUM_REGION_BLOCKS;
+	g_assert_cmpint(csum_log(m, pb, crc, 4), ==, 0);
+	/* an overwrite of block 4 in flight: hot, its journaled crc not yet the data's */
+	g_assert_cmpint(csum_log(m, &pb[4], &(uint32_t){ crc[4] ^ 1 }, 1), ==, 0);
+	g_assert_cmpint(csum_hot_enter(m, &pb[4], 1), ==, 0);
+	g_assert_true(csum_hot(m->csum, region));
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m); /* crash */
+
+	m = do_mount_opts(f, &ro, 0, NULL);
+	for (i = 0; i < 4; i++) {
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	g_assert_true(csum_get(m->csum, pb[4], &got));
+	g_assert_cmphex(got, ==, crc[4] ^ 1);
+	g_assert_false(csum_get(m->csum, pb[5], &got));
+	g_assert_true(csum_hot(m->csum, region));
+	g_assert_cmpint(mount_close(m), ==, 0);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_false(csum_hot(m->csum, region));
+	for (i = 0; i < 8; i++) { /* the region's written blocks: all recomputed */
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(mount_close(m), ==, 0);
+
+	m = do_mount(f);
+	g_assert_cmpuint(m->load.replayed, ==, 0);
+	for (i = 0; i < 8; i++) {
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	g_assert_cmpint(extent_punch_hole(m, ino, 0, 4 * BS), ==, 0);
+	g_assert_false(csum_get(m->csum, pb[0], &got));
+	g_assert_true(csum_get(m->csum, pb[4], &got));
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m);
+	m = do_mount_opts(f, &o, 0, NULL); /* replays the punch over the checkpoint */
+	g_assert_false(csum_get(m->csum, pb[3], &got));
+	g_assert_true(csum_get(m->csum, pb[7], &got));
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
 /*
  * The mount-time repair, made to fail: the test links with
  * -Wl,--wrap=fsck_check, so mount.c's call lands here.
@@ -1694,6 +1782,7 @@ int main(int argc, char **argv)
 	ADD("/meta/sparse", setup_16m, test_sparse);
 	ADD("/meta/setattr", setup_64m, test_setattr);
 	ADD("/meta/orphans", setup_64m, test_orphan_recovery);
+	ADD("/meta/csum-replay", setup_64m, test_csum_replay);
 #undef ADD
 	return g_test_run();
 }

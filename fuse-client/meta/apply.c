@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "csum.h"
 #include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
@@ -20,6 +21,8 @@ int meta_apply_rec(void *ctx, const struct journal_rec *r)
 	struct meta_inode *in = NULL, *dir;
 	struct meta_dirent *d;
 
+	if (r->type == LAYOUT_REC_CSUM || r->type == LAYOUT_REC_HOT)
+		return csum_apply(m, r);
 	if (r->type != LAYOUT_REC_DIRENT_ADD && r->type != LAYOUT_REC_DIRENT_DEL)
 		in = inode_get(m, r->ino);
 	switch (r->type) {

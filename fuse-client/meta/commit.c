@@ -31,6 +31,8 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "clock.h"
+#include "csum.h"
 #include "hold.h"
 #include "journal.h"
 #include "meta_int.h"
@@ -181,11 +183,16 @@ static void *committer_main(void *arg)
 {
 	struct meta *m = arg;
 	bool failing = false;
+	int64_t swept = clock_now_ms();
 
 	while (worker_wait(&m->committer, META_COMMIT_INTERVAL_MS) == 0) {
 		bool work;
 		int rc;
 
+		if (clock_now_ms() - swept >= CSUM_SWEEP_MS) {
+			swept = clock_now_ms();
+			csum_sweep(m, false);
+		}
 		pthread_mutex_lock(&m->lock);
 		work = journal_pending_bytes(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);

@@ -238,6 +238,12 @@ def logical_data_blocks(members, member_size, r):
         return min(max(v, lo), hi) & ~4095
     journal = area(size // 64, MIB, 64 * MIB)
     slot = area(size // 32, MIB, 256 * MIB)
+    # format 2: each slot also holds a checksum per data block and the hot regions
+    d = (size - (4096 + journal + 2 * slot)) // 4096
+    regions = (d + 4095) // 4096
+    uv_len = max(1, (d.bit_length() + 6) // 7)
+    tail = 4 * d + (d + 7) // 8 + 4 + regions * uv_len
+    slot += (tail + 4095) & ~4095
     return (size - (4096 + journal + 2 * slot)) // 4096
 
 
