@@ -136,7 +136,7 @@ static void test_model(void)
 			bool hot = g_rand_boolean(rng);
 			bool was = g_hash_table_contains(md.hot, key(region));
 
-			if (csum_hot_mark(c, region, hot) != (hot != was))
+			if (csum_hot_set(c, region, hot, 0, NULL) != (hot != was))
 				MFAIL(&md, "hot mark of region %" G_GUINT64_FORMAT " to %d", region,
 				      hot);
 			if (hot)

@@ -1071,6 +1071,7 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": its checksum section "
 				   "does not parse (the data blocks' checksums are dropped)",
 				   (guint64)gen);
+	m->ckpt_bytes += csum_tail_len(m->csum, 0) - 4; /* the hot regions loaded */
 	if (s.next_ino > m->next_ino)
 		m->next_ino = s.next_ino;
 	*first_seq = le64toh(h.first_seq);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * csum.c - data block checksums in the metadata: the sparse table, its
- * journal records and checkpoint tail, and the HOT regions (csum.h says
- * why each exists; docs/ARCHITECTURE.md "Data checksums").
+ * csum.c - the data block checksum table and the hot regions, and the
+ * checkpoint tail that stores them (csum.h; what is journaled and when:
+ * checksum.c; docs/ARCHITECTURE.md "Data checksums").
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
@@ -13,15 +13,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "commit.h"
-#include "inode.h"
-#include "journal.h"
-#include "meta_int.h"
-#include "remote.h"
 
 #define PAGE_WORDS (CSUM_PAGE / 64)
 #define REGION LAYOUT_CSUM_REGION_BLOCKS
-#define RECOMPUTE_BLOCKS 256U /* blocks read per step of csum_recompute */
 
 struct csum_page {
 	uint64_t key; /* pb / CSUM_PAGE */
@@ -208,6 +202,79 @@ uint64_t csum_hot_count(struct csum *c)
 	return n;
 }
 
+static bool hot_mark_locked(struct csum *c, uint64_t region, bool hot, uint64_t seq);
+static GArray *hot_sorted(struct csum *c);
+
+bool csum_hot_set(struct csum *c, uint64_t region, bool hot, uint64_t seq, uint64_t *bytes)
+{
+	bool changed;
+
+	pthread_mutex_lock(&c->lock);
+	changed = hot_mark_locked(c, region, hot, seq);
+	pthread_mutex_unlock(&c->lock);
+	if (changed && bytes && hot)
+		*bytes += layout_uv_len(region);
+	else if (changed && bytes)
+		*bytes -= layout_uv_len(region);
+	return changed;
+}
+
+bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq)
+{
+	struct csum_hot *h;
+
+	pthread_mutex_lock(&c->lock);
+	h = g_hash_table_lookup(c->hot, &region);
+	if (h) {
+		h->inflight++;
+		h->touched = true;
+		*seq = h->seq;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return h != NULL;
+}
+
+void csum_hot_leave(struct csum *c, uint64_t region)
+{
+	struct csum_hot *h;
+
+	pthread_mutex_lock(&c->lock);
+	h = g_hash_table_lookup(c->hot, &region);
+	if (h && h->inflight)
+		h->inflight--;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out)
+{
+	GHashTableIter it;
+	gpointer k, v;
+
+	pthread_mutex_lock(&c->lock);
+	g_hash_table_iter_init(&it, c->hot);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct csum_hot *h = v;
+
+		/* a write in flight; or not durably hot yet, or written since the last sweep */
+		if (h->inflight || (!all && (h->seq > durable_seq || h->touched)))
+			h->touched = false;
+		else
+			g_array_append_val(out, h->region);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void csum_hot_list(struct csum *c, GArray *out)
+{
+	GArray *a;
+
+	pthread_mutex_lock(&c->lock);
+	a = hot_sorted(c);
+	pthread_mutex_unlock(&c->lock);
+	g_array_append_vals(out, a->data, a->len);
+	g_array_free(a, TRUE);
+}
+
 /* ---- the checkpoint's tail ---- */
 
 static gint u64_cmp(gconstpointer a, gconstpointer b)
@@ -294,6 +361,15 @@ static void hot_add_locked(struct csum *c, uint64_t region, uint64_t seq)
 	g_hash_table_insert(c->hot, &h->region, h);
 }
 
+static bool hot_mark_locked(struct csum *c, uint64_t region, bool hot, uint64_t seq)
+{
+	if (hot && !g_hash_table_contains(c->hot, &region)) {
+		hot_add_locked(c, region, seq);
+		return true;
+	}
+	return !hot && g_hash_table_remove(c->hot, &region);
+}
+
 int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const uint8_t *buf,
 		  size_t len)
 {
@@ -340,326 +416,4 @@ int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const
 	}
 	pthread_mutex_unlock(&c->lock);
 	return 0;
-}
-
-/* ---- the metadata's checksums ---- */
-
-/* the CSUM records of n blocks: one per run of consecutive blocks (m->lock held, in a txn) */
-static void log_runs(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
-{
-	int i, start = 0;
-
-	for (i = 1; i <= n; i++) {
-		if (i < n && pb[i] == pb[i - 1] + 1)
-			continue;
-		journal_rec_csum(m->j, pb[start], (uint64_t)(i - start), crc + start);
-		start = i;
-	}
-}
-
-int csum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
-{
-	int i, rc;
-
-	if (!n)
-		return 0;
-	pthread_mutex_lock(&m->lock);
-	rc = meta_may_change(m, 0);
-	if (rc == 0) {
-		pthread_mutex_lock(&m->csum->lock);
-		for (i = 0; i < n; i++)
-			set_locked(m->csum, pb[i], crc[i]);
-		pthread_mutex_unlock(&m->csum->lock);
-		meta_txn_begin(m, NULL);
-		log_runs(m, pb, crc, n);
-		meta_txn_end(m, NULL);
-	}
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
-static bool hot_mark_locked(struct csum *c, uint64_t region, bool hot, uint64_t seq)
-{
-	if (hot && !g_hash_table_contains(c->hot, &region)) {
-		hot_add_locked(c, region, seq);
-		return true;
-	}
-	return !hot && g_hash_table_remove(c->hot, &region);
-}
-
-bool csum_hot_mark(struct csum *c, uint64_t region, bool hot)
-{
-	bool changed;
-
-	pthread_mutex_lock(&c->lock);
-	changed = hot_mark_locked(c, region, hot, 0);
-	pthread_mutex_unlock(&c->lock);
-	return changed;
-}
-
-/* the hot set changes (m->lock held): the checkpoint's tail changes with it */
-static void hot_set(struct meta *m, uint64_t region, bool hot, uint64_t seq)
-{
-	bool changed;
-
-	pthread_mutex_lock(&m->csum->lock);
-	changed = hot_mark_locked(m->csum, region, hot, seq);
-	pthread_mutex_unlock(&m->csum->lock);
-	if (changed && hot)
-		m->ckpt_bytes += layout_uv_len(region);
-	else if (changed)
-		m->ckpt_bytes -= layout_uv_len(region);
-}
-
-int csum_apply(struct meta *m, const struct journal_rec *r)
-{
-	uint64_t i;
-	__le32 w;
-
-	if (r->type == LAYOUT_REC_HOT) {
-		if (r->pblock >= (m->g.data_blocks + REGION - 1) / REGION || r->state > 1) {
-			inode_load_problem(m, "journal: invalid hot region %" G_GUINT64_FORMAT
-					   " (record dropped)", (guint64)r->pblock);
-			return 0;
-		}
-		hot_set(m, r->pblock, r->state, 0);
-		return 0;
-	}
-	if (!r->count || r->pblock >= m->g.data_blocks ||
-	    r->count > m->g.data_blocks - r->pblock || r->vlen != 4 * r->count) {
-		inode_load_problem(m, "journal: checksums of invalid blocks %" G_GUINT64_FORMAT
-				   "+%" G_GUINT64_FORMAT " (record dropped)",
-				   (guint64)r->pblock, (guint64)r->count);
-		return 0;
-	}
-	pthread_mutex_lock(&m->csum->lock);
-	for (i = 0; i < r->count; i++) {
-		memcpy(&w, r->value + 4 * i, 4);
-		set_locked(m->csum, r->pblock + i, le32toh(w));
-	}
-	pthread_mutex_unlock(&m->csum->lock);
-	return 0;
-}
-
-void csum_freed(struct meta *m, uint64_t pb, uint64_t count)
-{
-	csum_clear(m->csum, pb, count);
-}
-
-/* call fn(m, region, ctx) for each region the n blocks pb[] touch, once per run */
-static void each_region(const uint64_t *pb, int n, void (*fn)(struct csum_hot *h, void *ctx),
-			struct csum *c, void *ctx)
-{
-	uint64_t last = UINT64_MAX;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		uint64_t region = pb[i] / REGION;
-		struct csum_hot *h;
-
-		if (region == last)
-			continue;
-		last = region;
-		h = g_hash_table_lookup(c->hot, &region);
-		if (h)
-			fn(h, ctx);
-	}
-}
-
-static void enter_one(struct csum_hot *h, void *ctx)
-{
-	uint64_t *need = ctx;
-
-	h->inflight++;
-	h->touched = true;
-	*need = MAX(*need, h->seq);
-}
-
-int csum_hot_enter(struct meta *m, const uint64_t *pb, int n)
-{
-	struct csum *c = m->csum;
-	uint64_t need = 0, last = UINT64_MAX;
-	bool logged = false;
-	int i, rc;
-
-	pthread_mutex_lock(&m->lock);
-	rc = meta_may_change(m, 0);
-	if (rc < 0) {
-		pthread_mutex_unlock(&m->lock);
-		return rc;
-	}
-	for (i = 0; i < n; i++) {
-		uint64_t region = pb[i] / REGION;
-
-		if (region == last || csum_hot(c, region))
-			continue;
-		last = region;
-		if (!logged)
-			meta_txn_begin(m, NULL);
-		logged = true;
-		journal_rec_hot(m->j, region, true);
-		hot_set(m, region, true, journal_next_seq(m->j));
-	}
-	if (logged)
-		meta_txn_end(m, NULL);
-	pthread_mutex_lock(&c->lock);
-	each_region(pb, n, enter_one, c, &need);
-	pthread_mutex_unlock(&c->lock);
-	need = need > m->durable_seq;
-	pthread_mutex_unlock(&m->lock);
-	if (need) {
-		rc = commit_sync(m);
-		if (rc < 0)
-			csum_hot_leave(m, pb, n);
-	}
-	return rc;
-}
-
-static void leave_one(struct csum_hot *h, void *ctx)
-{
-	if (h->inflight)
-		h->inflight--;
-}
-
-void csum_hot_leave(struct meta *m, const uint64_t *pb, int n)
-{
-	pthread_mutex_lock(&m->csum->lock);
-	each_region(pb, n, leave_one, m->csum, NULL);
-	pthread_mutex_unlock(&m->csum->lock);
-}
-
-void csum_sweep(struct meta *m, bool all)
-{
-	struct csum *c = m->csum;
-	GArray *cold = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	GHashTableIter it;
-	gpointer k, v;
-	guint i;
-
-	pthread_mutex_lock(&m->lock);
-	if (meta_may_change(m, 0) < 0)
-		goto out;
-	pthread_mutex_lock(&c->lock);
-	g_hash_table_iter_init(&it, c->hot);
-	while (g_hash_table_iter_next(&it, &k, &v)) {
-		struct csum_hot *h = v;
-
-		/* not durably hot yet, written since the last sweep, or a write in flight */
-		if (h->inflight || (!all && (h->seq > m->durable_seq || h->touched)))
-			h->touched = false;
-		else
-			g_array_append_val(cold, h->region);
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (!cold->len)
-		goto out;
-	meta_txn_begin(m, NULL);
-	for (i = 0; i < cold->len; i++) {
-		journal_rec_hot(m->j, g_array_index(cold, uint64_t, i), false);
-		hot_set(m, g_array_index(cold, uint64_t, i), false, 0);
-	}
-	meta_txn_end(m, NULL);
-out:
-	pthread_mutex_unlock(&m->lock);
-	g_array_free(cold, TRUE);
-}
-
-/* ---- recomputation at mount ---- */
-
-struct recompute {
-	struct csum *c;
-	GArray *runs; /* pairs (pb, count) of written blocks in hot regions */
-};
-
-static bool add_hot_blocks(struct meta_ext *e, void *ctx)
-{
-	struct recompute *rc = ctx;
-	uint64_t pb = e->pblock, end = e->pblock + e->count;
-
-	if (e->state != META_EXT_WRITTEN)
-		return true;
-	while (pb < end) {
-		uint64_t region = pb / REGION, stop = MIN(end, (region + 1) * REGION);
-		uint64_t count = stop - pb;
-
-		if (g_hash_table_contains(rc->c->hot, &region)) {
-			g_array_append_val(rc->runs, pb);
-			g_array_append_val(rc->runs, count);
-		}
-		pb = stop;
-	}
-	return true;
-}
-
-/* read blocks [pb, pb+n) and set their CRCs in crc[] */
-static int crc_from_pool(struct meta *m, uint64_t pb, uint64_t n, uint8_t *buf, uint32_t *crc)
-{
-	uint64_t i;
-	int rc;
-
-	rc = remote_read(m->r, m->g.data_off + pb * LAYOUT_BLOCK, buf, n * LAYOUT_BLOCK);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < n; i++)
-		crc[i] = layout_crc(buf + i * LAYOUT_BLOCK, LAYOUT_BLOCK);
-	return 0;
-}
-
-int csum_recompute(struct meta *m, uint64_t *blocks, uint64_t *regions)
-{
-	struct recompute ctx = { .c = m->csum };
-	uint8_t *buf = g_malloc(RECOMPUTE_BLOCKS * LAYOUT_BLOCK);
-	uint64_t pbs[RECOMPUTE_BLOCKS];
-	uint32_t crc[RECOMPUTE_BLOCKS];
-	GHashTableIter it;
-	gpointer k, v;
-	GArray *hot;
-	guint i;
-	int rc = 0;
-
-	*blocks = 0;
-	*regions = 0;
-	ctx.runs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	pthread_mutex_lock(&m->lock);
-	pthread_mutex_lock(&m->csum->lock);
-	hot = hot_sorted(m->csum);
-	if (hot->len) {
-		g_hash_table_iter_init(&it, m->inodes);
-		while (g_hash_table_iter_next(&it, &k, &v))
-			inode_ext_foreach(v, add_hot_blocks, &ctx);
-	}
-	pthread_mutex_unlock(&m->csum->lock);
-	pthread_mutex_unlock(&m->lock);
-	for (i = 0; i + 1 < ctx.runs->len && rc == 0; i += 2) {
-		uint64_t pb = g_array_index(ctx.runs, uint64_t, i);
-		uint64_t left = g_array_index(ctx.runs, uint64_t, i + 1);
-
-		while (left && rc == 0) {
-			uint64_t n = MIN(left, (uint64_t)RECOMPUTE_BLOCKS), j;
-
-			rc = crc_from_pool(m, pb, n, buf, crc);
-			for (j = 0; j < n; j++)
-				pbs[j] = pb + j;
-			if (rc == 0)
-				rc = csum_log(m, pbs, crc, (int)n);
-			*blocks += n;
-			pb += n;
-			left -= n;
-		}
-	}
-	if (rc == 0 && hot->len) {
-		pthread_mutex_lock(&m->lock);
-		meta_txn_begin(m, NULL);
-		for (i = 0; i < hot->len; i++) {
-			journal_rec_hot(m->j, g_array_index(hot, uint64_t, i), false);
-			hot_set(m, g_array_index(hot, uint64_t, i), false, 0);
-		}
-		meta_txn_end(m, NULL);
-		pthread_mutex_unlock(&m->lock);
-		*regions = hot->len;
-	}
-	g_array_free(hot, TRUE);
-	g_array_free(ctx.runs, TRUE);
-	g_free(buf);
-	return rc;
 }

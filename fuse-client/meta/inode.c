@@ -539,7 +539,7 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 static void blocks_freed(struct meta *m, uint64_t pb, uint64_t count, uint8_t state)
 {
 	if (count)
-		csum_freed(m, pb, count);
+		csum_clear(m->csum, pb, count); /* (a new owner's write gives it a new one) */
 	if (!m->alloc || !count)
 		return;
 	if (state == META_EXT_FRESH)

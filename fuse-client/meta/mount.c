@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "checksum.h"
 #include "commit.h"
 #include "csum.h"
 #include "follow.h"
@@ -443,7 +444,7 @@ static int load(struct meta *m, unsigned int flags, char **err_msg)
 static int recompute_hot(struct meta *m, uint64_t *regions)
 {
 	uint64_t blocks;
-	int rc = csum_recompute(m, &blocks, regions);
+	int rc = checksum_recompute(m, &blocks, regions);
 
 	if (rc < 0)
 		g_message("recomputing the checksums an interrupted write left: %s",
@@ -598,7 +599,7 @@ int mount_close(struct meta *m)
 	if (!m->read_only) {
 		bool need;
 
-		csum_sweep(m, true); /* nothing is in flight: no region needs to stay hot */
+		commit_sweep_hot(m, true); /* nothing is in flight: no region needs to stay hot */
 		pthread_mutex_lock(&m->lock);
 		need = free_orphans(m, false) || journal_pending_bytes(m->j) ||
 		       journal_tail(m->j) || m->need_ckpt;
@@ -678,6 +679,20 @@ static int scrub_members(struct remote *r, bool repair, struct fsck_report *rep,
 	return rc;
 }
 
+/* every written block against its checksum (every copy, on a set) */
+static int check_checksums(struct meta *m, bool repair, struct fsck_report *rep, char **err_msg)
+{
+	unsigned int bad = 0, repaired = 0;
+	int rc = checksum_check(m, repair, scrub_line, rep, &bad, &repaired);
+
+	if (rc < 0)
+		set_err(err_msg, g_strdup_printf("checking the data blocks' checksums: %s",
+						 g_strerror(-rc)));
+	rep->problems += bad;
+	rep->repaired += repaired;
+	return rc;
+}
+
 /*
  * After a repair: load what was written as a mount does (no salvage) and
  * check it. A repair that leaves the pool unmountable, or with problems,
@@ -739,6 +754,12 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
 	if (rc < 0)
 		set_err(err_msg, g_strdup_printf("repairing: %s", g_strerror(-rc)));
+	/*
+	 * The checksums first: they tell a good copy from a bad one, where the
+	 * comparison of copies alone (two of them) takes the first as the truth.
+	 */
+	if (!rc)
+		rc = check_checksums(m, o->repair, rep, err_msg);
 	if (!rc)
 		rc = scrub_members(r, o->repair, rep, err_msg);
 	if (!rc && o->repair) {

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import (EXIT_TIMEOUT, MOUNT_TIMEOUT, MemberSet, MountFailed, binary,
+from conftest import (EXIT_TIMEOUT, MOUNT_TIMEOUT, MemberSet, MountFailed, binary, ctl,
                       is_mounted, scaled)
 
 MIB = 1 << 20
@@ -163,11 +163,6 @@ def fsck(mset, *extra):
     return subprocess.run([binary('fuse-client/rmemfs-fsck'), mset.addr, '-o',
                            f'token_file={mset.token_file},transport=tcp'] + list(extra),
                           capture_output=True, text=True, timeout=EXIT_TIMEOUT)
-
-
-def ctl(mnt, *args):
-    return subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt] + list(args),
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_ctl_status_and_bad_replace(env):
