@@ -7,7 +7,8 @@
  * data of a write has landed (extent_write_done: ordered mode, so no durable
  * extent ever points at unwritten blocks). Holes read as zeros; the parts of
  * freshly allocated blocks that a write does not cover are zeroed in the same
- * batch.
+ * batch. Every block read is checked against its checksum and every block
+ * written gets one, before its extent commits (verify.h).
  *
  * Invariant kept here: bytes of an allocated block that lie past the file's
  * size are zero. A shrinking truncate zeroes the tail of the new last block

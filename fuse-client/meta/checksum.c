@@ -55,12 +55,58 @@ int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
 	return rc;
 }
 
+/* the regions of the n blocks pb[], each once per run */
+static void each_region(struct meta *m, const uint64_t *pb, int n,
+			void (*fn)(struct csum *c, uint64_t region))
+{
+	uint64_t last = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (pb[i] / REGION == last)
+			continue;
+		last = pb[i] / REGION;
+		fn(m->csum, last);
+	}
+}
+
+/* every region of pb[] durably hot already: entered without m->lock (the common case) */
+static bool hot_enter_fast(struct meta *m, const uint64_t *pb, int n)
+{
+	uint64_t seq, last = UINT64_MAX;
+	int i, j;
+
+	for (i = 0; i < n; i++) {
+		if (pb[i] / REGION == last)
+			continue;
+		last = pb[i] / REGION;
+		if (!csum_hot_enter(m->csum, last, &seq))
+			break;
+		if (seq) {
+			csum_hot_leave(m->csum, last);
+			break;
+		}
+	}
+	if (i == n)
+		return true;
+	/* give back the regions entered before the one that was not ready */
+	for (j = 0, last = UINT64_MAX; j < i; j++) {
+		if (pb[j] / REGION == last)
+			continue;
+		last = pb[j] / REGION;
+		csum_hot_leave(m->csum, last);
+	}
+	return false;
+}
+
 int checksum_hot_enter(struct meta *m, const uint64_t *pb, int n)
 {
 	uint64_t need = 0, seq, last = UINT64_MAX;
 	bool logged = false;
 	int i, rc;
 
+	if (hot_enter_fast(m, pb, n))
+		return 0;
 	pthread_mutex_lock(&m->lock);
 	rc = meta_may_change(m, 0);
 	if (rc < 0) {
@@ -88,25 +134,18 @@ int checksum_hot_enter(struct meta *m, const uint64_t *pb, int n)
 		meta_txn_end(m, NULL);
 	need = need > m->durable_seq;
 	pthread_mutex_unlock(&m->lock);
-	if (need) {
+	if (need)
 		rc = commit_sync(m);
-		if (rc < 0)
-			checksum_hot_leave(m, pb, n);
-	}
+	if (rc < 0)
+		checksum_hot_leave(m, pb, n);
+	else
+		each_region(m, pb, n, csum_hot_durable);
 	return rc;
 }
 
 void checksum_hot_leave(struct meta *m, const uint64_t *pb, int n)
 {
-	uint64_t last = UINT64_MAX;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		if (pb[i] / REGION == last)
-			continue;
-		last = pb[i] / REGION;
-		csum_hot_leave(m->csum, last);
-	}
+	each_region(m, pb, n, csum_hot_leave);
 }
 
 /* ---- recomputation at mount ---- */

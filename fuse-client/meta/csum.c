@@ -234,6 +234,17 @@ bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq)
 	return h != NULL;
 }
 
+void csum_hot_durable(struct csum *c, uint64_t region)
+{
+	struct csum_hot *h;
+
+	pthread_mutex_lock(&c->lock);
+	h = g_hash_table_lookup(c->hot, &region);
+	if (h)
+		h->seq = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void csum_hot_leave(struct csum *c, uint64_t region)
 {
 	struct csum_hot *h;

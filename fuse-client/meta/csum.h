@@ -51,8 +51,13 @@ uint64_t csum_hot_count(struct csum *c);
  * follows the tail's size.
  */
 bool csum_hot_set(struct csum *c, uint64_t region, bool hot, uint64_t seq, uint64_t *bytes);
-/* a write into hot region begins: true with *seq (its HOT transaction), false if it is not hot */
+/*
+ * A write into hot region begins: true with *seq (the transaction that made
+ * it hot; 0 once that is known durable), false if it is not hot.
+ */
 bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq);
+/* region's HOT transaction is durable: later writes need not ask */
+void csum_hot_durable(struct csum *c, uint64_t region);
 void csum_hot_leave(struct csum *c, uint64_t region);
 /*
  * The regions a sweep may clear, appended to out (uint64_t): no write in
