@@ -370,13 +370,14 @@ int verify_read_run(struct verify *v, struct verify_read *vr, bool last)
 		return rc;
 	for (i = 0; i < vr->blks->len; i++) {
 		struct verify_rblk *rb = &g_array_index(vr->blks, struct verify_rblk, i);
+		uint64_t *counter = &v->st.verified;
 
 		if (block_crc(rb->blk) != rb->crc) {
 			if (!v->follower) {
 				rc = confirm(v, vr->ino, rb);
 			} else if (csum_hot(extent_csum(v->m), rb->pb / LAYOUT_CSUM_REGION_BLOCKS)) {
 				/* the writer is overwriting there: our checksum may lag */
-				count(&v->st.unverified, 1);
+				counter = &v->st.unverified;
 				rc = 0;
 			} else if (!last) {
 				return -EAGAIN;
@@ -387,7 +388,7 @@ int verify_read_run(struct verify *v, struct verify_read *vr, bool last)
 			if (rc < 0)
 				return rc;
 		}
-		count(&v->st.verified, 1);
+		count(counter, 1);
 		if (rb->dst)
 			memcpy(rb->dst, rb->blk + rb->in_off, rb->len);
 	}
