@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <endian.h>
 #include <linux/falloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +29,10 @@
 
 #include <glib.h>
 
+#include "checksum.h"
+#include "ckpt.h"
 #include "commit.h"
+#include "csum.h"
 #include "extent.h"
 #include "fsck.h"
 #include "inode.h"
@@ -1763,6 +1767,179 @@ static void test_orphan_recovery(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/* the checkpoint m would write now is exactly m->ckpt_bytes long */
+static void assert_ckpt_bytes_exact(struct meta *m)
+{
+	GByteArray *buf;
+
+	pthread_mutex_lock(&m->lock);
+	g_assert_cmpint(ckpt_serialize(m, m->durable_gen + 1, 1, &buf), ==, 0);
+	g_assert_cmpuint(buf->len, ==, m->ckpt_bytes);
+	pthread_mutex_unlock(&m->lock);
+	g_byte_array_unref(buf);
+}
+
+/*
+ * CSUM and HOT records through replay: a reader sees what was journaled
+ * (a hot region included), a read-write mount after the crash recomputes
+ * the hot region's checksums from the pool and clears it, a clean remount
+ * keeps the checksums through the checkpoint, and freed blocks lose theirs.
+ */
+static void test_csum_replay(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-meta", .lease_takeover_ms = 2000 };
+	struct mount_opts ro = { .read_only = true };
+	struct meta *m = do_mount(f);
+	struct meta_extent ext[8];
+	uint8_t buf[8 * BS];
+	uint64_t pb[8], ino, region;
+	uint32_t crc[8], got;
+	int i, n;
+
+	ino = tfx_mk(m, ROOT, "data", S_IFREG | 0644);
+	fill_pattern(buf, sizeof(buf), 7);
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
+	n = extent_map(m, ino, 0, sizeof(buf), false, ext, G_N_ELEMENTS(ext));
+	g_assert_cmpint(n, ==, 1);
+	for (i = 0; i < 8; i++) {
+		pb[i] = (ext[0].pool_off - m->g.data_off) / BS + (uint64_t)i;
+		crc[i] = layout_crc(buf + i * BS, BS);
+	}
+	region = pb[4] / LAYOUT_CSUM_REGION_BLOCKS;
+	g_assert_cmpint(checksum_log(m, pb, crc, 4), ==, 0);
+	/* an overwrite of block 4 in flight: hot, its journaled crc not yet the data's */
+	g_assert_cmpint(checksum_log(m, &pb[4], &(uint32_t){ crc[4] ^ 1 }, 1), ==, 0);
+	g_assert_cmpint(checksum_hot_enter(m, &pb[4], 1), ==, 0);
+	g_assert_true(csum_hot(m->csum, region));
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(commit_write(m, true), ==, 0); /* the hot region is in the checkpoint */
+	g_assert_cmpint(checksum_log(m, &pb[5], &crc[5], 1), ==, 0); /* and records after it */
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m); /* crash */
+
+	m = do_mount_opts(f, &ro, 0, NULL);
+	for (i = 0; i < 4; i++) {
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	g_assert_true(csum_get(m->csum, pb[4], &got));
+	g_assert_cmphex(got, ==, crc[4] ^ 1);
+	g_assert_true(csum_get(m->csum, pb[5], &got));
+	g_assert_false(csum_get(m->csum, pb[6], &got));
+	g_assert_true(csum_hot(m->csum, region));
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(mount_close(m), ==, 0);
+
+	m = do_mount_opts(f, &o, 0, NULL);
+	g_assert_false(csum_hot(m->csum, region));
+	for (i = 0; i < 8; i++) { /* the region's written blocks: all recomputed */
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(mount_close(m), ==, 0);
+
+	m = do_mount(f);
+	g_assert_cmpuint(m->load.replayed, ==, 0);
+	for (i = 0; i < 8; i++) {
+		g_assert_true(csum_get(m->csum, pb[i], &got));
+		g_assert_cmphex(got, ==, crc[i]);
+	}
+	g_assert_cmpint(extent_punch_hole(m, ino, 0, 4 * BS), ==, 0);
+	g_assert_false(csum_get(m->csum, pb[0], &got));
+	g_assert_true(csum_get(m->csum, pb[4], &got));
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m);
+	m = do_mount_opts(f, &o, 0, NULL); /* replays the punch over the checkpoint */
+	g_assert_false(csum_get(m->csum, pb[3], &got));
+	g_assert_true(csum_get(m->csum, pb[7], &got));
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
+/* the format versions of the superblock and of the committed checkpoint */
+static void pool_versions(struct fx *f, uint32_t *sb_version, uint32_t *ckpt_version)
+{
+	struct layout_ckpt_hdr h;
+	struct layout_geom g;
+	uint8_t blk[LAYOUT_SB_SIZE];
+	uint64_t gen;
+
+	g_assert_cmpint(remote_read(f->r, 0, blk, sizeof(blk)), ==, 0);
+	g_assert_cmpint(layout_sb_classify(blk, remote_size(f->r), &g, sb_version, NULL), ==,
+			LAYOUT_SB_RMEMFS);
+	g_assert_cmpint(remote_fetch_add(f->r, LAYOUT_SB_CKPT_GEN, 0, &gen), ==, 0);
+	g_assert_cmpint(remote_read(f->r, g.slot_off[gen & 1], &h, sizeof(h)), ==, 0);
+	*ckpt_version = le32toh(h.version);
+}
+
+/*
+ * A version-1 pool (its last checkpoint and superblock written as format 1
+ * wrote them): a reader and rmemfs-fsck take it as it is, a read-write
+ * mount upgrades it (a version-2 checkpoint, then the superblock), its old
+ * blocks have no checksum and new writes get one.
+ */
+static void test_v1_upgrade(struct fx *f, gconstpointer d)
+{
+	struct mount_opts ro = { .read_only = true };
+	struct fsck_opts fo = { .lease_takeover_ms = 2000 };
+	struct meta *m = do_mount(f);
+	struct fsck_report rep;
+	struct layout_geom g;
+	struct layout_sb sb;
+	char *before, *after, *msg = NULL;
+	uint32_t sbv, ckv, got;
+	uint64_t ino, pb;
+	struct meta_extent e;
+	uint8_t buf[2 * BS];
+
+	build_tree(m, f->r);
+	before = dump(m, f->r);
+	g_assert_cmpuint(csum_count(m->csum), ==, 0); /* build_tree writes no checksums */
+	/* make it a version-1 pool: the unmount's checkpoint, and the superblock */
+	m->g.version = 1;
+	g = m->g;
+	g_assert_cmpint(mount_close(m), ==, 0);
+	layout_sb_pack(&g, &sb);
+	g_assert_cmpint(remote_write(f->r, 0, &sb, LAYOUT_SB_STATIC_LEN), ==, 0);
+	pool_versions(f, &sbv, &ckv);
+	g_assert_cmpuint(sbv, ==, 1);
+	g_assert_cmpuint(ckv, ==, 1);
+
+	m = do_mount_opts(f, &ro, 0, NULL);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_free(after);
+	g_assert_cmpint(mount_close(m), ==, 0);
+	fsck_report_init(&rep);
+	g_assert_cmpint(mount_fsck(f->r, &fo, &rep, &msg), ==, 0);
+	g_assert_cmpuint(rep.problems, ==, 0);
+	fsck_report_clear(&rep);
+	pool_versions(f, &sbv, &ckv);
+	g_assert_cmpuint(sbv, ==, 1);
+
+	m = do_mount(f); /* read-write: upgrades */
+	pool_versions(f, &sbv, &ckv);
+	g_assert_cmpuint(sbv, ==, 2);
+	g_assert_cmpuint(ckv, ==, 2);
+	after = dump(m, f->r);
+	g_assert_cmpstr(before, ==, after);
+	g_free(after);
+	ino = tfx_mk(m, ROOT, "new", S_IFREG | 0644);
+	fill_pattern(buf, sizeof(buf), 3);
+	g_assert_cmpint(write_data(m, f->r, ino, 0, buf, sizeof(buf)), ==, 0);
+	g_assert_cmpint(extent_map(m, ino, 0, BS, false, &e, 1), ==, 1);
+	pb = extent_pblock(m, e.pool_off);
+	g_assert_cmpint(checksum_log(m, &pb, &(uint32_t){ layout_crc(buf, BS) }, 1), ==, 0);
+	assert_ckpt_bytes_exact(m);
+	g_assert_cmpint(mount_close(m), ==, 0);
+	m = do_mount(f);
+	g_assert_true(csum_get(m->csum, pb, &got));
+	g_assert_cmphex(got, ==, layout_crc(buf, BS));
+	g_assert_cmpint(mount_close(m), ==, 0);
+	g_free(before);
+}
+
 /*
  * The lookups by node id behind file handles: "." of any inode and ".." of a
  * directory, each a kernel reference like any lookup; -ENOENT once the inode
@@ -1893,6 +2070,8 @@ int main(int argc, char **argv)
 	ADD("/meta/setattr", setup_64m, test_setattr);
 	ADD("/meta/orphans", setup_64m, test_orphan_recovery);
 	ADD("/meta/dot-lookups", setup_64m, test_dot_lookups);
+	ADD("/meta/csum-replay", setup_64m, test_csum_replay);
+	ADD("/meta/v1-upgrade", setup_64m, test_v1_upgrade);
 #undef ADD
 	return g_test_run();
 }

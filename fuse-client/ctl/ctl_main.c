@@ -4,12 +4,14 @@
  *
  *   rmemfs-ctl MOUNTPOINT status [--json]
  *   rmemfs-ctl MOUNTPOINT replace OLD NEW [--wait]
+ *   rmemfs-ctl MOUNTPOINT scrub [--wait]
  *
  * The control channel is the mount itself: status reads the stats xattr of
  * the root (CACHE_STATS_XATTR, the pool's state first: remote.h) and
  * statvfs; replace sets REMOTE_REPLACE_XATTR, which the daemon serves for
  * root or its own user, and on failure reads its message back from the
- * stats. No socket, no daemon address to find: whoever can reach the mount
+ * stats; scrub sets VERIFY_SCRUB_XATTR alike and reads its progress
+ * there. No socket, no daemon address to find: whoever can reach the mount
  * point (and is allowed to) controls it.
  */
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include "json.h"
 #include "remote.h"
 #include "units.h"
+#include "verify.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -236,6 +239,18 @@ static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
 	}
 	printf("]");
 	print_readers_json(t);
+	printf(", \"checksums\": {\"blocks\": %s, \"verified\": %s, \"errors\": %s, "
+	       "\"repaired\": %s, \"unverified\": %s, \"hot_regions\": %s}",
+	       lookup(t, "csum_blocks", "0"), lookup(t, "csum_verified", "0"),
+	       lookup(t, "csum_errors", "0"), lookup(t, "csum_repaired", "0"),
+	       lookup(t, "csum_unverified", "0"), lookup(t, "hot_regions", "0"));
+	printf(", \"scrub\": {\"state\": ");
+	json_write_string(stdout, lookup(t, "scrub", "idle"));
+	printf(", \"done\": %s, \"total\": %s, \"errors\": %s, \"repaired\": %s, "
+	       "\"filled\": %s}",
+	       lookup(t, "scrub_done", "0"), lookup(t, "scrub_total", "0"),
+	       lookup(t, "scrub_errors", "0"), lookup(t, "scrub_repaired", "0"),
+	       lookup(t, "scrub_filled", "0"));
 	if (g_hash_table_lookup(t, "failure")) {
 		printf(", \"failure\": ");
 		json_write_string(stdout, lookup(t, "failure", ""));
@@ -266,6 +281,15 @@ static void print_text(const char *mnt, GHashTable *t, const struct statvfs *sv)
 		free_member(&m);
 	}
 	print_readers_text(t);
+	printf("checksums: %s blocks; %s verified, %s bad, %s repaired, %s unverified reads; "
+	       "%s hot regions\n",
+	       lookup(t, "csum_blocks", "0"), lookup(t, "csum_verified", "0"),
+	       lookup(t, "csum_errors", "0"), lookup(t, "csum_repaired", "0"),
+	       lookup(t, "csum_unverified", "0"), lookup(t, "hot_regions", "0"));
+	printf("scrub: %s, %s/%s blocks, %s bad, %s repaired, %s checksums computed\n",
+	       lookup(t, "scrub", "idle"), lookup(t, "scrub_done", "0"),
+	       lookup(t, "scrub_total", "0"), lookup(t, "scrub_errors", "0"),
+	       lookup(t, "scrub_repaired", "0"), lookup(t, "scrub_filled", "0"));
 	if (g_hash_table_lookup(t, "failure"))
 		printf("failure: %s\n", lookup(t, "failure", ""));
 }
@@ -344,16 +368,61 @@ static int cmd_replace(const char *mnt, const char *old, const char *new, bool w
 	return 0;
 }
 
+/*
+ * Start the scrub; with wait, follow it to its end: exit 0 when it is done
+ * and nothing stayed bad, EXIT_FAIL when a block stayed bad or it failed.
+ */
+static int cmd_scrub(const char *mnt, bool wait)
+{
+	GHashTable *t;
+	char *state;
+	bool ok;
+
+	if (setxattr(mnt, VERIFY_SCRUB_XATTR, "start", 5, 0) < 0) {
+		fprintf(stderr, "rmemfs-ctl: scrub: %s\n",
+			errno == EBUSY ? "a scrub is running already" : g_strerror(errno));
+		return EXIT_FAIL;
+	}
+	printf("scrub started\n");
+	if (!wait)
+		return 0;
+	for (;;) {
+		t = read_state(mnt);
+		if (!t)
+			return EXIT_FAIL;
+		fprintf(stderr, "\rscrub: %s/%s blocks", lookup(t, "scrub_done", "0"),
+			lookup(t, "scrub_total", "?"));
+		if (strcmp(lookup(t, "scrub", "?"), "running"))
+			break;
+		g_hash_table_destroy(t);
+		g_usleep(CTL_WAIT_POLL_MS * 1000);
+	}
+	fprintf(stderr, "\n");
+	state = g_strdup(lookup(t, "scrub", "?"));
+	ok = !strcmp(state, "done") && !strcmp(lookup(t, "scrub_errors", "0"), "0");
+	printf("scrub %s: %s blocks, %s bad (not repaired), %s copies repaired, %s checksums "
+	       "computed\n",
+	       state, lookup(t, "scrub_done", "0"), lookup(t, "scrub_errors", "0"),
+	       lookup(t, "scrub_repaired", "0"), lookup(t, "scrub_filled", "0"));
+	g_free(state);
+	g_hash_table_destroy(t);
+	return ok ? 0 : EXIT_FAIL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rmemfs-ctl MOUNTPOINT status [--json]\n"
 		   "       rmemfs-ctl MOUNTPOINT replace OLD NEW [--wait]\n"
+		   "       rmemfs-ctl MOUNTPOINT scrub [--wait]\n"
 		   "\n"
 		   "status   the members (address, pool id, state: in_sync, lost, missing,\n"
 		   "         rebuilding with progress), replicas and capacity\n"
 		   "replace  put the blank memserver NEW (HOST:PORT) in the place of the lost\n"
 		   "         member OLD (its address, pool id, or memberN) and rebuild it in\n"
-		   "         the background; --wait returns when the rebuild is done\n");
+		   "         the background; --wait returns when the rebuild is done\n"
+		   "scrub    read and check every data block against its checksum in the\n"
+		   "         background, repairing bad copies on a member set; --wait follows\n"
+		   "         it and exits 1 if a block stayed bad\n");
 }
 
 int main(int argc, char **argv)
@@ -380,6 +449,8 @@ int main(int argc, char **argv)
 		return cmd_status(args[0], json);
 	if (n == 4 && !strcmp(args[1], "replace") && !json)
 		return cmd_replace(args[0], args[2], args[3], wait);
+	if (n == 2 && !strcmp(args[1], "scrub") && !json)
+		return cmd_scrub(args[0], wait);
 	usage(stderr);
 	return EXIT_USAGE;
 }

@@ -199,13 +199,14 @@ void cache_destroy(struct cache *c)
  * Take blocks of [off, end) (at most c->max_req) for reading: on return
  * (c->lock held throughout, dropped only while waiting) every one is
  * pinned in b[], and those this thread must fetch are in fetch[0..*nfetch)
- * in state FETCHING.
+ * in state FETCHING. narrow: fetch only the read's own sub-blocks, even
+ * for a sequential read.
  */
 static void acquire_read(struct cache *c, struct cache_inode *ci, uint64_t off, uint64_t end,
 			 struct cache_block **b, struct cache_block **fetch, unsigned int *nfetch,
-			 bool *fill)
+			 bool *fill, bool narrow)
 {
-	bool narrow = !cache_ra_is_seq(c, ci, off, end - off);
+	narrow = narrow || !cache_ra_is_seq(c, ci, off, end - off);
 	uint64_t first = off >> c->shift, n = ((end - 1) >> c->shift) - first + 1;
 	struct cache_block *slot_stack[16], **slots = slot_stack;
 	unsigned int k, need, got;
@@ -296,11 +297,24 @@ static int get_blocks(struct cache *c, struct cache_inode *ci, uint64_t off, uin
 		fill = g_new(bool, n);
 	}
 	pthread_mutex_lock(&c->lock);
-	acquire_read(c, ci, off, end, b, fetch, &nfetch, fill);
+	acquire_read(c, ci, off, end, b, fetch, &nfetch, fill, false);
 	cache_ra_note_read(c, ci, off, end - off, size);
 	pthread_mutex_unlock(&c->lock);
 	if (nfetch) {
 		rc = cache_fetch(c, ci, fetch, nfetch);
+		if (rc < 0)
+			unpin(c, b, n);
+	}
+	/*
+	 * A whole-block fetch failed (a block whose checksum does not match,
+	 * say): the read's own range may still be good, and must not fail
+	 * for its neighbour's sake.
+	 */
+	if (rc == -EIO && nfetch) {
+		pthread_mutex_lock(&c->lock);
+		acquire_read(c, ci, off, end, b, fetch, &nfetch, fill, true);
+		pthread_mutex_unlock(&c->lock);
+		rc = nfetch ? cache_fetch(c, ci, fetch, nfetch) : 0;
 		if (rc < 0)
 			unpin(c, b, n);
 	}

@@ -28,17 +28,26 @@
 
 #include <glib.h>
 
+#include "clock.h"
 #include "extent.h"
 #include "remote.h"
 #include "units.h"
+#include "verify.h"
+#include "worker.h"
 
 #define IO_BS ((uint64_t)META_BLOCK_SIZE)
 #define IO_CHUNK (1U << 20) /* bytes per step */
 #define IO_MAX_EXT ((IO_CHUNK / META_BLOCK_SIZE) + 1) /* blocks an unaligned step spans */
-#define IO_MAX_PIECES (IO_MAX_EXT + 2) /* + the zero head and tail of fresh blocks */
+#define IO_SCRUB_BLOCKS 64U /* blocks the scrub checks at a time */
 
-/* bytes of zeros used as the source of padding writes (never written to) */
-static char io_zero_block[META_BLOCK_SIZE];
+enum io_scrub_state {
+	IO_SCRUB_IDLE,
+	IO_SCRUB_RUNNING,
+	IO_SCRUB_DONE,
+	IO_SCRUB_FAILED,
+};
+
+static const char *const io_scrub_name[] = { "idle", "running", "done", "failed" };
 
 struct io_lock {
 	uint64_t ino; /* the hash key */
@@ -53,6 +62,12 @@ struct io {
 	pthread_mutex_t locks_mutex; /* protects locks and every io_lock.refs */
 	GHashTable *locks; /* &io_lock.ino -> struct io_lock */
 	struct io_stats stats; /* updated with __atomic builtins */
+	struct verify *verify; /* checksums of what is read and written */
+	/* the scrub (io_scrub_start): one at a time, on its own thread */
+	pthread_mutex_t scrub_lock; /* serialises starting and stopping it */
+	struct worker scrub;
+	_Atomic int scrub_state; /* enum io_scrub_state */
+	_Atomic uint64_t scrub_done, scrub_total, scrub_errors, scrub_repaired, scrub_filled;
 	/* a following reader's gate (io_follow): reads in flight per parity of the epoch */
 	bool follower;
 	_Atomic unsigned int gate_epoch;
@@ -95,6 +110,8 @@ static int gate_leave(struct io *io, unsigned int e, int rc)
 void io_follow(struct io *io)
 {
 	io->follower = true;
+	verify_destroy(io->verify);
+	io->verify = verify_new(io->meta, io->remote, true);
 }
 
 void io_drain(struct io *io)
@@ -231,28 +248,37 @@ static int map_checked(struct io *io, uint64_t ino, uint64_t off, size_t len, bo
 	return check_extents(ino, off, len, ext, n) < 0 ? -EIO : n;
 }
 
-/* one read step, mapped and read inside the gate */
-static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf);
+/* one read step, mapped and read inside the gate (last: see verify_read_run) */
+static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf, bool last);
 
-/* one read step: [off, off+len) with len <= IO_CHUNK, all inside the file */
+/*
+ * A following reader whose checksum of a block lags the writer's
+ * (verify_read_run's -EAGAIN) leaves the gate - the follower cannot apply
+ * newer states while reads are in it - waits for a refresh and reads again.
+ */
 static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
 {
 	unsigned int e = gate_enter(io);
+	int rc = gate_leave(io, e, read_step(io, ino, off, len, buf, false));
 
-	return gate_leave(io, e, read_step(io, ino, off, len, buf));
+	if (rc != -EAGAIN)
+		return rc;
+	follow_wait_refresh(io->meta);
+	e = gate_enter(io);
+	return gate_leave(io, e, read_step(io, ino, off, len, buf, true));
 }
 
-static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
+static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf, bool last)
 {
 	struct meta_extent ext[IO_MAX_EXT];
-	uint64_t offs[IO_MAX_EXT];
-	struct iovec iov[IO_MAX_EXT];
-	int n, i, cnt = 0, rc;
+	struct verify_read vr;
+	int n, i, rc;
 
 	n = map_checked(io, ino, off, len, false, ext);
 	if (n < 0)
 		return n;
 
+	verify_read_init(&vr, ino);
 	for (i = 0; i < n; i++) {
 		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
 		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
@@ -264,22 +290,13 @@ static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char
 			io_count(&io->stats.hole_bytes_read, e - s);
 			continue;
 		}
-		if (cnt && offs[cnt - 1] + iov[cnt - 1].iov_len == ext[i].pool_off + (s - es) &&
-		    (char *)iov[cnt - 1].iov_base + iov[cnt - 1].iov_len == buf + (s - off)) {
-			iov[cnt - 1].iov_len += e - s; /* contiguous in the pool: one piece */
-			continue;
-		}
-		offs[cnt] = ext[i].pool_off + (s - es);
-		iov[cnt].iov_base = buf + (s - off);
-		iov[cnt].iov_len = e - s;
-		cnt++;
+		verify_read_add(io->verify, &vr, es, ext[i].pool_off, s, e, buf + (s - off));
 	}
-	if (!cnt)
-		return 0;
-	rc = remote_readv(io->remote, offs, iov, cnt);
-	if (rc < 0)
-		io_report(io, "remote_readv(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+	rc = verify_read_run(io->verify, &vr, last);
+	if (rc < 0 && rc != -EAGAIN)
+		io_report(io, "reading ino %" G_GUINT64_FORMAT " (%zu bytes): %s", ino, len,
 			  g_strerror(-rc));
+	verify_read_clear(&vr);
 	return rc;
 }
 
@@ -291,6 +308,8 @@ static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char
 static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_t to)
 {
 	struct meta_extent ext[IO_MAX_EXT];
+	struct verify_write vw;
+	uint64_t zeroed;
 	int n, i, rc;
 
 	while (from < to) {
@@ -301,21 +320,28 @@ static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_
 			return n;
 		if (n == 0)
 			return -EIO;
+		verify_write_init(&vw);
+		zeroed = 0;
 		for (i = 0; i < n; i++) {
 			uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
 			uint64_t s = MAX(es, from), e = MIN(ee, to);
 
+			/* written blocks: zeros written (whole blocks, with their checksums) */
 			if (s < e && ext[i].pool_off) {
-				rc = remote_zero(io->remote, ext[i].pool_off + (s - es), e - s);
-				if (rc < 0) {
-					io_report(io, "remote_zero(ino %" G_GUINT64_FORMAT "): %s",
-						  ino, g_strerror(-rc));
-					return rc;
-				}
-				io_count(&io->stats.bytes_zeroed, e - s);
+				verify_write_add(io->verify, &vw, ino, es, ee, ext[i].pool_off, false,
+						 s, e, NULL);
+				zeroed += e - s;
 			}
 			covered = MAX(covered, ee);
 		}
+		rc = verify_write_run(io->verify, &vw);
+		verify_write_clear(&vw);
+		if (rc < 0) {
+			io_report(io, "zeroing in ino %" G_GUINT64_FORMAT ": %s", ino,
+				  g_strerror(-rc));
+			return rc;
+		}
+		io_count(&io->stats.bytes_zeroed, zeroed);
 		if (covered <= from)
 			return -EIO; /* no progress: extent_map broke its promise */
 		from = covered;
@@ -327,49 +353,37 @@ static int io_zero_allocated(struct io *io, uint64_t ino, uint64_t from, uint64_
 static int io_write_step(struct io *io, uint64_t ino, uint64_t off, size_t len, const char *buf)
 {
 	struct meta_extent ext[IO_MAX_EXT];
-	uint64_t offs[IO_MAX_PIECES];
-	struct iovec iov[IO_MAX_PIECES];
-	int n, i, cnt = 0, rc;
+	struct verify_write vw;
+	uint64_t zeroed = 0;
+	int n, i, rc;
 
 	n = map_checked(io, ino, off, len, true, ext);
 	if (n < 0)
 		return n;
 
+	verify_write_init(&vw);
 	for (i = 0; i < n; i++) {
 		uint64_t es = ext[i].file_block * IO_BS, ee = es + ext[i].count * IO_BS;
 		uint64_t s = MAX(es, off), e = MIN(ee, off + len);
 
 		if (!ext[i].pool_off) {
 			g_warning("extent_map(alloc) left a hole in ino %" G_GUINT64_FORMAT, ino);
+			verify_write_clear(&vw);
 			return -EIO;
 		}
-		/* a fresh extent lies inside the step's blocks: padding < one block */
-		if (ext[i].fresh && es < s) {
-			offs[cnt] = ext[i].pool_off;
-			iov[cnt].iov_base = io_zero_block;
-			iov[cnt].iov_len = s - es;
-			io_count(&io->stats.bytes_zeroed, s - es);
-			cnt++;
-		}
-		offs[cnt] = ext[i].pool_off + (s - es);
-		iov[cnt].iov_base = (char *)buf + (s - off);
-		iov[cnt].iov_len = e - s;
-		cnt++;
-		if (ext[i].fresh && e < ee) {
-			offs[cnt] = ext[i].pool_off + (e - es);
-			iov[cnt].iov_base = io_zero_block;
-			iov[cnt].iov_len = ee - e;
-			io_count(&io->stats.bytes_zeroed, ee - e);
-			cnt++;
-		}
+		/* (a fresh extent lies inside the step's blocks: padding < one block) */
+		zeroed += verify_write_add(io->verify, &vw, ino, es, ee, ext[i].pool_off,
+					   ext[i].fresh, s, e, buf + (s - off));
 	}
-	rc = remote_writev(io->remote, offs, iov, cnt);
+	rc = verify_write_run(io->verify, &vw);
+	verify_write_clear(&vw);
 	if (rc < 0) {
-		io_report(io, "remote_writev(ino %" G_GUINT64_FORMAT ", %zu bytes): %s", ino, len,
+		io_report(io, "writing ino %" G_GUINT64_FORMAT " (%zu bytes): %s", ino, len,
 			  g_strerror(-rc));
 		return rc;
 	}
-	/* the data is in the pool: now the extents and the size may become durable */
+	io_count(&io->stats.bytes_zeroed, zeroed);
+	/* the data and its checksums are in: now the extents and the size may become durable */
 	return extent_write_done(io->meta, ino, off, len);
 }
 
@@ -455,6 +469,8 @@ struct io *io_create(struct meta *m, struct remote *r, bool update_atime)
 	io->update_atime = update_atime;
 	pthread_mutex_init(&io->locks_mutex, NULL);
 	io->locks = g_hash_table_new(g_int64_hash, g_int64_equal);
+	io->verify = verify_new(m, r, false);
+	pthread_mutex_init(&io->scrub_lock, NULL);
 	return io;
 }
 
@@ -462,10 +478,13 @@ void io_destroy(struct io *io)
 {
 	if (!io)
 		return;
+	worker_stop(&io->scrub); /* (before the metadata goes: it journals checksums) */
+	pthread_mutex_destroy(&io->scrub_lock);
 	if (g_hash_table_size(io->locks))
 		g_warning("io_destroy: %u inode locks still held", g_hash_table_size(io->locks));
 	g_hash_table_destroy(io->locks);
 	pthread_mutex_destroy(&io->locks_mutex);
+	verify_destroy(io->verify);
 	g_free(io);
 }
 
@@ -678,37 +697,6 @@ struct remote *io_remote(struct io *io)
 	return io->remote;
 }
 
-/* a growing list of pool pieces for one batch */
-struct io_batch {
-	uint64_t *offs;
-	struct iovec *iov;
-	int cnt, cap;
-};
-
-static void batch_add(struct io_batch *b, uint64_t off, void *buf, size_t len)
-{
-	if (b->cnt && b->offs[b->cnt - 1] + b->iov[b->cnt - 1].iov_len == off &&
-	    (char *)b->iov[b->cnt - 1].iov_base + b->iov[b->cnt - 1].iov_len == buf) {
-		b->iov[b->cnt - 1].iov_len += len; /* contiguous in both: one piece */
-		return;
-	}
-	if (b->cnt == b->cap) {
-		b->cap = b->cap ? b->cap * 2 : 32;
-		b->offs = g_renew(uint64_t, b->offs, b->cap);
-		b->iov = g_renew(struct iovec, b->iov, b->cap);
-	}
-	b->offs[b->cnt] = off;
-	b->iov[b->cnt].iov_base = buf;
-	b->iov[b->cnt].iov_len = len;
-	b->cnt++;
-}
-
-static void batch_free(struct io_batch *b)
-{
-	g_free(b->offs);
-	g_free(b->iov);
-}
-
 /* map [off, off+len) completely (several extent_map calls if needed) into *ext */
 static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool alloc,
 		   GArray *ext)
@@ -739,24 +727,30 @@ static int map_all(struct io *io, uint64_t ino, uint64_t off, uint64_t len, bool
 	return 0;
 }
 
-static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n);
+static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool last);
 
 int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n)
 {
 	unsigned int e = gate_enter(io);
+	int rc = gate_leave(io, e, readv_gated(io, ino, p, n, false));
 
-	return gate_leave(io, e, readv_gated(io, ino, p, n));
+	if (rc != -EAGAIN) /* (see io_read_step) */
+		return rc;
+	follow_wait_refresh(io->meta);
+	e = gate_enter(io);
+	return gate_leave(io, e, readv_gated(io, ino, p, n, true));
 }
 
-static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n)
+static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool last)
 {
-	struct io_batch b = { 0 };
+	struct verify_read vr;
 	struct io_lock *l;
 	GArray *ext;
 	int k, rc = 0;
 	guint i;
 
 	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
+	verify_read_init(&vr, ino);
 	l = io_lock_read(io, ino);
 	for (k = 0; k < n && rc == 0; k++) {
 		uint64_t off = p[k].off, end = p[k].off + p[k].len;
@@ -779,7 +773,7 @@ static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, in
 				io_count(&io->stats.hole_bytes_read, t - s);
 				continue;
 			}
-			batch_add(&b, e->pool_off + (s - es), dst, t - s);
+			verify_read_add(io->verify, &vr, es, e->pool_off, s, t, dst);
 			if (p[k].written) {
 				uint64_t bb;
 
@@ -788,22 +782,18 @@ static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, in
 			}
 		}
 	}
-	if (rc == 0 && b.cnt) {
-		rc = remote_readv(io->remote, b.offs, b.iov, b.cnt);
-		if (rc < 0)
-			io_report(io, "remote_readv(ino %" G_GUINT64_FORMAT ", %d pieces): %s", ino,
-				  b.cnt, g_strerror(-rc));
+	if (rc == 0) {
+		rc = verify_read_run(io->verify, &vr, last);
+		if (rc < 0 && rc != -EAGAIN)
+			io_report(io, "reading ino %" G_GUINT64_FORMAT " (%d pieces): %s", ino,
+				  vr.b.cnt, g_strerror(-rc));
 	}
 	io_unlock(io, l);
 	if (rc == 0) {
-		uint64_t bytes = 0;
-
-		for (k = 0; k < b.cnt; k++)
-			bytes += b.iov[k].iov_len;
 		io_count(&io->stats.reads, 1);
-		io_count(&io->stats.bytes_read, bytes);
+		io_count(&io->stats.bytes_read, vr.bytes);
 	}
-	batch_free(&b);
+	verify_read_clear(&vr);
 	g_array_free(ext, TRUE);
 	return rc;
 }
@@ -836,7 +826,7 @@ int io_block_written(struct io *io, uint64_t ino, uint64_t off)
 
 /* add file f's pieces to the batch (its inode lock held); 0 or -errno */
 static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
-			 struct io_batch *b, uint64_t *bytes)
+			 struct verify_write *vw, uint64_t *bytes)
 {
 	const struct io_piece *p = f->p;
 	int k, rc;
@@ -867,16 +857,10 @@ static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
 				return -EIO;
 			}
 			/* fresh blocks: the bytes no piece covers become zeros */
-			if (e->fresh && es < s) {
-				batch_add(b, e->pool_off, io_zero_block, s - es);
-				io_count(&io->stats.bytes_zeroed, s - es);
-			}
-			batch_add(b, e->pool_off + (s - es), (char *)p[k].buf + (s - off), t - s);
+			io_count(&io->stats.bytes_zeroed,
+				 verify_write_add(io->verify, vw, f->ino, es, ee, e->pool_off,
+						  e->fresh, s, t, (char *)p[k].buf + (s - off)));
 			*bytes += t - s;
-			if (e->fresh && t < ee) {
-				batch_add(b, e->pool_off + (t - es), io_zero_block, ee - t);
-				io_count(&io->stats.bytes_zeroed, ee - t);
-			}
 		}
 	}
 	return 0;
@@ -885,7 +869,7 @@ static int writeback_map(struct io *io, const struct io_wb_file *f, GArray *ext,
 int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 {
 	struct io_lock **locks = g_new0(struct io_lock *, nf);
-	struct io_batch b = { 0 };
+	struct verify_write vw;
 	struct meta_attr attr;
 	uint64_t bytes = 0;
 	bool *opened = g_new0(bool, nf);
@@ -893,6 +877,7 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 	int k, rc = 0;
 
 	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
+	verify_write_init(&vw);
 	for (k = 0; k < nf; k++) {
 		f[k].gone = false;
 		if (k && f[k].ino <= f[k - 1].ino) {
@@ -906,12 +891,13 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 			continue;
 		opened[k] = true;
 		locks[k] = io_lock_read(io, f[k].ino);
-		f[k].rc = writeback_map(io, &f[k], ext, &b, &bytes);
+		f[k].rc = writeback_map(io, &f[k], ext, &vw, &bytes);
 	}
-	if (b.cnt) {
-		rc = remote_writev(io->remote, b.offs, b.iov, b.cnt);
+	if (vw.b.cnt) {
+		/* the data, then its checksums: both before the commits below */
+		rc = verify_write_run(io->verify, &vw);
 		if (rc < 0) {
-			io_report(io, "remote_writev(%d files, %d pieces): %s", nf, b.cnt,
+			io_report(io, "writing back %d files (%d pieces): %s", nf, vw.b.cnt,
 				  g_strerror(-rc));
 			for (k = 0; k < nf; k++)
 				if (f[k].rc == 0)
@@ -927,7 +913,7 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 				f[k].rc = extent_write_commit(io->meta, f[k].ino, f[k].p[i].off,
 							      f[k].p[i].len);
 	}
-	if (rc == 0 && b.cnt) {
+	if (rc == 0 && vw.b.cnt) {
 		io_count(&io->stats.writes, 1);
 		io_count(&io->stats.bytes_written, bytes);
 	}
@@ -941,7 +927,7 @@ int io_writeback_files(struct io *io, struct io_wb_file *f, int nf)
 			f[k].gone = true;
 	}
 	g_array_free(ext, TRUE);
-	batch_free(&b);
+	verify_write_clear(&vw);
 	g_free(locks);
 	g_free(opened);
 	return rc;
@@ -970,12 +956,29 @@ ssize_t io_stats_text(struct io *io, char *buf, size_t cap)
 	struct io_stats st;
 	int n;
 
+	ssize_t more;
+
 	io_get_stats(io, &st);
 	n = snprintf(buf, cap,
 		     "remote_bytes_read %" G_GUINT64_FORMAT "\nremote_bytes_written %" G_GUINT64_FORMAT
 		     "\nremote_bytes_zeroed %" G_GUINT64_FORMAT "\n",
 		     st.bytes_read, st.bytes_written, st.bytes_zeroed);
-	return n < 0 || (size_t)n >= cap ? -ERANGE : n;
+	if (n < 0 || (size_t)n >= cap)
+		return -ERANGE;
+	more = verify_stats_text(io->verify, buf + n, cap - (size_t)n);
+	if (more < 0)
+		return more;
+	n += (int)more;
+	more = snprintf(buf + n, cap - (size_t)n,
+			"scrub %s\nscrub_done %" G_GUINT64_FORMAT "\nscrub_total %" G_GUINT64_FORMAT
+			"\nscrub_errors %" G_GUINT64_FORMAT "\nscrub_repaired %" G_GUINT64_FORMAT
+			"\nscrub_filled %" G_GUINT64_FORMAT "\n",
+			io_scrub_name[atomic_load(&io->scrub_state)],
+			(guint64)atomic_load(&io->scrub_done), (guint64)atomic_load(&io->scrub_total),
+			(guint64)atomic_load(&io->scrub_errors),
+			(guint64)atomic_load(&io->scrub_repaired),
+			(guint64)atomic_load(&io->scrub_filled));
+	return more < 0 || (size_t)more >= cap - (size_t)n ? -ERANGE : n + more;
 }
 
 void io_describe(struct io *io, char *buf, size_t cap)
@@ -987,4 +990,109 @@ void io_describe(struct io *io, char *buf, size_t cap)
 	units_format_size(st.bytes_read, rd, sizeof(rd));
 	units_format_size(st.bytes_written, wr, sizeof(wr));
 	snprintf(buf, cap, "pool: %s read, %s written", rd, wr);
+}
+
+/* ---- scrub ---- */
+
+/* check file blocks [fb, fb+count) of ino as they are mapped now, under its data lock */
+static int scrub_run(struct io *io, uint64_t ino, uint64_t fb, uint64_t count,
+		     struct verify_scrub *res)
+{
+	struct meta_extent ext[IO_SCRUB_BLOCKS];
+	struct io_lock *l = io_lock_read(io, ino);
+	int n, i, rc = 0;
+
+	n = extent_map(io->meta, ino, fb * IO_BS, count * IO_BS, false, ext, IO_SCRUB_BLOCKS);
+	if (n == -ENOENT || n == -EINVAL)
+		n = 0; /* the file went, or is no longer a file: nothing to check */
+	if (n < 0)
+		rc = n;
+	for (i = 0; i < n && rc == 0; i++)
+		if (ext[i].pool_off)
+			rc = verify_scrub(io->verify, ino, ext[i].file_block * IO_BS, ext[i].pool_off,
+					  ext[i].count, res);
+	io_unlock(io, l);
+	return rc;
+}
+
+/*
+ * Every written block of every file, IO_SCRUB_BLOCKS at a time, throttled
+ * like a rebuild: after each step it sleeps as long as the step took.
+ */
+static void *scrub_main(void *arg)
+{
+	struct io *io = arg;
+	GArray *runs = g_array_new(FALSE, FALSE, sizeof(struct extent_run));
+	uint64_t total = 0, pause_ms = 0;
+	enum io_scrub_state end = IO_SCRUB_DONE;
+	guint i;
+	int rc = 0;
+
+	extent_written(io->meta, runs);
+	for (i = 0; i < runs->len; i++)
+		total += g_array_index(runs, struct extent_run, i).count;
+	atomic_store(&io->scrub_total, total);
+	for (i = 0; i < runs->len && rc == 0; i++) {
+		struct extent_run *run = &g_array_index(runs, struct extent_run, i);
+		uint64_t b;
+
+		for (b = 0; b < run->count && rc == 0; b += IO_SCRUB_BLOCKS) {
+			uint64_t n = MIN((uint64_t)IO_SCRUB_BLOCKS, run->count - b);
+			struct verify_scrub res = { 0 };
+			int64_t t0;
+
+			if (worker_wait(&io->scrub, (int)MAX(pause_ms, 1U)) < 0) {
+				end = IO_SCRUB_FAILED; /* unmount: cut short */
+				rc = -ECANCELED;
+				break;
+			}
+			t0 = clock_now_ms();
+			rc = scrub_run(io, run->ino, run->file_block + b, n, &res);
+			pause_ms = (uint64_t)(clock_now_ms() - t0);
+			atomic_fetch_add(&io->scrub_errors, res.errors);
+			atomic_fetch_add(&io->scrub_repaired, res.repaired);
+			atomic_fetch_add(&io->scrub_filled, res.filled);
+			atomic_fetch_add(&io->scrub_done, n);
+		}
+	}
+	if (rc < 0 && rc != -ECANCELED) {
+		end = IO_SCRUB_FAILED;
+		io_report(io, "scrub: %s", g_strerror(-rc));
+	}
+	if (end == IO_SCRUB_DONE)
+		g_message("scrub done: %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT " bad, %"
+			  G_GUINT64_FORMAT " copies repaired, %" G_GUINT64_FORMAT
+			  " checksums computed",
+			  (guint64)total, (guint64)atomic_load(&io->scrub_errors),
+			  (guint64)atomic_load(&io->scrub_repaired),
+			  (guint64)atomic_load(&io->scrub_filled));
+	atomic_store(&io->scrub_state, end);
+	g_array_free(runs, TRUE);
+	return NULL;
+}
+
+int io_scrub_start(struct io *io)
+{
+	int rc = 0;
+
+	if (io->follower)
+		return -EROFS;
+	pthread_mutex_lock(&io->scrub_lock);
+	if (atomic_load(&io->scrub_state) == IO_SCRUB_RUNNING) {
+		rc = -EBUSY;
+		goto out;
+	}
+	worker_stop(&io->scrub); /* the previous one's thread, finished */
+	atomic_store(&io->scrub_done, 0);
+	atomic_store(&io->scrub_total, 0);
+	atomic_store(&io->scrub_errors, 0);
+	atomic_store(&io->scrub_repaired, 0);
+	atomic_store(&io->scrub_filled, 0);
+	atomic_store(&io->scrub_state, IO_SCRUB_RUNNING);
+	rc = worker_start(&io->scrub, "scrub", scrub_main, io);
+	if (rc < 0)
+		atomic_store(&io->scrub_state, IO_SCRUB_FAILED);
+out:
+	pthread_mutex_unlock(&io->scrub_lock);
+	return rc;
 }

@@ -7,7 +7,8 @@
  * data of a write has landed (extent_write_done: ordered mode, so no durable
  * extent ever points at unwritten blocks). Holes read as zeros; the parts of
  * freshly allocated blocks that a write does not cover are zeroed in the same
- * batch.
+ * batch. Every block read is checked against its checksum and every block
+ * written gets one, before its extent commits (verify.h).
  *
  * Invariant kept here: bytes of an allocated block that lie past the file's
  * size are zero. A shrinking truncate zeroes the tail of the new last block
@@ -160,6 +161,20 @@ struct io_wb_file {
 	bool gone; /* out */
 };
 int io_writeback_files(struct io *io, struct io_wb_file *f, int nf);
+
+/*
+ * Start the scrub on its own thread: every written block of every file is
+ * read and checked against its checksum (on a member set every copy, a bad
+ * one rewritten from a good one), and the blocks without one (from a
+ * version-1 pool) get one; throttled like a rebuild. Progress and results
+ * are lines of io_stats_text (scrub idle|running|done|failed, scrub_done,
+ * scrub_total, scrub_errors, scrub_repaired, scrub_filled). -EBUSY while
+ * one runs, -EROFS on a reader.
+ *
+ * rmemfs-ctl asks for it by setting VERIFY_SCRUB_XATTR (verify.h) on the
+ * mount's root (the FUSE front end: root or the mount's owner only).
+ */
+int io_scrub_start(struct io *io);
 
 /* a per-inode data lock: an rwlock that prefers writers (io's table and the cache's records) */
 void io_rwlock_init(pthread_rwlock_t *rw);

@@ -48,6 +48,7 @@
 #include "inval.h"
 #include "io.h"
 #include "meta.h"
+#include "verify.h"
 #include "remote.h"
 #include "swapmode.h"
 
@@ -887,6 +888,17 @@ static void ctl_replace(fuse_req_t req, const char *value, size_t size)
 	fuse_reply_err(req, -rc);
 }
 
+/* rmemfs-ctl's scrub: VERIFY_SCRUB_XATTR set on the root, by root or by whoever runs the daemon */
+static void ctl_scrub(fuse_req_t req)
+{
+	const struct fuse_ctx *fc = fuse_req_ctx(req);
+
+	if (fc->uid != 0 && fc->uid != getuid())
+		fuse_reply_err(req, EPERM);
+	else
+		fuse_reply_err(req, -io_scrub_start(req_ctx(req)->io));
+}
+
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
@@ -896,6 +908,10 @@ static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	}
 	if (ino == META_ROOT_INO && strcmp(name, REMOTE_REPLACE_XATTR) == 0) {
 		ctl_replace(req, value, size);
+		return;
+	}
+	if (ino == META_ROOT_INO && strcmp(name, VERIFY_SCRUB_XATTR) == 0) {
+		ctl_scrub(req);
 		return;
 	}
 	fuse_reply_err(req, -meta_setxattr(req_ctx(req)->meta, ino, name, value, size, flags));

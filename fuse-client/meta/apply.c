@@ -7,12 +7,45 @@
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
+#include <endian.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "csum.h"
 #include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
+
+/* CSUM and HOT records (format 2): the table and the hot set (csum.h) */
+static int apply_csum(struct meta *m, const struct journal_rec *r)
+{
+	uint64_t nregions = (m->g.data_blocks + LAYOUT_CSUM_REGION_BLOCKS - 1) /
+			    LAYOUT_CSUM_REGION_BLOCKS;
+	uint64_t i;
+	__le32 w;
+
+	if (r->type == LAYOUT_REC_HOT) {
+		if (r->pblock >= nregions || r->state > 1) {
+			inode_load_problem(m, "journal: invalid hot region %" G_GUINT64_FORMAT
+					   " (record dropped)", (guint64)r->pblock);
+			return 0;
+		}
+		csum_hot_set(m->csum, r->pblock, r->state, 0, &m->ckpt_bytes);
+		return 0;
+	}
+	if (!r->count || r->pblock >= m->g.data_blocks ||
+	    r->count > m->g.data_blocks - r->pblock || r->vlen != 4 * r->count) {
+		inode_load_problem(m, "journal: checksums of invalid blocks %" G_GUINT64_FORMAT
+				   "+%" G_GUINT64_FORMAT " (record dropped)",
+				   (guint64)r->pblock, (guint64)r->count);
+		return 0;
+	}
+	for (i = 0; i < r->count; i++) {
+		memcpy(&w, r->value + 4 * i, 4);
+		csum_set(m->csum, r->pblock + i, le32toh(w));
+	}
+	return 0;
+}
 
 int meta_apply_rec(void *ctx, const struct journal_rec *r)
 {
@@ -20,6 +53,8 @@ int meta_apply_rec(void *ctx, const struct journal_rec *r)
 	struct meta_inode *in = NULL, *dir;
 	struct meta_dirent *d;
 
+	if (r->type == LAYOUT_REC_CSUM || r->type == LAYOUT_REC_HOT)
+		return apply_csum(m, r);
 	if (r->type != LAYOUT_REC_DIRENT_ADD && r->type != LAYOUT_REC_DIRENT_DEL)
 		in = inode_get(m, r->ino);
 	switch (r->type) {

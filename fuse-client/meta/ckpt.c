@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "csum.h"
 #include "meta_int.h"
 #include "remote.h"
 
@@ -147,12 +148,22 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 		put_entries(s, in);
 }
 
+static uint64_t bitmap_count(const uint8_t *bm, uint64_t bytes)
+{
+	uint64_t i, n = 0;
+
+	for (i = 0; i < bytes; i++)
+		n += (uint64_t)__builtin_popcount(bm[i]);
+	return n;
+}
+
 int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray **out)
 {
 	struct layout_ckpt_hdr h;
 	struct ser_ctx s = { 0 };
 	struct meta_inode **arr;
-	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8;
+	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8, expect = m->ckpt_bytes;
+	bool tail = m->g.version >= LAYOUT_VERSION_CSUM;
 	guint n, i;
 	size_t at;
 	int rc;
@@ -176,17 +187,28 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 	g_byte_array_set_size(s.b, (guint)(at + bm_bytes));
 	alloc_export(s.bits, s.b->data + at, bm_bytes);
 	alloc_destroy(s.bits);
+	/*
+	 * Format 2: the checksums of the blocks in use and the hot regions
+	 * (csum.h). The running count has them for m->blocks_mapped blocks; a
+	 * block two files use (a damaged filesystem, until fsck repairs it)
+	 * is in the bitmap once.
+	 */
+	expect -= csum_tail_len(m->csum, m->blocks_mapped);
+	if (tail) {
+		expect += csum_tail_len(m->csum, bitmap_count(s.b->data + at, bm_bytes));
+		csum_put_tail(m->csum, s.b->data + at, m->g.data_blocks, s.b);
+	}
 
-	if (s.b->len != m->ckpt_bytes && !m->nfresh)
+	if (s.b->len != expect && !m->nfresh)
 		g_warning("checkpoint is %u bytes but the running count says %" G_GUINT64_FORMAT,
-			  s.b->len, (guint64)m->ckpt_bytes);
+			  s.b->len, (guint64)expect);
 	if (s.b->len > m->g.slot_len) {
 		g_byte_array_unref(s.b);
 		return -ENOSPC;
 	}
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, LAYOUT_CKPT_MAGIC, 8);
-	h.version = htole32(LAYOUT_VERSION);
+	h.version = htole32(m->g.version); /* a version-1 pool keeps version-1 checkpoints */
 	h.fs_id = htole64(m->g.fs_id);
 	h.gen = htole64(gen);
 	h.first_seq = htole64(first_seq);
@@ -196,6 +218,8 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 	h.next_ino = htole64(m->next_ino);
 	h.ninodes = htole64(n);
 	h.data_blocks = htole64(m->g.data_blocks);
+	if (tail)
+		h.tail_len = htole64(s.b->len - at - bm_bytes);
 	h.hdr_crc = htole32(layout_crc(&h, sizeof(h)));
 	memcpy(s.b->data, &h, sizeof(h));
 	*out = s.b;
@@ -949,8 +973,8 @@ static void build_salvaged(struct ckpt_src *s, uint64_t ninodes, const char *why
 /* read and check the header of checkpoint gen */
 static int read_header(struct meta *m, uint64_t gen, struct layout_ckpt_hdr *h, char **why)
 {
-	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8, plen;
-	uint32_t crc;
+	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8, plen, tail;
+	uint32_t crc, version;
 	int rc;
 
 	rc = remote_read(m->r, m->g.slot_off[gen & 1], h, sizeof(*h));
@@ -961,16 +985,19 @@ static int read_header(struct meta *m, uint64_t gen, struct layout_ckpt_hdr *h, 
 	}
 	crc = le32toh(h->hdr_crc);
 	h->hdr_crc = 0;
+	version = le32toh(h->version);
+	tail = le64toh(h->tail_len);
 	if (memcmp(h->magic, LAYOUT_CKPT_MAGIC, 8) || layout_crc(h, sizeof(*h)) != crc ||
-	    le32toh(h->version) != LAYOUT_VERSION || le64toh(h->fs_id) != m->g.fs_id ||
-	    le64toh(h->gen) != gen || le64toh(h->data_blocks) != m->g.data_blocks) {
+	    version < 1 || version > LAYOUT_VERSION || le64toh(h->fs_id) != m->g.fs_id ||
+	    le64toh(h->gen) != gen || le64toh(h->data_blocks) != m->g.data_blocks ||
+	    (version < LAYOUT_VERSION_CSUM && tail)) {
 		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT
 				       " (slot %u): header missing or damaged",
 				       (guint64)gen, (unsigned int)(gen & 1));
 		return -ENODATA;
 	}
 	plen = le64toh(h->payload_len);
-	if (plen > m->g.slot_len - LAYOUT_CKPT_HDR_SIZE || plen < bm_bytes) {
+	if (plen > m->g.slot_len - LAYOUT_CKPT_HDR_SIZE || plen < bm_bytes || tail > plen - bm_bytes) {
 		*why = g_strdup_printf("checkpoint %" G_GUINT64_FORMAT ": bad payload length %"
 				       G_GUINT64_FORMAT, (guint64)gen, (guint64)plen);
 		return -ENODATA;
@@ -994,7 +1021,7 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 {
 	struct ckpt_src s = { .m = m, .gen = gen, .budget = UINT64_MAX };
 	struct layout_ckpt_hdr h;
-	uint64_t plen, ninodes, bm_bytes = (m->g.data_blocks + 7) / 8;
+	uint64_t plen, ninodes, tail, bm_bytes = (m->g.data_blocks + 7) / 8;
 	uint8_t *payload;
 	char *verdict = NULL;
 	int rc;
@@ -1018,8 +1045,9 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 		if (!salvage)
 			goto out;
 	}
+	tail = le64toh(h.tail_len);
 	s.buf = payload;
-	s.len = plen - bm_bytes;
+	s.len = plen - bm_bytes - tail;
 	s.next_ino = le64toh(h.next_ino);
 	ninodes = le64toh(h.ninodes);
 	if (!verdict) {
@@ -1037,6 +1065,13 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": %u more problems not "
 				   "listed", (guint64)gen, s.problems - PROBLEMS_MAX);
 	check_bitmap(m, payload + s.len);
+	if (le32toh(h.version) >= LAYOUT_VERSION_CSUM &&
+	    csum_get_tail(m->csum, payload + s.len, m->g.data_blocks, payload + s.len + bm_bytes,
+			  tail) < 0)
+		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": its checksum section "
+				   "does not parse (the data blocks' checksums are dropped)",
+				   (guint64)gen);
+	m->ckpt_bytes += csum_tail_len(m->csum, 0) - 4; /* the hot regions loaded */
 	if (s.next_ino > m->next_ino)
 		m->next_ino = s.next_ino;
 	*first_seq = le64toh(h.first_seq);

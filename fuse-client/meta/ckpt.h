@@ -6,7 +6,10 @@
  * A checkpoint is struct layout_ckpt_hdr (CRC'd) and a CRC'd payload: every
  * inode in ino order (attributes, xattrs, symlink target, extents, directory
  * entries in cookie order; encoding in inode.c's header comment), then the
- * allocation bitmap of the data area built from those extents. Committing it
+ * allocation bitmap of the data area built from those extents, then (format
+ * 2) the tail: the used blocks' checksums and the hot regions (csum.h), its
+ * length in the header. A version-1 pool keeps version-1 checkpoints until a
+ * read-write mount upgrades it. Committing it
  * is commit.c's job: write the slot, then CAS the superblock's ckpt_gen.
  *
  * Functions return 0 or -errno.

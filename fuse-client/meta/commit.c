@@ -31,6 +31,8 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "clock.h"
+#include "csum.h"
 #include "hold.h"
 #include "journal.h"
 #include "meta_int.h"
@@ -175,17 +177,44 @@ int commit_sync(struct meta *m)
 	return rc;
 }
 
+void commit_sweep_hot(struct meta *m, bool all)
+{
+	GArray *cold = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	guint i;
+
+	pthread_mutex_lock(&m->lock);
+	if (!m->read_only && !lost(m))
+		csum_hot_cold(m->csum, m->durable_seq, all, cold);
+	if (cold->len) {
+		/* queued behind the regions' CSUM records: durable only after them */
+		journal_begin(m->j);
+		for (i = 0; i < cold->len; i++) {
+			journal_rec_hot(m->j, g_array_index(cold, uint64_t, i), false);
+			csum_hot_set(m->csum, g_array_index(cold, uint64_t, i), false, 0,
+				     &m->ckpt_bytes);
+		}
+		journal_commit(m->j);
+	}
+	pthread_mutex_unlock(&m->lock);
+	g_array_free(cold, TRUE);
+}
+
 /* ---- the committer thread ---- */
 
 static void *committer_main(void *arg)
 {
 	struct meta *m = arg;
 	bool failing = false;
+	int64_t swept = clock_now_ms();
 
 	while (worker_wait(&m->committer, META_COMMIT_INTERVAL_MS) == 0) {
 		bool work;
 		int rc;
 
+		if (clock_now_ms() - swept >= COMMIT_SWEEP_MS) {
+			swept = clock_now_ms();
+			commit_sweep_hot(m, false);
+		}
 		pthread_mutex_lock(&m->lock);
 		work = journal_pending_bytes(m->j) || m->need_ckpt;
 		pthread_mutex_unlock(&m->lock);

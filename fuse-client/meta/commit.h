@@ -21,5 +21,13 @@ int commit_start(struct meta *m);
 void commit_stop(struct meta *m);
 /* after journal_commit (m->lock held): wake the committer early if much is pending */
 void commit_kick(struct meta *m);
+/*
+ * Clear the hot regions (csum.h, checksum.h) no write touched since the
+ * previous sweep, with HOT(region, 0) records queued; all (unmount, nothing
+ * in flight): every region without a write in flight. The committer sweeps
+ * every COMMIT_SWEEP_MS.
+ */
+#define COMMIT_SWEEP_MS 5000
+void commit_sweep_hot(struct meta *m, bool all);
 
 #endif /* RMEM_COMMIT_H */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <linux/falloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -450,4 +451,52 @@ int extent_seek(struct meta *m, uint64_t ino, uint64_t off, int whence, uint64_t
 		rc = -EINVAL;
 	}
 	return meta_unlock(m, rc);
+}
+
+uint64_t extent_pblock(struct meta *m, uint64_t pool_off)
+{
+	return (pool_off - m->g.data_off) / BS;
+}
+
+uint64_t extent_pool_off(struct meta *m, uint64_t pb)
+{
+	return m->g.data_off + pb * BS;
+}
+
+struct csum *extent_csum(struct meta *m)
+{
+	return m->csum;
+}
+
+struct written_ctx {
+	GArray *out;
+	uint64_t ino;
+};
+
+static bool add_written(struct meta_ext *e, void *ctx)
+{
+	struct written_ctx *w = ctx;
+	struct extent_run run = { w->ino, e->fblock, e->count, e->pblock };
+
+	if (e->state == META_EXT_WRITTEN)
+		g_array_append_val(w->out, run);
+	return true;
+}
+
+void extent_written(struct meta *m, GArray *out)
+{
+	struct written_ctx w = { .out = out };
+	struct meta_inode **arr;
+	guint n, i;
+
+	pthread_mutex_lock(&m->lock);
+	arr = inode_table_sorted(m, &n);
+	for (i = 0; i < n; i++) {
+		if (!S_ISREG(arr[i]->a.mode))
+			continue;
+		w.ino = arr[i]->a.ino;
+		inode_ext_foreach(arr[i], add_written, &w);
+	}
+	pthread_mutex_unlock(&m->lock);
+	g_free(arr);
 }

@@ -10,7 +10,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <glib.h>
+
 #include "meta.h"
+
+struct csum;
 
 /* a run of file blocks and where it lives */
 struct meta_extent {
@@ -54,6 +58,23 @@ int extent_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len
 int extent_fallocate(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, int mode);
 /* free the whole blocks inside [off, off+len) (caller zeroes partial edges) */
 int extent_punch_hole(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
+/* a run of written blocks of a file */
+struct extent_run {
+	uint64_t ino;
+	uint64_t file_block;
+	uint64_t count;
+	uint64_t pblock; /* data block number of the first */
+};
+/* every written extent of every regular file (a snapshot), into out (struct extent_run) */
+void extent_written(struct meta *m, GArray *out);
+
+/* the data block number (the checksums' key, csum.h) of a mapped pool offset */
+uint64_t extent_pblock(struct meta *m, uint64_t pool_off);
+/* the pool offset of data block pb */
+uint64_t extent_pool_off(struct meta *m, uint64_t pb);
+/* the metadata's checksum table (csum.h), for the data path */
+struct csum *extent_csum(struct meta *m);
+
 /* SEEK_DATA / SEEK_HOLE; -ENXIO past the end */
 int extent_seek(struct meta *m, uint64_t ino, uint64_t off, int whence, uint64_t *result);
 

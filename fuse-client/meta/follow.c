@@ -39,6 +39,7 @@
 
 #include "ckpt.h"
 #include "clock.h"
+#include "csum.h"
 #include "inode.h"
 #include "journal.h"
 #include "meta_int.h"
@@ -73,6 +74,7 @@ struct follow {
 	/* stats: atomics */
 	_Atomic uint64_t caught_up_ns; /* the last refresh that reached the end of the journal */
 	_Atomic uint64_t s_applied, s_gen, s_reloads, s_txns;
+	_Atomic uint64_t s_refreshes; /* refreshes done (follow_wait_refresh) */
 	_Atomic bool expired;
 };
 
@@ -385,6 +387,7 @@ static void take_state(struct follow *f, struct meta *fresh)
 	SWAP(durable_gen);
 	SWAP(durable_seq);
 #undef SWAP
+	csum_swap(m->csum, fresh->csum); /* the contents: the data path holds m->csum */
 }
 
 static int reload(struct follow *f)
@@ -499,6 +502,7 @@ static void *follow_main(void *arg)
 			f->last_refresh_ns = clock_now_ns();
 			refresh(f);
 			settle(f);
+			atomic_fetch_add(&f->s_refreshes, 1);
 		}
 		rc = readers_beat(f->m->readers, f->published, f->gen, lag_ms(f));
 		if (rc == -ESTALE)
@@ -554,6 +558,24 @@ int follow_read_ok(struct meta *m)
 	if (rc == -ESTALE && !atomic_exchange(&f->expired, true))
 		expired(f);
 	return rc < 0 ? -EIO : 0;
+}
+
+int follow_wait_refresh(struct meta *m)
+{
+	struct follow *f = m->follow;
+	uint64_t start, deadline;
+
+	if (!f || !f->started)
+		return -EINVAL;
+	/* two more: the one in progress at the call may have read the journal before it */
+	start = atomic_load(&f->s_refreshes);
+	deadline = clock_now_ns() + (3ULL * f->refresh_ms + 1000) * 1000000ULL;
+	while (atomic_load(&f->s_refreshes) < start + 2) {
+		if (clock_now_ns() > deadline || atomic_load(&f->expired))
+			return -ETIMEDOUT;
+		g_usleep(MIN(f->refresh_ms, 50U) * 1000);
+	}
+	return 0;
 }
 
 size_t follow_stats_text(struct meta *m, char *buf, size_t cap)

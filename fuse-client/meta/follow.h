@@ -72,6 +72,12 @@ bool follow_active(const struct meta *m);
  * -EIO once the writer expired this reader (its space may have been reused).
  */
 int follow_read_ok(struct meta *m);
+/*
+ * Return once a whole refresh ran after the call (a data read that found a
+ * checksum mismatch waits for the writer's newer checksums): 0, -EINVAL if
+ * m follows nothing, -ETIMEDOUT after three refresh intervals and a second.
+ */
+int follow_wait_refresh(struct meta *m);
 /* "key value" lines for the stats xattr; bytes written (truncated at cap) */
 size_t follow_stats_text(struct meta *m, char *buf, size_t cap);
 

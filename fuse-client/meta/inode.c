@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "csum.h"
 #include "journal.h"
 #include "meta_int.h"
 
@@ -516,7 +517,10 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 		if (e->state == META_EXT_FRESH) {
 			m->nfresh++;
 		} else {
-			m->ckpt_bytes += inode_ext_bytes(e);
+			/* the checkpoint's checksum section grows with the blocks in use */
+			m->ckpt_bytes += inode_ext_bytes(e) +
+					 layout_csum_section_len(m->blocks_mapped + e->count) -
+					 layout_csum_section_len(m->blocks_mapped);
 			m->blocks_mapped += e->count;
 		}
 	} else {
@@ -524,7 +528,9 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 		if (e->state == META_EXT_FRESH) {
 			m->nfresh--;
 		} else {
-			m->ckpt_bytes -= inode_ext_bytes(e);
+			m->ckpt_bytes -= inode_ext_bytes(e) +
+					 layout_csum_section_len(m->blocks_mapped) -
+					 layout_csum_section_len(m->blocks_mapped - e->count);
 			m->blocks_mapped -= e->count;
 		}
 	}
@@ -532,6 +538,8 @@ static void ext_acct(struct meta *m, struct meta_inode *in, const struct meta_ex
 
 static void blocks_freed(struct meta *m, uint64_t pb, uint64_t count, uint8_t state)
 {
+	if (count)
+		csum_clear(m->csum, pb, count); /* (a new owner's write gives it a new one) */
 	if (!m->alloc || !count)
 		return;
 	if (state == META_EXT_FRESH)

@@ -191,6 +191,28 @@ void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, si
 	layout_put_bytes(b, target, len);
 }
 
+void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint32_t *crc)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_CSUM);
+	uint64_t i;
+
+	layout_put_uv(b, pb);
+	layout_put_uv(b, count);
+	for (i = 0; i < count; i++) {
+		__le32 w = htole32(crc[i]);
+
+		layout_put_bytes(b, &w, 4);
+	}
+}
+
+void journal_rec_hot(struct journal *j, uint64_t region, bool hot)
+{
+	GByteArray *b = rec(j, LAYOUT_REC_HOT);
+
+	layout_put_uv(b, region);
+	layout_put_u8(b, hot);
+}
+
 /* ---- flushing ---- */
 
 GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_seq)
@@ -342,6 +364,20 @@ static void decode_body(struct layout_rd *rd, struct journal_rec *r)
 		if (r->type != LAYOUT_REC_XATTR_DEL)
 			get_name_or_value(rd, r, false);
 		break;
+	case LAYOUT_REC_CSUM:
+		r->pblock = layout_get_uv(rd);
+		r->count = layout_get_uv(rd);
+		if (!rd->err && (!r->count || r->count > layout_rd_left(rd) / 4)) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		r->vlen = 4 * r->count;
+		r->value = layout_get_bytes(rd, r->vlen);
+		break;
+	case LAYOUT_REC_HOT:
+		r->pblock = layout_get_uv(rd);
+		r->state = layout_get_u8(rd);
+		break;
 	default:
 		rd->err = -EBADMSG;
 	}
@@ -355,7 +391,7 @@ static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
 	if (r->type == LAYOUT_REC_DIRENT_ADD || r->type == LAYOUT_REC_DIRENT_DEL) {
 		if (!r->dir || !r->nlen || (r->type == LAYOUT_REC_DIRENT_ADD && !r->ino))
 			rd->err = -EBADMSG;
-	} else if (!r->ino) {
+	} else if (r->type != LAYOUT_REC_CSUM && r->type != LAYOUT_REC_HOT && !r->ino) {
 		rd->err = -EBADMSG;
 	}
 	return rd->err;

@@ -58,6 +58,9 @@ void journal_rec_xattr_set(struct journal *j, uint64_t ino, const char *name, co
 			   size_t len);
 void journal_rec_xattr_del(struct journal *j, uint64_t ino, const char *name);
 void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, size_t len);
+/* format 2: the CRCs of data blocks [pb, pb+count); a region's hot flag */
+void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint32_t *crc);
+void journal_rec_hot(struct journal *j, uint64_t region, bool hot);
 
 /* ---- flushing (commit.c) ---- */
 
@@ -84,11 +87,11 @@ struct journal_rec {
 	uint64_t dir; /* DIRENT_* */
 	uint64_t cookie;
 	uint8_t dtype;
-	uint64_t fblock, count, pblock;
-	uint8_t state;
+	uint64_t fblock, count, pblock; /* CSUM: pblock, count; HOT: pblock is the region */
+	uint8_t state; /* HOT: 1 hot, 0 not */
 	char *name; /* NUL-terminated copies (DIRENT_*, XATTR_*) */
 	size_t nlen;
-	const uint8_t *value; /* XATTR_SET value / SYMLINK target (into the txn buffer) */
+	const uint8_t *value; /* XATTR_SET value / SYMLINK target / CSUM le32 crcs (into the txn) */
 	size_t vlen;
 };
 

@@ -26,6 +26,7 @@
 #include "worker.h"
 
 struct alloc;
+struct csum;
 struct follow;
 struct hold;
 struct journal;
@@ -60,6 +61,7 @@ struct meta {
 	struct alloc *alloc; /* NULL while loading */
 	uint64_t ckpt_bytes; /* exact size of the next checkpoint (header+payload) */
 	uint64_t nfresh; /* FRESH extents */
+	struct csum *csum; /* data block checksums and hot regions (csum.h; its own lock) */
 	struct journal *j;
 
 	/* commit pipeline (commit.c) */

@@ -33,7 +33,9 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "checksum.h"
 #include "commit.h"
+#include "csum.h"
 #include "follow.h"
 #include "fsck.h"
 #include "hold.h"
@@ -68,7 +70,9 @@ static struct meta *new_meta(struct remote *r, struct super *sb, const struct la
 		m->g = *g;
 	m->inodes = inode_table_new();
 	m->next_ino = META_ROOT_INO + 1;
-	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8;
+	m->csum = csum_new();
+	/* header, allocation bitmap, and the tail's empty hot set (csum.h) */
+	m->ckpt_bytes = LAYOUT_CKPT_HDR_SIZE + (m->g.data_blocks + 7) / 8 + 4;
 	m->load.problems = g_ptr_array_new_with_free_func(g_free);
 	return m;
 }
@@ -87,6 +91,7 @@ static void free_meta(struct meta *m)
 	g_hash_table_destroy(m->inodes);
 	alloc_destroy(m->alloc);
 	journal_destroy(m->j);
+	csum_destroy(m->csum);
 	g_free(m);
 }
 
@@ -451,20 +456,55 @@ static int load(struct meta *m, unsigned int flags, char **err_msg)
 }
 
 /*
+ * Hot regions in the loaded state: a crash may have left in-place writes
+ * there whose new checksums never became durable. What the pool holds is
+ * the truth (an unacknowledged write): recompute their checksums.
+ */
+static int recompute_hot(struct meta *m, uint64_t *regions)
+{
+	uint64_t blocks;
+	int rc = checksum_recompute(m, &blocks, regions);
+
+	if (rc < 0)
+		g_message("recomputing the checksums an interrupted write left: %s",
+			  g_strerror(-rc));
+	else if (*regions)
+		g_message("recomputed %" G_GUINT64_FORMAT " checksums in %" G_GUINT64_FORMAT
+			  " regions an interrupted write left",
+			  (guint64)blocks, (guint64)*regions);
+	return rc;
+}
+
+/*
  * Mark the pool in use and start the committer. After a crash, a replay or
  * a repair, write a checkpoint first so the recovered state stands on its own.
  */
 static int go_live(struct meta *m, bool formatted, unsigned int flags, char **err_msg)
 {
 	const struct meta_load_info *l = &m->load;
+	bool upgrade = m->g.version < LAYOUT_VERSION && !(flags & LOAD_NO_CHECK);
+	uint64_t hot_regions = 0;
 	int rc;
 
 	rc = hold_start(m, err_msg);
 	if (!rc)
 		rc = super_write_clean(m->sb, false);
+	if (!rc && !formatted && !(flags & LOAD_NO_CHECK))
+		rc = recompute_hot(m, &hot_regions);
+	/* a version-1 pool: its next checkpoint is a version-2 one, then the superblock says so */
+	if (upgrade)
+		m->g.version = LAYOUT_VERSION;
 	if (!rc && !formatted && !(flags & LOAD_NO_CHECK) &&
-	    (l->replayed || !l->was_clean || l->orphans || l->repaired || l->problems->len))
+	    (l->replayed || !l->was_clean || l->orphans || l->repaired || l->problems->len ||
+	     upgrade || hot_regions))
 		rc = commit_write(m, true);
+	if (!rc && upgrade) {
+		rc = super_upgrade(m->sb);
+		if (!rc)
+			g_message("upgraded the pool to format version %u (data checksums); its "
+				  "existing data blocks have none until rewritten or scrubbed",
+				  LAYOUT_VERSION);
+	}
 	if (rc < 0) {
 		set_err(err_msg, g_strdup_printf("writing to the pool: %s", g_strerror(-rc)));
 		return rc;
@@ -578,6 +618,7 @@ int mount_close(struct meta *m)
 	if (!m->read_only) {
 		bool need;
 
+		commit_sweep_hot(m, true); /* nothing is in flight: no region needs to stay hot */
 		pthread_mutex_lock(&m->lock);
 		need = free_orphans(m, false) || journal_pending_bytes(m->j) ||
 		       journal_tail(m->j) || m->need_ckpt;
@@ -657,6 +698,20 @@ static int scrub_members(struct remote *r, bool repair, struct fsck_report *rep,
 	return rc;
 }
 
+/* every written block against its checksum (every copy, on a set) */
+static int check_checksums(struct meta *m, bool repair, struct fsck_report *rep, char **err_msg)
+{
+	unsigned int bad = 0, repaired = 0;
+	int rc = checksum_check(m, repair, scrub_line, rep, &bad, &repaired);
+
+	if (rc < 0)
+		set_err(err_msg, g_strdup_printf("checking the data blocks' checksums: %s",
+						 g_strerror(-rc)));
+	rep->problems += bad;
+	rep->repaired += repaired;
+	return rc;
+}
+
 /*
  * After a repair: load what was written as a mount does (no salvage) and
  * check it. A repair that leaves the pool unmountable, or with problems,
@@ -718,6 +773,12 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
 	if (rc < 0)
 		set_err(err_msg, g_strdup_printf("repairing: %s", g_strerror(-rc)));
+	/*
+	 * The checksums first: they tell a good copy from a bad one, where the
+	 * comparison of copies alone (two of them) takes the first as the truth.
+	 */
+	if (!rc)
+		rc = check_checksums(m, o->repair, rep, err_msg);
 	if (!rc)
 		rc = scrub_members(r, o->repair, rep, err_msg);
 	if (!rc && o->repair) {

@@ -36,6 +36,21 @@ int layout_geometry(uint64_t size, struct layout_geom *g)
 	g->journal_off = LAYOUT_SB_SIZE;
 	g->journal_len = clamp_area(size / 64, 1ULL << 20, 64ULL << 20);
 	g->slot_len = clamp_area(size / 32, 1ULL << 20, 256ULL << 20);
+	g->version = LAYOUT_VERSION;
+	/*
+	 * Room for the checkpoint's tail on top (its worst case: every data
+	 * block used, every region hot), so the metadata capacity stays what
+	 * format 1 had. Sized for the data blocks there would be without it,
+	 * an upper bound.
+	 */
+	if (size > g->journal_off + g->journal_len + 2 * g->slot_len) {
+		uint64_t d = (size - g->journal_off - g->journal_len - 2 * g->slot_len) /
+			     LAYOUT_BLOCK;
+		uint64_t regions = (d + LAYOUT_CSUM_REGION_BLOCKS - 1) / LAYOUT_CSUM_REGION_BLOCKS;
+		uint64_t tail = layout_csum_section_len(d) + 4 + regions * layout_uv_len(d);
+
+		g->slot_len += (tail + LAYOUT_BLOCK - 1) & ~(uint64_t)(LAYOUT_BLOCK - 1);
+	}
 	g->slot_off[0] = g->journal_off + g->journal_len;
 	g->slot_off[1] = g->slot_off[0] + g->slot_len;
 	g->data_off = g->slot_off[1] + g->slot_len;
@@ -51,7 +66,7 @@ void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb)
 {
 	memset(sb, 0, sizeof(*sb));
 	memcpy(sb->magic, LAYOUT_SB_MAGIC, 8);
-	sb->version = htole32(LAYOUT_VERSION);
+	sb->version = htole32(g->version);
 	sb->block_size = htole32(LAYOUT_BLOCK);
 	sb->fs_size = htole64(g->fs_size);
 	memcpy(sb->uuid, g->uuid, 16);
@@ -123,6 +138,7 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
 	g->data_off = le64toh(sb.data_off);
 	g->data_blocks = le64toh(sb.data_blocks);
 	g->format_time = le64toh(sb.format_time);
+	g->version = *version;
 	if (le32toh(sb.block_size) != LAYOUT_BLOCK) {
 		if (why)
 			*why = "unsupported block size";

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * layout.h - the on-pool format of rmemfs (format version 1).
+ * layout.h - the on-pool format of rmemfs (format version 2; version 1 pools are
+ * read and upgraded, see LAYOUT_VERSION).
  *
  * Pool bytes [0, fs_size):
  *
@@ -11,7 +12,8 @@
  *   [data_off, +data_blocks*4 KiB) file data, META_BLOCK_SIZE blocks
  *
  * journal_len = clamp(size/64, 1 MiB, 64 MiB), slot_len = clamp(size/32,
- * 1 MiB, 256 MiB), both multiples of 4 KiB (layout_geometry()).
+ * 1 MiB, 256 MiB) plus room for one checksum per data block (format 2),
+ * both multiples of 4 KiB (layout_geometry()).
  *
  * Fixed-width fields are little-endian. Four superblock words are touched only
  * through 64-bit RDMA atomics (ckpt_gen, lease_owner, lease_heartbeat) or are
@@ -28,7 +30,9 @@
  * Integrity: the superblock's static part, every journal transaction and
  * every checkpoint carry a CRC-32C (Castagnoli) and the filesystem's fs_id
  * (from the uuid), so stale bytes of an older generation or of an earlier
- * filesystem on the same pool are never taken for current ones.
+ * filesystem on the same pool are never taken for current ones. Format 2
+ * adds a CRC-32C of every written data block, kept in the metadata (CSUM
+ * records, the checkpoint's checksum section), not beside the data.
  */
 #ifndef RMEM_LAYOUT_H
 #define RMEM_LAYOUT_H
@@ -42,7 +46,13 @@
 
 #include <glib.h>
 
-#define LAYOUT_VERSION 1
+/*
+ * Format 2 added data block checksums (LAYOUT_REC_CSUM / LAYOUT_REC_HOT and
+ * the checkpoint's tail). A version-1 pool is read as it is; a read-write
+ * mount upgrades it, after which a version-1 client refuses it as newer.
+ */
+#define LAYOUT_VERSION 2
+#define LAYOUT_VERSION_CSUM 2 /* the first format with data checksums */
 #define LAYOUT_BLOCK 4096U
 #define LAYOUT_SB_SIZE 4096U
 #define LAYOUT_SB_MAGIC "RMEMFS\0\0"
@@ -119,15 +129,16 @@ struct layout_geom {
 	uint64_t data_off;
 	uint64_t data_blocks;
 	uint64_t format_time;
+	uint32_t version; /* the superblock's format version */
 };
 
 /* compute the geometry for a pool of size bytes; -ENOSPC below LAYOUT_MIN_POOL */
 int layout_geometry(uint64_t size, struct layout_geom *g);
-/* fill the static part of *sb (lease, ckpt_gen, clean left zero) and its crc */
+/* fill the static part of *sb (g->version; lease, ckpt_gen, clean left zero) and its crc */
 void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb);
 
 enum layout_sb_kind {
-	LAYOUT_SB_RMEMFS = 0, /* valid version-1 superblock */
+	LAYOUT_SB_RMEMFS = 0, /* valid superblock of format 1..LAYOUT_VERSION */
 	LAYOUT_SB_ZERO, /* all zero outside the lease area: a fresh pool */
 	LAYOUT_SB_NEWER, /* rmemfs magic, newer format version */
 	LAYOUT_SB_CORRUPT, /* rmemfs magic, but bad crc / version 0 / impossible geometry */
@@ -250,7 +261,23 @@ enum layout_rec {
 	LAYOUT_REC_XATTR_SET = 7, /* uv ino, uv nlen, name, uv vlen, value */
 	LAYOUT_REC_XATTR_DEL = 8, /* uv ino, uv nlen, name */
 	LAYOUT_REC_SYMLINK = 9, /* uv ino, uv len, target */
+	/* format 2 */
+	LAYOUT_REC_CSUM = 10, /* uv pblock, uv count, count x le32 crc: those blocks' CRC-32Cs */
+	LAYOUT_REC_HOT = 11, /* uv region, u8 hot: in-place overwrites may be in flight there */
 };
+
+/*
+ * Data checksums (format 2): one CRC-32C (layout_crc) per META_BLOCK_SIZE
+ * data block, over the whole block as written. A region is
+ * LAYOUT_CSUM_REGION_BLOCKS data blocks: the unit the HOT records name.
+ */
+#define LAYOUT_CSUM_REGION_BLOCKS 4096ULL
+
+/* bytes of the checkpoint's checksum section for nused used blocks: crcs, presence bitmap */
+static inline uint64_t layout_csum_section_len(uint64_t nused)
+{
+	return 4 * nused + (nused + 7) / 8;
+}
 
 /* ---- checkpoints ---- */
 
@@ -269,8 +296,9 @@ struct layout_ckpt_hdr {
 	__le32 reserved0;
 	__le64 next_ino;
 	__le64 ninodes;
-	__le64 data_blocks; /* bits in the bitmap at the end of the payload */
-	uint8_t reserved1[48];
+	__le64 data_blocks; /* bits in the allocation bitmap of the payload */
+	__le64 tail_len; /* format 2: payload bytes after the bitmap (checksums, hot set) */
+	uint8_t reserved1[40];
 };
 static_assert(sizeof(struct layout_ckpt_hdr) == LAYOUT_CKPT_HDR_SIZE, "ckpt header size");
 

@@ -97,6 +97,20 @@ int remote_writev(struct remote *r, const uint64_t *offs, const struct iovec *io
 /* write len zero bytes at off */
 int remote_zero(struct remote *r, uint64_t off, uint64_t len);
 /*
+ * One copy of a range inside one unit (data checksums: a block that does
+ * not match is read from each copy, and the good one written over the bad).
+ * Copy k < remote_copies() is the k-th in placement order; a plain pool has
+ * one, the pool. -EHOSTDOWN when that copy's member is not up, -EINVAL for
+ * a range outside one unit or block 0. remote_write_copy notes the write in
+ * the intent map first, as every write to a set does.
+ */
+unsigned int remote_copies(const struct remote *r);
+int remote_read_copy(struct remote *r, uint64_t off, void *buf, size_t len, unsigned int k);
+int remote_write_copy(struct remote *r, uint64_t off, const void *buf, size_t len, unsigned int k);
+/* the member holding copy k of off, for messages */
+const char *remote_copy_name(struct remote *r, uint64_t off, unsigned int k);
+
+/*
  * 64-bit atomics on an 8-byte aligned offset in block 0 (a plain pool: any
  * offset); on a set they apply to every in-sync member, and a member whose
  * old value differs from the first's is -ESTALE. *old: the first member's.

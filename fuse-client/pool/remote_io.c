@@ -500,6 +500,79 @@ int remote_fetch_add(struct remote *r, uint64_t off, uint64_t add, uint64_t *old
 	return set_atomic(r, XPORT_FETCH_ADD, off, add, 0, old);
 }
 
+static int member_rc(struct remote *r, unsigned int i, int rc);
+
+/* ---- one copy of a range (data checksums: reading the others, repairing one) ---- */
+
+unsigned int remote_copies(const struct remote *r)
+{
+	return r->set ? r->place.r : 1;
+}
+
+/* where copy k of [off, off+len) lives: its member and the offset there; false if it cannot */
+static bool copy_at(struct remote *r, uint64_t off, size_t len, unsigned int k, unsigned int *m,
+		    uint64_t *moff)
+{
+	struct place_copy c[PLACE_MAX_REPLICAS];
+	uint64_t u = off / r->unit;
+
+	if (!r->set) {
+		*m = 0;
+		*moff = off;
+		return k == 0;
+	}
+	if (k >= r->place.r || off < LAYOUT_SB_SIZE || off + len > r->size ||
+	    (off + len - 1) / r->unit != u)
+		return false;
+	place_unit(&r->place, u, c);
+	*m = c[k].member;
+	*moff = remote_slot_off(r, c[k].slot) + off % r->unit;
+	return true;
+}
+
+const char *remote_copy_name(struct remote *r, uint64_t off, unsigned int k)
+{
+	unsigned int m;
+	uint64_t moff;
+
+	return copy_at(r, off, 1, k, &m, &moff) ? r->mem[m].name : "?";
+}
+
+int remote_read_copy(struct remote *r, uint64_t off, void *buf, size_t len, unsigned int k)
+{
+	unsigned int m;
+	uint64_t moff;
+
+	if (!copy_at(r, off, len, k, &m, &moff))
+		return -EINVAL;
+	if (!r->set)
+		return member_read(r->mem[0].m, moff, buf, len);
+	if (!remote_member_up(r, m))
+		return -EHOSTDOWN;
+	return member_rc(r, m, member_read(r->mem[m].m, moff, buf, len));
+}
+
+int remote_write_copy(struct remote *r, uint64_t off, const void *buf, size_t len, unsigned int k)
+{
+	unsigned int m;
+	uint64_t moff;
+	int rc;
+
+	if (!copy_at(r, off, len, k, &m, &moff))
+		return -EINVAL;
+	if (!r->set)
+		return member_write(r->mem[0].m, moff, buf, len);
+	if (!remote_member_up(r, m))
+		return -EHOSTDOWN;
+	/* like any write to the set: the intent map covers a crash half-way */
+	pthread_rwlock_rdlock(&r->rb_lock);
+	rc = intent_mark(r, off / r->unit);
+	if (!rc)
+		rc = member_rc(r, m, member_write(r->mem[m].m, moff, buf, len));
+	pthread_rwlock_unlock(&r->rb_lock);
+	return rc;
+}
+
 /* ---- each member's own block 0 ---- */
 
 /* member i for a request: NULL (-EHOSTDOWN) unless it is up or being rebuilt */

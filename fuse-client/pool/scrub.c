@@ -8,9 +8,11 @@
  * which every member keeps. Copies differ only where a client died between
  * writing one copy and the next (writes it never acknowledged), or where
  * a member's memory was damaged. With three copies the majority is the
- * truth; with two, which is right cannot be told (the data carries no
- * checksum), and the repair makes the first copy in placement order the
- * truth - the copies agree again, and every read returns the same bytes.
+ * truth; with two, which is right cannot be told from the copies alone, and
+ * the repair makes the first copy in placement order the truth - the copies
+ * agree again, and every read returns the same bytes. (rmemfs-fsck checks
+ * the data blocks against their checksums before this, and rewrites a bad
+ * copy from a good one: what differs here is then what no checksum covers.)
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 

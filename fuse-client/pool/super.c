@@ -512,6 +512,20 @@ int super_format(struct super *s)
 	return rc;
 }
 
+int super_upgrade(struct super *s)
+{
+	struct layout_geom g = s->g;
+	struct layout_sb sb;
+	int rc;
+
+	g.version = LAYOUT_VERSION;
+	layout_sb_pack(&g, &sb);
+	rc = remote_write(s->r, 0, &sb, LAYOUT_SB_STATIC_LEN);
+	if (rc == 0)
+		s->g = g;
+	return rc;
+}
+
 /*
  * Every member keeps the word; a client that died while switching it left
  * the members before some point with the new generation (remote_cas goes in

@@ -71,6 +71,13 @@ int super_lease_release(struct super *s);
  */
 int super_format(struct super *s);
 
+/*
+ * Rewrite the superblock's static part with format version LAYOUT_VERSION
+ * (lease held; a version-1 pool after its first version-2 checkpoint).
+ * super_geom then says the new version.
+ */
+int super_upgrade(struct super *s);
+
 /* the committed checkpoint generation (atomic read) */
 int super_read_ckpt_gen(struct super *s, uint64_t *gen);
 /* switch it from old to new with CAS; -ESTALE if it was neither (someone else writes) */

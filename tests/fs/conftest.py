@@ -545,6 +545,20 @@ def wait_for(cond, timeout=30.0, step=0.05):
     return cond()
 
 
+def fsck(server, *extra):
+    """rmemfs-fsck on a server (or a member set); warnings are fatal in it."""
+    cmd = [binary('fuse-client/rmemfs-fsck'), server.addr, *extra,
+           '-o', f'token_file={server.token_file},transport={TRANSPORT}']
+    env = dict(os.environ, G_DEBUG='fatal-warnings')
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def ctl(mnt, *args):
+    """rmemfs-ctl MNT ARGS..."""
+    return subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt] + list(args),
+                          capture_output=True, text=True, timeout=300)
+
+
 def pattern(seed, n):
     """n deterministic, non-repeating-looking bytes."""
     import random

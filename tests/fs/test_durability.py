@@ -16,7 +16,7 @@ import sys
 import textwrap
 import time
 
-from conftest import TRANSPORT, Rmemfs, binary, is_mounted, pattern, scaled, unmount
+from conftest import Rmemfs, fsck, is_mounted, pattern, scaled, unmount
 
 
 def snapshot_stats(base):
@@ -96,13 +96,6 @@ def test_remount_equality(mounted):
     # and once more, with the kernel caches on
     mounted.remount(options=[])
     assert snapshot_data(mounted.path) == data1
-
-
-def fsck(server, *extra):
-    cmd = [binary('fuse-client/rmemfs-fsck'), server.addr, *extra,
-           '-o', f'token_file={server.token_file},transport={TRANSPORT}']
-    env = dict(os.environ, G_DEBUG='fatal-warnings')
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
 
 def write_synced(path, data):

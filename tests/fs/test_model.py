@@ -60,7 +60,7 @@ import time
 import pytest
 
 from conftest import RENAME_EXCHANGE, RENAME_NOREPLACE, SCALE, Mounted, renameat2, scaled
-from test_durability import fsck
+from conftest import fsck
 
 SEED_ENV = 'RMEMFS_MODEL_SEED'
 REG, DIR, LNK = 'reg', 'dir', 'lnk'

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_csum.c - the checksum table (fuse-client/meta/csum.c) against a model:
+ * seeded random set / clear / get / hot marks checked against a GHashTable,
+ * and at intervals the table serialised into a checkpoint tail over a random
+ * allocation bitmap and parsed back into a new table, which must hold exactly
+ * the model's checksums of the used blocks and the model's hot regions.
+ * Damaged tails (cut, a byte added, a region past the end) must be refused.
+ * RMEMFS_CSUM_SEED replays a seed (printed).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "csum.h"
+#include "layout.h"
+
+#define NBLOCKS (5 * CSUM_PAGE + 77) /* pages, and a last one partly used */
+#define NREGIONS ((NBLOCKS + LAYOUT_CSUM_REGION_BLOCKS - 1) / LAYOUT_CSUM_REGION_BLOCKS)
+#define OPS 20000
+#define ROUND_TRIP_EVERY 997
+
+struct model {
+	GHashTable *crc; /* pb -> crc (both as pointers: pb + 1, crc + 1) */
+	GHashTable *hot; /* region + 1 */
+	guint32 seed;
+	unsigned int op;
+};
+
+#define MFAIL(md, fmt, ...)                                                               \
+	g_error("csum model (seed %u, op %u): " fmt, (md)->seed, (md)->op, ##__VA_ARGS__)
+
+static gpointer key(uint64_t v)
+{
+	return GSIZE_TO_POINTER((gsize)v + 1);
+}
+
+static void check_same(struct model *md, struct csum *c, const uint8_t *used)
+{
+	uint64_t pb, n = 0;
+	uint32_t crc;
+
+	for (pb = 0; pb < NBLOCKS; pb++) {
+		gpointer v;
+		bool want = g_hash_table_lookup_extended(md->crc, key(pb), NULL, &v);
+		bool have = csum_get(c, pb, &crc);
+
+		if (used && !(used[pb / 8] & (1U << (pb % 8))))
+			want = false;
+		if (want != have)
+			MFAIL(md, "block %" G_GUINT64_FORMAT ": %s, the model %s", pb,
+			      have ? "present" : "absent", want ? "has it" : "has none");
+		if (want && crc != (uint32_t)(GPOINTER_TO_SIZE(v) - 1))
+			MFAIL(md, "block %" G_GUINT64_FORMAT ": crc %08x, the model %08x", pb, crc,
+			      (uint32_t)(GPOINTER_TO_SIZE(v) - 1));
+		n += want;
+	}
+	if (csum_count(c) != n)
+		MFAIL(md, "count %" G_GUINT64_FORMAT ", the model %" G_GUINT64_FORMAT,
+		      csum_count(c), n);
+	for (pb = 0; pb < NREGIONS; pb++)
+		if (csum_hot(c, pb) != g_hash_table_contains(md->hot, key(pb)))
+			MFAIL(md, "region %" G_GUINT64_FORMAT " hot %d", pb, csum_hot(c, pb));
+	if (csum_hot_count(c) != g_hash_table_size(md->hot))
+		MFAIL(md, "%" G_GUINT64_FORMAT " hot regions, the model %u", csum_hot_count(c),
+		      g_hash_table_size(md->hot));
+}
+
+/* serialise over a random bitmap, parse back, compare; damaged copies must be refused */
+static void round_trip(struct model *md, struct csum *c, GRand *rng)
+{
+	uint8_t used[(NBLOCKS + 7) / 8];
+	GByteArray *b = g_byte_array_new();
+	struct csum *back = csum_new(), *bad;
+	uint64_t pb, nused = 0;
+	guint density = g_rand_int_range(rng, 0, 101);
+	uint8_t *cut;
+
+	memset(used, 0, sizeof(used));
+	for (pb = 0; pb < NBLOCKS; pb++)
+		if ((guint)g_rand_int_range(rng, 0, 100) < density) {
+			used[pb / 8] |= (uint8_t)(1U << (pb % 8));
+			nused++;
+		}
+	csum_put_tail(c, used, NBLOCKS, b);
+	if (b->len != csum_tail_len(c, nused))
+		MFAIL(md, "tail of %u bytes, csum_tail_len says %" G_GUINT64_FORMAT, b->len,
+		      csum_tail_len(c, nused));
+	if (csum_get_tail(back, used, NBLOCKS, b->data, b->len) < 0)
+		MFAIL(md, "the tail written does not parse");
+	check_same(md, back, used);
+	csum_destroy(back);
+
+	/* one byte short, one byte too many: refused, nothing kept */
+	bad = csum_new();
+	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, b->data, b->len - 1), ==, -EBADMSG);
+	cut = g_malloc0(b->len + 1);
+	memcpy(cut, b->data, b->len);
+	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, cut, b->len + 1), ==, -EBADMSG);
+	g_assert_cmpuint(csum_count(bad), ==, 0);
+	g_assert_cmpuint(csum_hot_count(bad), ==, 0);
+	g_free(cut);
+	csum_destroy(bad);
+	g_byte_array_unref(b);
+}
+
+static void test_model(void)
+{
+	const char *env = g_getenv("RMEMFS_CSUM_SEED");
+	struct model md = { 0 };
+	struct csum *c = csum_new();
+	GRand *rng;
+
+	md.seed = env ? (guint32)strtoul(env, NULL, 0) : g_test_rand_int();
+	g_test_message("csum model seed %u (RMEMFS_CSUM_SEED=%u replays it)", md.seed, md.seed);
+	rng = g_rand_new_with_seed(md.seed);
+	md.crc = g_hash_table_new(g_direct_hash, g_direct_equal);
+	md.hot = g_hash_table_new(g_direct_hash, g_direct_equal);
+	for (md.op = 0; md.op < OPS; md.op++) {
+		uint64_t pb = (uint64_t)g_rand_int_range(rng, 0, NBLOCKS);
+		uint64_t n = (uint64_t)g_rand_int_range(rng, 1, 3 * CSUM_PAGE / 2);
+		uint32_t crc = g_rand_int(rng), got;
+		uint64_t region = pb % NREGIONS, i;
+		gpointer v;
+
+		switch (g_rand_int_range(rng, 0, 8)) {
+		case 0: /* clear a run, across pages */
+			n = MIN(n, (uint64_t)NBLOCKS - pb);
+			csum_clear(c, pb, n);
+			for (i = 0; i < n; i++)
+				g_hash_table_remove(md.crc, key(pb + i));
+			break;
+		case 1: /* hot mark */
+		case 2: {
+			bool hot = g_rand_boolean(rng);
+			bool was = g_hash_table_contains(md.hot, key(region));
+
+			if (csum_hot_set(c, region, hot, 0, NULL) != (hot != was))
+				MFAIL(&md, "hot mark of region %" G_GUINT64_FORMAT " to %d", region,
+				      hot);
+			if (hot)
+				g_hash_table_add(md.hot, key(region));
+			else
+				g_hash_table_remove(md.hot, key(region));
+			break;
+		}
+		case 3: { /* get a run */
+			uint32_t crcs[64];
+			bool have[64];
+
+			n = MIN((uint64_t)64, (uint64_t)NBLOCKS - pb);
+			csum_get_run(c, pb, n, crcs, have);
+			for (i = 0; i < n; i++) {
+				bool want = g_hash_table_lookup_extended(md.crc, key(pb + i), NULL,
+									 &v);
+
+				if (have[i] != want ||
+				    (want && crcs[i] != (uint32_t)(GPOINTER_TO_SIZE(v) - 1)))
+					MFAIL(&md, "get_run at %" G_GUINT64_FORMAT, pb + i);
+			}
+			break;
+		}
+		default: /* set, get one */
+			csum_set(c, pb, crc);
+			g_hash_table_insert(md.crc, key(pb), GSIZE_TO_POINTER((gsize)crc + 1));
+			if (!csum_get(c, pb, &got) || got != crc)
+				MFAIL(&md, "block %" G_GUINT64_FORMAT " lost its crc", pb);
+			break;
+		}
+		if (md.op % ROUND_TRIP_EVERY == 0) {
+			check_same(&md, c, NULL);
+			round_trip(&md, c, rng);
+		}
+	}
+	check_same(&md, c, NULL);
+	round_trip(&md, c, rng);
+	csum_destroy(c);
+	g_hash_table_destroy(md.crc);
+	g_hash_table_destroy(md.hot);
+	g_rand_free(rng);
+}
+
+/* a tail naming a region past the data area, or the same region twice, is refused */
+static void test_bad_regions(void)
+{
+	uint8_t used[(NBLOCKS + 7) / 8] = { 0 };
+	uint8_t buf[16];
+	struct csum *c = csum_new();
+	size_t len = 0;
+
+	/* no used block: an empty section, then le32 n and the regions */
+	buf[len++] = 1;
+	buf[len++] = 0;
+	buf[len++] = 0;
+	buf[len++] = 0;
+	buf[len++] = (uint8_t)NREGIONS; /* uv: one past the last region */
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len), ==, -EBADMSG);
+	buf[0] = 2;
+	buf[4] = 0;
+	buf[5] = 0; /* region 0 twice */
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len + 1), ==, -EBADMSG);
+	g_assert_cmpuint(csum_hot_count(c), ==, 0);
+	buf[5] = 1;
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len + 1), ==, 0);
+	g_assert_cmpuint(csum_hot_count(c), ==, 2);
+	csum_destroy(c);
+}
+
+int main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/csum/model", test_model);
+	g_test_add_func("/csum/bad-regions", test_bad_regions);
+	return g_test_run();
+}
