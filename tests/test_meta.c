@@ -744,6 +744,16 @@ static void test_bigdir(struct fx *f, gconstpointer d)
 	g_assert_cmpint(mount_close(m), ==, 0);
 }
 
+/* the pool block of file block fb of ino */
+static uint64_t pblock_of(struct meta *m, uint64_t ino, uint64_t fb)
+{
+	struct meta_extent e;
+
+	g_assert_cmpint(extent_map(m, ino, fb * BS, BS, false, &e, 1), ==, 1);
+	g_assert_cmpuint(e.pool_off, !=, 0);
+	return (e.pool_off - m->g.data_off) / BS;
+}
+
 /* corrupt the metadata in RAM and commit it as a checkpoint, behind meta's back */
 static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t *fc)
 {
@@ -751,12 +761,18 @@ static void corrupt_and_crash(struct fx *f, uint64_t *fa, uint64_t *fb, uint64_t
 	struct meta_inode *a, *b, *c, *root;
 	struct meta_ext *ea, *eb;
 	uint8_t buf[2 * BS];
+	uint64_t pa;
+	uint32_t crc;
 
 	*fa = tfx_mk(m, ROOT, "a", S_IFREG | 0644);
 	*fb = tfx_mk(m, ROOT, "b", S_IFREG | 0644);
 	*fc = tfx_mk(m, ROOT, "c", S_IFREG | 0644);
 	fill_pattern(buf, sizeof(buf), 11);
 	g_assert_cmpint(write_data(m, f->r, *fa, 0, buf, sizeof(buf)), ==, 0);
+	/* a's first block carries its CRC (the block b will be made to share) */
+	pa = pblock_of(m, *fa, 0);
+	crc = layout_crc(buf, BS);
+	g_assert_cmpint(checksum_log(m, &pa, &crc, 1), ==, 0);
 	fill_pattern(buf, sizeof(buf), 22);
 	g_assert_cmpint(write_data(m, f->r, *fb, 0, buf, sizeof(buf)), ==, 0);
 	g_assert_cmpint(commit_sync(m), ==, 0);
@@ -810,6 +826,7 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	uint8_t want[2 * BS], got[2 * BS];
 	struct meta *m;
 	struct meta_extent ea[4], eb[4];
+	uint32_t crc_a, crc_b;
 	guint i;
 	int rc;
 
@@ -860,6 +877,10 @@ static void test_fsck(struct fx *f, gconstpointer d)
 	g_assert_cmpmem(got, BS, want, BS);
 	fill_pattern(want, sizeof(want), 11);
 	g_assert_cmpmem(got + BS, BS, want, BS);
+	/* b's copy of the block it shared checks like its source */
+	g_assert_true(csum_get(m->csum, pblock_of(m, fa, 0), &crc_a));
+	g_assert_true(csum_get(m->csum, pblock_of(m, fb, 1), &crc_b));
+	g_assert_cmphex(crc_a, ==, crc_b);
 	/* and no block is shared any more */
 	for (i = 0; i < 2; i++) {
 		g_assert_cmpint(extent_map(m, fa, i * BS, BS, false, ea, 4), ==, 1);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "csum.h"
 #include "meta_int.h"
 #include "remote.h"
 #include "super.h"
@@ -152,6 +153,20 @@ static bool scan_ext(struct meta_ext *e, void *ctx)
 	return true;
 }
 
+/* the CRCs of [from, +n) become those of [to, +n): a copy checks like its source */
+static void copy_crcs(struct meta *m, uint64_t from, uint64_t to, uint64_t n)
+{
+	uint32_t crc[256];
+	bool have[256];
+	uint64_t i;
+
+	csum_get_run(m->csum, from, n, crc, have);
+	csum_clear(m->csum, to, n);
+	for (i = 0; i < n; i++)
+		if (have[i])
+			csum_set(m->csum, to + i, crc[i]);
+}
+
 static int copy_blocks(struct meta *m, uint64_t from, uint64_t to, uint64_t count)
 {
 	const uint64_t chunk = 256;
@@ -165,6 +180,8 @@ static int copy_blocks(struct meta *m, uint64_t from, uint64_t to, uint64_t coun
 		rc = remote_read(m->r, m->g.data_off + from * META_BLOCK_SIZE, buf, bytes);
 		if (!rc)
 			rc = remote_write(m->r, m->g.data_off + to * META_BLOCK_SIZE, buf, bytes);
+		if (!rc)
+			copy_crcs(m, from, to, n);
 		from += n;
 		to += n;
 		count -= n;
