@@ -492,15 +492,42 @@ static uint32_t wblk_crc(const struct verify_wblk *w)
 	return ~crc;
 }
 
+/*
+ * A batch whose write failed may have landed in part: its in-place blocks
+ * (stripes held) get the CRCs of what the pool holds now, so the table
+ * agrees with it again. 0, or -errno: then their regions stay hot and the
+ * next mount recomputes them.
+ */
+static int relog_landed(struct verify *v, struct verify_write *vw)
+{
+	char *buf = g_malloc(BS);
+	uint32_t crc;
+	guint i;
+	int rc = 0;
+
+	for (i = 0; i < vw->blks->len && rc == 0; i++) {
+		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
+
+		if (!w->inplace)
+			continue;
+		rc = remote_read(v->r, extent_pool_off(v->m, w->pb), buf, BS);
+		crc = block_crc(buf);
+		if (rc == 0)
+			rc = checksum_log(v->m, &w->pb, &crc, 1);
+	}
+	g_free(buf);
+	return rc;
+}
+
 int verify_write_run(struct verify *v, struct verify_write *vw)
 {
 	GArray *inplace = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	uint64_t *pbs = g_new(uint64_t, vw->blks->len);
 	uint32_t *crcs = g_new(uint32_t, vw->blks->len);
 	struct stripes s = { 0 };
-	bool hot = false;
+	bool hot = false, sent = false, leave;
 	guint i;
-	int rc = 0;
+	int rc = 0, n = 0;
 
 	for (i = 0; i < vw->blks->len; i++) {
 		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
@@ -524,17 +551,33 @@ int verify_write_run(struct verify *v, struct verify_write *vw)
 
 		if (w->rmw)
 			rc = rmw_read(v, w);
-		pbs[i] = w->pb;
-		crcs[i] = wblk_crc(w);
+		if (w->inplace) {
+			pbs[n] = w->pb;
+			crcs[n++] = wblk_crc(w);
+		}
 	}
-	if (rc == 0 && vw->b.cnt)
+	if (rc == 0 && vw->b.cnt) {
 		rc = remote_writev(v->r, vw->b.offs, vw->b.iov, vw->b.cnt);
+		sent = true;
+	}
+	/*
+	 * New blocks: their CRCs go into the table now and into the journal with
+	 * the EXT_SET that makes them part of the file (extent.c commit_range).
+	 * Written blocks are changed in place: their CRCs are journaled now.
+	 */
+	for (i = 0; i < vw->blks->len && rc == 0; i++) {
+		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
+
+		if (!w->inplace)
+			csum_set(extent_csum(v->m), w->pb, wblk_crc(w));
+	}
 	if (rc == 0)
-		rc = checksum_log(v->m, pbs, crcs, (int)vw->blks->len);
+		rc = checksum_log(v->m, pbs, crcs, n);
+	/* nothing sent (a read-modify-write failed), or what landed is logged: leave */
+	leave = hot && (rc == 0 || !sent || relog_landed(v, vw) == 0);
 	if (inplace->len)
 		stripes_unlock(v, &s);
-	/* a write that failed may have landed in part: its region stays hot until a mount */
-	if (hot && rc == 0)
+	if (leave)
 		checksum_hot_leave(v->m, (uint64_t *)(void *)inplace->data, (int)inplace->len);
 out:
 	g_array_free(inplace, TRUE);

@@ -47,6 +47,31 @@ static int apply_csum(struct meta *m, const struct journal_rec *r)
 	return 0;
 }
 
+/*
+ * EXT_SET: the file blocks take the pool blocks, freeing what they mapped -
+ * which for an UNWRITTEN extent becoming WRITTEN (fallocate, then write)
+ * are the same pool blocks, whose CRC the CSUM record before this one set:
+ * that CRC stays (the live writer's commit_range does not free them at all).
+ */
+static void ext_set_keep_crcs(struct meta *m, struct meta_inode *in, const struct journal_rec *r)
+{
+	uint32_t *crc = NULL;
+	bool *have = NULL;
+	uint64_t i;
+
+	if (r->state == LAYOUT_EXT_WRITTEN) {
+		crc = g_new(uint32_t, r->count);
+		have = g_new(bool, r->count);
+		csum_get_run(m->csum, r->pblock, r->count, crc, have);
+	}
+	inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
+	for (i = 0; crc && i < r->count; i++)
+		if (have[i])
+			csum_set(m->csum, r->pblock + i, crc[i]);
+	g_free(crc);
+	g_free(have);
+}
+
 int meta_apply_rec(void *ctx, const struct journal_rec *r)
 {
 	struct meta *m = ctx;
@@ -121,7 +146,7 @@ int meta_apply_rec(void *ctx, const struct journal_rec *r)
 					   G_GUINT64_FORMAT, (guint64)r->ino);
 			return 0;
 		}
-		inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
+		ext_set_keep_crcs(m, in, r);
 		break;
 	case LAYOUT_REC_EXT_CLEAR:
 		inode_ext_clear(m, in, r->fblock, r->count, true);

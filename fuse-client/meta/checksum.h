@@ -4,10 +4,11 @@
  * CRCs of written blocks and the HOT regions go into the table (csum.h) and
  * into the journal (LAYOUT_REC_CSUM, LAYOUT_REC_HOT) here.
  *
- * A block gets its CRC after its data reached the pool and before the
- * transaction that makes it part of a file (the data path queues the CSUM
- * transaction first: the journal's prefix property then gives "a durable
- * EXT_SET(written) has a durable CSUM"). A freed block loses its CRC
+ * A new block gets its CRC in the table once its data reached the pool, and
+ * in the journal inside the transaction that makes it part of the file,
+ * after its EXT_SET (extent.c commit_range): neither is durable without the
+ * other. A written block changed in place has its CRC journaled here
+ * (checksum_log) once the data landed. A freed block loses its CRC
  * (inode.c).
  *
  * An in-place overwrite of a written block changes data whose CRC is

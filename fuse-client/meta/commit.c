@@ -184,15 +184,12 @@ void commit_sweep_hot(struct meta *m, bool all)
 
 	pthread_mutex_lock(&m->lock);
 	if (!m->read_only && !lost(m))
-		csum_hot_cold(m->csum, m->durable_seq, all, cold);
+		csum_hot_cold(m->csum, m->durable_seq, all, cold, &m->ckpt_bytes);
 	if (cold->len) {
 		/* queued behind the regions' CSUM records: durable only after them */
 		journal_begin(m->j);
-		for (i = 0; i < cold->len; i++) {
+		for (i = 0; i < cold->len; i++)
 			journal_rec_hot(m->j, g_array_index(cold, uint64_t, i), false);
-			csum_hot_set(m->csum, g_array_index(cold, uint64_t, i), false, 0,
-				     &m->ckpt_bytes);
-		}
 		journal_commit(m->j);
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -256,7 +256,7 @@ void csum_hot_leave(struct csum *c, uint64_t region)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out)
+void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out, uint64_t *bytes)
 {
 	GHashTableIter it;
 	gpointer k, v;
@@ -265,12 +265,16 @@ void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out)
 	g_hash_table_iter_init(&it, c->hot);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		struct csum_hot *h = v;
+		uint64_t region = h->region;
 
 		/* a write in flight; or not durably hot yet, or written since the last sweep */
-		if (h->inflight || (!all && (h->seq > durable_seq || h->touched)))
+		if (h->inflight || (!all && (h->seq > durable_seq || h->touched))) {
 			h->touched = false;
-		else
-			g_array_append_val(out, h->region);
+			continue;
+		}
+		g_array_append_val(out, region);
+		*bytes -= layout_uv_len(region);
+		g_hash_table_iter_remove(&it);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -60,11 +60,13 @@ bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq);
 void csum_hot_durable(struct csum *c, uint64_t region);
 void csum_hot_leave(struct csum *c, uint64_t region);
 /*
- * The regions a sweep may clear, appended to out (uint64_t): no write in
- * flight, and (unless all) hot durably (seq <= durable_seq) and not
- * written since the previous sweep. The others are marked not written.
+ * A sweep: the regions with no write in flight and (unless all) hot durably
+ * (seq <= durable_seq) and not written since the previous sweep stop being
+ * hot - removed under the table's lock, so no write can enter one between
+ * the choice and the removal - and are appended to out (uint64_t), *bytes
+ * less their size in the checkpoint; the others are marked not written.
  */
-void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out);
+void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out, uint64_t *bytes);
 /* every hot region, ascending, appended to out (uint64_t) */
 void csum_hot_list(struct csum *c, GArray *out);
 

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "commit.h"
+#include "csum.h"
 #include "hold.h"
 #include "inode.h"
 #include "journal.h"
@@ -253,6 +254,31 @@ static GArray *unwritten_runs(struct meta_inode *in, uint64_t off, uint64_t len)
 	return parts;
 }
 
+/*
+ * The CSUM records of pool blocks [pb, pb+count) that have a CRC in the
+ * table (inside a transaction): the data path set the CRCs of new blocks
+ * in RAM only, and they go to the journal here, after the EXT_SET that
+ * makes the blocks part of the file - the same transaction, so neither is
+ * durable without the other, and a replay frees nothing after them.
+ */
+static void log_crcs(struct meta *m, uint64_t pb, uint64_t count)
+{
+	uint32_t crc[256];
+	bool have[256];
+	uint64_t done, n, i, start;
+
+	for (done = 0; done < count; done += n) {
+		n = MIN(count - done, (uint64_t)G_N_ELEMENTS(crc));
+		csum_get_run(m->csum, pb + done, n, crc, have);
+		for (start = 0; start < n; start = i) {
+			for (i = start; i < n && have[i] == have[start]; i++)
+				;
+			if (have[start])
+				journal_rec_csum(m->j, pb + done + start, i - start, crc + start);
+		}
+	}
+}
+
 /* make the blocks of [off, off+len) WRITTEN (inside a transaction); did any change? */
 static bool commit_range(struct meta *m, struct meta_inode *in, uint64_t off, uint64_t len)
 {
@@ -266,6 +292,7 @@ static bool commit_range(struct meta *m, struct meta_inode *in, uint64_t off, ui
 		inode_ext_clear(m, in, r->fb, r->count, false);
 		inode_ext_set(m, in, r->fb, r->count, r->pb, META_EXT_WRITTEN);
 		journal_rec_ext_set(m->j, in->a.ino, r->fb, r->count, r->pb, META_EXT_WRITTEN);
+		log_crcs(m, r->pb, r->count);
 	}
 	g_array_free(parts, TRUE);
 	return changed;
