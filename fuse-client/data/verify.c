@@ -242,7 +242,8 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 		/* what the first copy that answered holds, for the line */
 		for (k = 0; k < n && rcs[k]; k++)
 			;
-		rc = k < n ? bad_block(v, ino, foff, pb, crc, copy[k]) : rcs[0];
+		/* no copy answered: the application sees EIO, whatever the pool said */
+		rc = k < n ? bad_block(v, ino, foff, pb, crc, copy[k]) : -EIO;
 		goto out;
 	}
 	memcpy(blk, copy[good], BS);

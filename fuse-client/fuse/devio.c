@@ -63,15 +63,20 @@ static ssize_t devio_read(int fd, void *buf, size_t len, void *userdata)
 /* iov is libfuse's INIT reply (header, struct fuse_init_out): write it with d->ask added */
 static ssize_t write_init_reply(struct devio *d, int fd, const struct iovec *iov)
 {
-	struct fuse_init_out out;
-	struct iovec v[2] = { iov[0], { &out, iov[1].iov_len } };
+	/* a copy as long as libfuse's reply, which may be longer than our fuse_init_out */
+	union {
+		struct fuse_init_out out;
+		uint8_t bytes[512];
+	} u;
+	struct iovec v[2] = { iov[0], { &u, iov[1].iov_len } };
 
-	memset(&out, 0, sizeof(out));
-	memcpy(&out, iov[1].iov_base, MIN(iov[1].iov_len, sizeof(out)));
-	out.flags |= (uint32_t)d->ask;
+	if (iov[1].iov_len > sizeof(u))
+		return writev(fd, iov, 2); /* not a reply we know: as it is (mmap then fails) */
+	memcpy(&u, iov[1].iov_base, iov[1].iov_len);
+	u.out.flags |= (uint32_t)d->ask;
 	if (d->ask >> 32) {
-		out.flags |= FUSE_INIT_EXT;
-		out.flags2 |= (uint32_t)(d->ask >> 32);
+		u.out.flags |= FUSE_INIT_EXT;
+		u.out.flags2 |= (uint32_t)(d->ask >> 32);
 	}
 	__atomic_store_n(&d->replied, true, __ATOMIC_RELEASE);
 	return writev(fd, v, 2);

@@ -1065,6 +1065,14 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": %u more problems not "
 				   "listed", (guint64)gen, s.problems - PROBLEMS_MAX);
 	check_bitmap(m, payload + s.len);
+	/*
+	 * A version-2 checkpoint under a version-1 superblock: an upgrade that
+	 * crashed before its superblock write. The filesystem is version 2 (every
+	 * checkpoint written from now on keeps the tail); a read-write mount
+	 * still rewrites the superblock (mount.c go_live asks the superblock).
+	 */
+	if (le32toh(h.version) > m->g.version && le32toh(h.version) <= LAYOUT_VERSION)
+		m->g.version = le32toh(h.version);
 	if (le32toh(h.version) >= LAYOUT_VERSION_CSUM &&
 	    csum_get_tail(m->csum, payload + s.len, m->g.data_blocks, payload + s.len + bm_bytes,
 			  tail) < 0)

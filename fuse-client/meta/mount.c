@@ -482,7 +482,8 @@ static int recompute_hot(struct meta *m, uint64_t *regions)
 static int go_live(struct meta *m, bool formatted, unsigned int flags, char **err_msg)
 {
 	const struct meta_load_info *l = &m->load;
-	bool upgrade = m->g.version < LAYOUT_VERSION && !(flags & LOAD_NO_CHECK);
+	/* the superblock's version: a crashed upgrade may have left a version-2 checkpoint */
+	bool upgrade = super_geom(m->sb)->version < LAYOUT_VERSION && !(flags & LOAD_NO_CHECK);
 	uint64_t hot_regions = 0;
 	int rc;
 
