@@ -8,6 +8,7 @@
  * Damaged tails (cut, a byte added, a region past the end) must be refused.
  * RMEMFS_CSUM_SEED replays a seed (printed).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,10 +208,27 @@ static void test_bad_regions(void)
 	csum_destroy(c);
 }
 
+/* the geometry keeps room for the CRCs, and refuses what a checkpoint cannot hold */
+static void test_geometry(void)
+{
+	const uint64_t gib = 1ULL << 30;
+	struct layout_geom g;
+
+	g_assert_cmpint(layout_geometry(LAYOUT_MIN_POOL - 4096, &g), ==, -ENOSPC);
+	g_assert_cmpint(layout_geometry(LAYOUT_MIN_POOL, &g), ==, 0);
+	g_assert_cmpint(layout_geometry(16 * gib, &g), ==, 0);
+	/* 256 MiB of metadata as in format 1, plus 4.125 bytes for each data block */
+	g_assert_cmpuint(g.slot_len, >=, (256ULL << 20) + layout_csum_section_len(g.data_blocks));
+	g_assert_cmpint(layout_geometry(3 * 1024 * gib, &g), ==, 0);
+	g_assert_cmpuint(g.slot_len, <=, LAYOUT_SLOT_MAX);
+	g_assert_cmpint(layout_geometry(4 * 1024 * gib, &g), ==, -EFBIG);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/csum/model", test_model);
 	g_test_add_func("/csum/bad-regions", test_bad_regions);
+	g_test_add_func("/csum/geometry", test_geometry);
 	return g_test_run();
 }

@@ -153,18 +153,27 @@ static bool scan_ext(struct meta_ext *e, void *ctx)
 	return true;
 }
 
-/* the CRCs of [from, +n) become those of [to, +n): a copy checks like its source */
+/*
+ * The CRCs of [from, +n) become those of [to, +n): a copy checks like its
+ * source. A source in a hot region (an interrupted in-place write may have
+ * left its CRC stale) makes the copy's region hot too, so the mount that
+ * recomputes the one recomputes the other.
+ */
 static void copy_crcs(struct meta *m, uint64_t from, uint64_t to, uint64_t n)
 {
+	const uint64_t region = LAYOUT_CSUM_REGION_BLOCKS;
 	uint32_t crc[256];
 	bool have[256];
 	uint64_t i;
 
 	csum_get_run(m->csum, from, n, crc, have);
 	csum_clear(m->csum, to, n);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (have[i])
 			csum_set(m->csum, to + i, crc[i]);
+		if (csum_hot(m->csum, (from + i) / region))
+			csum_hot_set(m->csum, (to + i) / region, true, 0, &m->ckpt_bytes);
+	}
 }
 
 static int copy_blocks(struct meta *m, uint64_t from, uint64_t to, uint64_t count)

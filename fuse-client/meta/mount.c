@@ -140,6 +140,12 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 						 "%llu MiB)", LAYOUT_MIN_POOL >> 20));
 		return rc;
 	}
+	if (rc == -EFBIG) {
+		set_err(err_msg, g_strdup_printf("pool is too large for one filesystem (its "
+						 "checkpoints would pass 4 GiB): serve at most "
+						 "3.7 TiB"));
+		return rc;
+	}
 	if (rc < 0) {
 		set_err(err_msg, g_strdup_printf("formatting the pool: %s", g_strerror(-rc)));
 		return rc;

@@ -51,6 +51,8 @@ int layout_geometry(uint64_t size, struct layout_geom *g)
 
 		g->slot_len += (tail + LAYOUT_BLOCK - 1) & ~(uint64_t)(LAYOUT_BLOCK - 1);
 	}
+	if (g->slot_len > LAYOUT_SLOT_MAX)
+		return -EFBIG;
 	g->slot_off[0] = g->journal_off + g->journal_len;
 	g->slot_off[1] = g->slot_off[0] + g->slot_len;
 	g->data_off = g->slot_off[1] + g->slot_len;

@@ -57,6 +57,12 @@
 #define LAYOUT_SB_SIZE 4096U
 #define LAYOUT_SB_MAGIC "RMEMFS\0\0"
 #define LAYOUT_MIN_POOL (8ULL << 20) /* smaller pools are refused */
+/*
+ * A checkpoint is built in one GByteArray (guint lengths): slots - 256 MiB
+ * plus the data blocks' CRCs, 4.125 bytes a block - stay below 4 GiB, so
+ * pools above about 3.7 TiB are refused (layout_geometry: -EFBIG).
+ */
+#define LAYOUT_SLOT_MAX ((1ULL << 32) - 2 * LAYOUT_BLOCK)
 
 /* superblock field offsets (bytes from pool offset 0) */
 #define LAYOUT_SB_STATIC_LEN 112 /* bytes covered by sb_crc */
