@@ -1073,7 +1073,17 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 	 */
 	if (le32toh(h.version) > m->g.version && le32toh(h.version) <= LAYOUT_VERSION)
 		m->g.version = le32toh(h.version);
-	if (le32toh(h.version) >= LAYOUT_VERSION_CSUM &&
+	/*
+	 * A salvaged payload (its CRC failed): the CRCs are positional over the
+	 * stored bitmap, which may be damaged too - one flipped bit would shift
+	 * every CRC after it onto the wrong block. Dropped: the blocks read
+	 * unverified until a scrub gives them CRCs again.
+	 */
+	if (verdict && le32toh(h.version) >= LAYOUT_VERSION_CSUM)
+		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": salvaged, so its data "
+				   "block checksums are dropped (rmemfs-ctl scrub gives them new "
+				   "ones)", (guint64)gen);
+	else if (le32toh(h.version) >= LAYOUT_VERSION_CSUM &&
 	    csum_get_tail(m->csum, payload + s.len, m->g.data_blocks, payload + s.len + bm_bytes,
 			  tail) < 0)
 		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": its checksum section "
