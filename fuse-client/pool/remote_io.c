@@ -514,13 +514,14 @@ static bool copy_at(struct remote *r, uint64_t off, size_t len, unsigned int k, 
 		    uint64_t *moff)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint64_t u = off / r->unit;
+	uint64_t u;
 
-	if (!r->set) {
+	if (!r->set) { /* a plain pool: one copy, no units (r->unit is 0) */
 		*m = 0;
 		*moff = off;
 		return k == 0;
 	}
+	u = off / r->unit;
 	if (k >= r->place.r || off < LAYOUT_SB_SIZE || off + len > r->size ||
 	    (off + len - 1) / r->unit != u)
 		return false;
