@@ -34,8 +34,11 @@ BLOCK = 4096
 REFRESH = 1.0                    # -o refresh= of every reader here
 # how far a reader may lag the writer's fsync: refresh + 1 s, the issue's bound. The RDMA
 # harness runs everything under qemu TCG with emulated rxe, several times slower than this
-# host (it proves correctness, not speed): there the slack is 3 s.
-BOUND = REFRESH + (1.0 if TRANSPORT == 'tcp' else 3.0)
+# host (it proves correctness, not speed): there the slack is 14 s, twice the worst lag seen -
+# 2.8 s on a quiet host, 5.9 and 7.2 s (medians 1.0 s) with a CPU hog on one of its two
+# cores (issue 22's busy-machine CI), 0 wrong bytes every time; what it still catches there
+# is a reader that stops following.
+BOUND = REFRESH + (1.0 if TRANSPORT == 'tcp' else 14.0)
 READER_OPTIONS = ['ro', f'refresh={REFRESH:g}']
 OK_ERRNOS = (errno.ENOENT, errno.ESTALE, errno.EIO)
 
