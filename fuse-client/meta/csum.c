@@ -395,8 +395,10 @@ void csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, GByt
 			nused++;
 		}
 	bits = b->len;
-	g_byte_array_set_size(b, (guint)(bits + (nused + 7) / 8));
-	memset(b->data + bits, 0, (nused + 7) / 8);
+	if (nused) {
+		g_byte_array_set_size(b, (guint)(bits + (nused + 7) / 8));
+		memset(b->data + bits, 0, (nused + 7) / 8);
+	}
 	for (pb = 0, nused = 0; pb < nblocks; pb++)
 		if (bitmap[pb / 8] & (1U << (pb % 8))) {
 			if (get_locked(c, &pg, pb, &crc))
