@@ -24,6 +24,7 @@
 
 struct model {
 	GHashTable *crc; /* pb -> crc (both as pointers: pb + 1, crc + 1) */
+	GHashTable *unlogged; /* pb + 1: set by csum_set_unlogged since the last take */
 	GHashTable *hot; /* region + 1 */
 	guint32 seed;
 	unsigned int op;
@@ -66,6 +67,36 @@ static void check_same(struct model *md, struct csum *c, const uint8_t *used)
 	if (csum_hot_count(c) != g_hash_table_size(md->hot))
 		MFAIL(md, "%" G_GUINT64_FORMAT " hot regions, the model %u", csum_hot_count(c),
 		      g_hash_table_size(md->hot));
+}
+
+/* csum_take_unlogged against the model: the blocks set since the last take that still have a CRC */
+static void take_unlogged(struct model *md, struct csum *c)
+{
+	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	GArray *crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+	GHashTableIter it;
+	gpointer k, v;
+	guint i, want = 0;
+
+	csum_take_unlogged(c, pbs, crcs);
+	g_hash_table_iter_init(&it, md->unlogged);
+	while (g_hash_table_iter_next(&it, &k, NULL))
+		want += g_hash_table_contains(md->crc, k);
+	if (pbs->len != want || crcs->len != want)
+		MFAIL(md, "took %u unlogged CRCs, the model %u", pbs->len, want);
+	for (i = 0; i < pbs->len; i++) {
+		uint64_t pb = g_array_index(pbs, uint64_t, i);
+
+		if (i && pb <= g_array_index(pbs, uint64_t, i - 1))
+			MFAIL(md, "unlogged blocks not ascending at %u", i);
+		if (!g_hash_table_contains(md->unlogged, key(pb)) ||
+		    !g_hash_table_lookup_extended(md->crc, key(pb), NULL, &v) ||
+		    g_array_index(crcs, uint32_t, i) != (uint32_t)(GPOINTER_TO_SIZE(v) - 1))
+			MFAIL(md, "unlogged block %" G_GUINT64_FORMAT " taken wrongly", pb);
+	}
+	g_hash_table_remove_all(md->unlogged);
+	g_array_free(pbs, TRUE);
+	g_array_free(crcs, TRUE);
 }
 
 /* serialise over a random bitmap, parse back, compare; damaged copies must be refused */
@@ -118,6 +149,7 @@ static void test_model(void)
 	rng = g_rand_new_with_seed(md.seed);
 	md.crc = g_hash_table_new(g_direct_hash, g_direct_equal);
 	md.hot = g_hash_table_new(g_direct_hash, g_direct_equal);
+	md.unlogged = g_hash_table_new(g_direct_hash, g_direct_equal);
 	for (md.op = 0; md.op < OPS; md.op++) {
 		uint64_t pb = (uint64_t)g_rand_int_range(rng, 0, NBLOCKS);
 		uint64_t n = (uint64_t)g_rand_int_range(rng, 1, 3 * CSUM_PAGE / 2);
@@ -125,7 +157,15 @@ static void test_model(void)
 		uint64_t region = pb % NREGIONS, i;
 		gpointer v;
 
-		switch (g_rand_int_range(rng, 0, 8)) {
+		switch (g_rand_int_range(rng, 0, 10)) {
+		case 8: /* an in-place write's CRC, journaled later */
+			csum_set_unlogged(c, pb, crc);
+			g_hash_table_insert(md.crc, key(pb), GSIZE_TO_POINTER((gsize)crc + 1));
+			g_hash_table_add(md.unlogged, key(pb));
+			break;
+		case 9: /* the committer takes them: each once, ascending, only those still set */
+			take_unlogged(&md, c);
+			break;
 		case 0: /* clear a run, across pages */
 			n = MIN(n, (uint64_t)NBLOCKS - pb);
 			csum_clear(c, pb, n);
@@ -179,6 +219,7 @@ static void test_model(void)
 	csum_destroy(c);
 	g_hash_table_destroy(md.crc);
 	g_hash_table_destroy(md.hot);
+	g_hash_table_destroy(md.unlogged);
 	g_rand_free(rng);
 }
 

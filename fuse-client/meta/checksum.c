@@ -23,19 +23,6 @@
 #define REGION LAYOUT_CSUM_REGION_BLOCKS
 #define RECOMPUTE_BLOCKS 256U /* blocks read per step of checksum_recompute */
 
-/* the CSUM records of n blocks: one per run of consecutive blocks (m->lock held, in a txn) */
-static void log_runs(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
-{
-	int i, start = 0;
-
-	for (i = 1; i <= n; i++) {
-		if (i < n && pb[i] == pb[i - 1] + 1)
-			continue;
-		journal_rec_csum(m->j, pb[start], (uint64_t)(i - start), crc + start);
-		start = i;
-	}
-}
-
 int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
 {
 	int i, rc;
@@ -48,7 +35,7 @@ int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
 		for (i = 0; i < n; i++)
 			csum_set(m->csum, pb[i], crc[i]);
 		meta_txn_begin(m, NULL);
-		log_runs(m, pb, crc, n);
+		journal_rec_csum_runs(m->j, pb, crc, (size_t)n);
 		meta_txn_end(m, NULL);
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -107,6 +107,23 @@ static int do_checkpoint(struct meta *m)
 	return 0;
 }
 
+/* the CRCs of in-place writes not journaled yet, as one transaction (m->lock held) */
+static void log_unlogged(struct meta *m)
+{
+	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	GArray *crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+
+	csum_take_unlogged(m->csum, pbs, crcs);
+	if (pbs->len) {
+		journal_begin(m->j);
+		journal_rec_csum_runs(m->j, (uint64_t *)(void *)pbs->data,
+				      (uint32_t *)(void *)crcs->data, pbs->len);
+		journal_commit(m->j);
+	}
+	g_array_free(pbs, TRUE);
+	g_array_free(crcs, TRUE);
+}
+
 static int commit_locked(struct meta *m, bool force_ckpt)
 {
 	GByteArray *buf;
@@ -117,6 +134,7 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 		return -EROFS;
 	if (lost(m))
 		return -EIO;
+	log_unlogged(m);
 	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j))
 		return do_checkpoint(m);
 	buf = journal_take(m->j, &off, &last);
@@ -186,7 +204,12 @@ void commit_sweep_hot(struct meta *m, bool all)
 	if (!m->read_only && !lost(m))
 		csum_hot_cold(m->csum, m->durable_seq, all, cold, &m->ckpt_bytes);
 	if (cold->len) {
-		/* queued behind the regions' CSUM records: durable only after them */
+		/*
+		 * The regions chosen have no write in flight: every CRC written
+		 * into them is set, and the CRCs not journaled yet go first, so
+		 * HOT(region, 0) is durable only after them.
+		 */
+		log_unlogged(m);
 		journal_begin(m->j);
 		for (i = 0; i < cold->len; i++)
 			journal_rec_hot(m->j, g_array_index(cold, uint64_t, i), false);

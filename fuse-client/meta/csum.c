@@ -37,6 +37,7 @@ struct csum {
 	GHashTable *pages; /* &page->key -> struct csum_page (owned) */
 	uint64_t count;
 	GHashTable *hot; /* &hot->region -> struct csum_hot (owned) */
+	GHashTable *unlogged; /* set of pb + 1 (GSIZE_TO_POINTER): CRCs not journaled yet */
 };
 
 struct csum *csum_new(void)
@@ -46,6 +47,7 @@ struct csum *csum_new(void)
 	pthread_mutex_init(&c->lock, NULL);
 	c->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
 	c->hot = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+	c->unlogged = g_hash_table_new(g_direct_hash, g_direct_equal);
 	return c;
 }
 
@@ -55,6 +57,7 @@ void csum_destroy(struct csum *c)
 		return;
 	g_hash_table_destroy(c->pages);
 	g_hash_table_destroy(c->hot);
+	g_hash_table_destroy(c->unlogged);
 	pthread_mutex_destroy(&c->lock);
 	g_free(c);
 }
@@ -127,6 +130,45 @@ void csum_set(struct csum *c, uint64_t pb, uint32_t crc)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void csum_set_unlogged(struct csum *c, uint64_t pb, uint32_t crc)
+{
+	pthread_mutex_lock(&c->lock);
+	set_locked(c, pb, crc);
+	g_hash_table_add(c->unlogged, GSIZE_TO_POINTER((gsize)pb + 1));
+	pthread_mutex_unlock(&c->lock);
+}
+
+static gint u64_cmp(gconstpointer a, gconstpointer b);
+
+void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs)
+{
+	struct csum_page *pg = NULL;
+	GHashTableIter it;
+	gpointer k;
+	guint i;
+	uint32_t crc;
+
+	pthread_mutex_lock(&c->lock);
+	g_hash_table_iter_init(&it, c->unlogged);
+	while (g_hash_table_iter_next(&it, &k, NULL)) {
+		uint64_t pb = (uint64_t)GPOINTER_TO_SIZE(k) - 1;
+
+		g_array_append_val(pbs, pb);
+	}
+	g_hash_table_remove_all(c->unlogged);
+	g_array_sort(pbs, u64_cmp);
+	/* a block freed since has no CRC any more: nothing to journal for it */
+	for (i = 0; i < pbs->len;) {
+		if (get_locked(c, &pg, g_array_index(pbs, uint64_t, i), &crc)) {
+			g_array_append_val(crcs, crc);
+			i++;
+		} else {
+			g_array_remove_index(pbs, i);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void csum_clear(struct csum *c, uint64_t pb, uint64_t count)
 {
 	uint64_t end = pb + count;
@@ -175,6 +217,9 @@ void csum_swap(struct csum *a, struct csum *b)
 	t = a->hot;
 	a->hot = b->hot;
 	b->hot = t;
+	t = a->unlogged;
+	a->unlogged = b->unlogged;
+	b->unlogged = t;
 	n = a->count;
 	a->count = b->count;
 	b->count = n;
@@ -350,8 +395,10 @@ void csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, GByt
 			nused++;
 		}
 	bits = b->len;
-	g_byte_array_set_size(b, (guint)(bits + (nused + 7) / 8));
-	memset(b->data + bits, 0, (nused + 7) / 8);
+	if (nused) {
+		g_byte_array_set_size(b, (guint)(bits + (nused + 7) / 8));
+		memset(b->data + bits, 0, (nused + 7) / 8);
+	}
 	for (pb = 0, nused = 0; pb < nblocks; pb++)
 		if (bitmap[pb / 8] & (1U << (pb % 8))) {
 			if (get_locked(c, &pg, pb, &crc))

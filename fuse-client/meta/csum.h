@@ -38,6 +38,17 @@ void csum_get_run(struct csum *c, uint64_t pb, uint64_t n, uint32_t *crc, bool *
 void csum_set(struct csum *c, uint64_t pb, uint32_t crc);
 void csum_clear(struct csum *c, uint64_t pb, uint64_t count);
 uint64_t csum_count(struct csum *c); /* blocks with a checksum */
+/*
+ * An in-place write's CRC: set now, journaled later - the committer takes
+ * the blocks set this way (csum_take_unlogged) into one transaction before
+ * each journal write and before a sweep clears a region (commit.c). The HOT
+ * record of the block's region, durable before the write, covers the crash
+ * window meanwhile.
+ */
+void csum_set_unlogged(struct csum *c, uint64_t pb, uint32_t crc);
+/* the blocks csum_set_unlogged set since the last take, ascending, with their CRCs now
+ * (into empty arrays: uint64_t, uint32_t) */
+void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs);
 /* exchange the contents of a and b (a reader taking a freshly loaded state) */
 void csum_swap(struct csum *a, struct csum *b);
 

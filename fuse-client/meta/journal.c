@@ -205,6 +205,18 @@ void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint
 	}
 }
 
+void journal_rec_csum_runs(struct journal *j, const uint64_t *pb, const uint32_t *crc, size_t n)
+{
+	size_t i, start = 0;
+
+	for (i = 1; i <= n; i++) {
+		if (i < n && pb[i] == pb[i - 1] + 1)
+			continue;
+		journal_rec_csum(j, pb[start], (uint64_t)(i - start), crc + start);
+		start = i;
+	}
+}
+
 void journal_rec_hot(struct journal *j, uint64_t region, bool hot)
 {
 	GByteArray *b = rec(j, LAYOUT_REC_HOT);

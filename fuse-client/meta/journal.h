@@ -60,6 +60,8 @@ void journal_rec_xattr_del(struct journal *j, uint64_t ino, const char *name);
 void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, size_t len);
 /* format 2: the CRCs of data blocks [pb, pb+count); a region's hot flag */
 void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint32_t *crc);
+/* the CSUM records of n blocks pb[i] -> crc[i] (pb ascending): one per run of consecutive blocks */
+void journal_rec_csum_runs(struct journal *j, const uint64_t *pb, const uint32_t *crc, size_t n);
 void journal_rec_hot(struct journal *j, uint64_t region, bool hot);
 
 /* ---- flushing (commit.c) ---- */
