@@ -7,9 +7,10 @@
  * A new block gets its CRC in the table once its data reached the pool, and
  * in the journal inside the transaction that makes it part of the file,
  * after its EXT_SET (extent.c commit_range): neither is durable without the
- * other. A written block changed in place has its CRC journaled here
- * (checksum_log) once the data landed. A freed block loses its CRC
- * (inode.c).
+ * other. A written block changed in place has its CRC set in the table
+ * once the data landed and journaled by the committer's next write
+ * (csum_set_unlogged); checksum_log journals at once (scrub, a failed
+ * write's blocks). A freed block loses its CRC (inode.c).
  *
  * An in-place overwrite of a written block changes data whose CRC is
  * durable; until its new CRC is durable a crash would leave them

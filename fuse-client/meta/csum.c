@@ -145,7 +145,7 @@ void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs)
 	struct csum_page *pg = NULL;
 	GHashTableIter it;
 	gpointer k;
-	guint i;
+	guint i, kept;
 	uint32_t crc;
 
 	pthread_mutex_lock(&c->lock);
@@ -158,14 +158,15 @@ void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs)
 	g_hash_table_remove_all(c->unlogged);
 	g_array_sort(pbs, u64_cmp);
 	/* a block freed since has no CRC any more: nothing to journal for it */
-	for (i = 0; i < pbs->len;) {
-		if (get_locked(c, &pg, g_array_index(pbs, uint64_t, i), &crc)) {
+	for (i = 0, kept = 0; i < pbs->len; i++) {
+		uint64_t pb = g_array_index(pbs, uint64_t, i);
+
+		if (get_locked(c, &pg, pb, &crc)) {
+			g_array_index(pbs, uint64_t, kept++) = pb;
 			g_array_append_val(crcs, crc);
-			i++;
-		} else {
-			g_array_remove_index(pbs, i);
 		}
 	}
+	g_array_set_size(pbs, kept);
 	pthread_mutex_unlock(&c->lock);
 }
 
