@@ -6,6 +6,7 @@
  * allocation bitmap and parsed back into a new table, which must hold exactly
  * the model's checksums of the used blocks and the model's hot regions.
  * Damaged tails (cut, a byte added, a region past the end) must be refused.
+ * layout_crc32c's two paths (small buffers, ISA-L) agree with a bitwise CRC.
  * RMEMFS_CSUM_SEED replays a seed (printed).
  */
 #include <errno.h>
@@ -265,11 +266,49 @@ static void test_geometry(void)
 	g_assert_cmpint(layout_geometry(4 * 1024 * gib, &g), ==, -EFBIG);
 }
 
+/* CRC-32C one bit at a time: what both of layout_crc32c's paths must give */
+static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t len)
+{
+	int k;
+
+	while (len--) {
+		crc ^= *p++;
+		for (k = 0; k < 8; k++)
+			crc = crc & 1 ? (crc >> 1) ^ 0x82f63b78U : crc >> 1;
+	}
+	return crc;
+}
+
+/* every length around the small/large boundary, odd offsets, chained calls */
+static void test_crc32c(void)
+{
+	const size_t max = 3 * 4096 + 9;
+	uint8_t *buf = g_malloc(max + 8);
+	GRand *rng = g_rand_new_with_seed(7);
+	size_t i, len;
+
+	g_assert_cmphex(layout_crc("123456789", 9), ==, 0xe3069283U);
+	for (i = 0; i < max + 8; i++)
+		buf[i] = (uint8_t)g_rand_int(rng);
+	for (len = 0; len <= max; len += len < 4200 ? 1 : 97) {
+		const uint8_t *p = buf + len % 8;
+		uint32_t want = crc_bitwise(~0U, p, len);
+		size_t cut = len ? g_rand_int_range(rng, 0, (gint32)len) : 0;
+
+		g_assert_cmphex(layout_crc32c(~0U, p, len), ==, want);
+		g_assert_cmphex(layout_crc32c(layout_crc32c(~0U, p, cut), p + cut, len - cut), ==,
+				want);
+	}
+	g_rand_free(rng);
+	g_free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/csum/model", test_model);
 	g_test_add_func("/csum/bad-regions", test_bad_regions);
 	g_test_add_func("/csum/geometry", test_geometry);
+	g_test_add_func("/csum/crc32c", test_crc32c);
 	return g_test_run();
 }

@@ -233,9 +233,54 @@ int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *pl
 
 /* ---- crc32c (Castagnoli): ISA-L's, which picks the fastest the CPU has ---- */
 
+/*
+ * Buffers under a page (journal transactions, records): the CPU's crc32
+ * instruction. ISA-L's routine for them is an AVX-512 one, whose first use
+ * after a thread switch costs the daemon about 20x its loop time
+ * (ARCHITECTURE "Data checksums").
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SMALL_CRC_MAX 4096U
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_small(uint32_t crc, const uint8_t *p,
+								 size_t len)
+{
+	uint64_t c = crc;
+
+	while (len >= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+		p += 8;
+		len -= 8;
+	}
+	crc = (uint32_t)c;
+	while (len--)
+		crc = __builtin_ia32_crc32qi(crc, *p++);
+	return crc;
+}
+
+static bool small_crc_ok(void)
+{
+	static int ok = -1;
+
+	if (ok < 0)
+		ok = __builtin_cpu_supports("sse4.2");
+	return ok;
+}
+#else
+#define SMALL_CRC_MAX 0U
+static uint32_t crc32c_small(uint32_t crc, const uint8_t *p, size_t len) { return crc; }
+static bool small_crc_ok(void) { return false; }
+#endif
+
 uint32_t layout_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
+
+	if (len < SMALL_CRC_MAX && small_crc_ok())
+		return crc32c_small(crc, p, len);
 
 	while (len > 0) { /* ISA-L takes an int length */
 		int n = len > (1U << 30) ? 1 << 30 : (int)len;
