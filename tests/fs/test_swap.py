@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ PAGE = os.sysconf('SC_PAGE_SIZE')
 SWAP_FILE = '.rmemfs-swap'
 LOCK_TIMEOUT = float(os.environ.get('RMEM_TEST_SWAP_LOCK_TIMEOUT', '600'))
 RUN_TIMEOUT = 120  # seconds one rmemfs-swap run may take
+REBUILD_TIMEOUT = 300  # seconds a 384 MiB member's rebuild may take beside the hog
 NOBODY = 65534
 
 
@@ -335,7 +337,7 @@ def test_refusals(swapenv):
 
 # argv: cgroup.procs path, pages, seed. Joins the cgroup, fills its pages (each stamped
 # with its index and the seed, the rest a seeded pattern rotated by the index), checks
-# them, says READY, and after a line on stdin checks them all again.
+# them, says READY, and for each line on stdin checks them all again (OK) until EOF.
 HOG = r"""
 import mmap, os, random, struct, sys
 procs, pages, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -357,9 +359,9 @@ def verify(when):
         sys.exit(1)
 verify('after the fill')
 print('READY', flush=True)
-sys.stdin.readline()
-verify('after swapoff')
-print('OK', flush=True)
+for line in sys.stdin:
+    verify(line.strip())
+    print('OK', flush=True)
 """
 
 
@@ -466,6 +468,45 @@ def read_line(proc, timeout):
     return box[0] if box else ''
 
 
+class Hog:
+    """The HOG script in a memory cgroup of limit bytes, filled with nbytes and ready."""
+
+    def __init__(self, limit, nbytes):
+        self.cg = MemCgroup()
+        self.child = None
+        self.cg.limit(limit)
+        self.child = subprocess.Popen([sys.executable, '-c', HOG, self.cg.procs,
+                                       str(nbytes // PAGE), str(0x5eed)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+        lines = [read_line(self.child, 60), read_line(self.child, 60)]
+        assert lines == ['FILLED\n', 'READY\n'], f'hog: {lines}'
+
+    def verify(self, when, timeout=120):
+        """every page checked again (swapped in where it is out)"""
+        self.child.stdin.write(when + '\n')
+        self.child.stdin.flush()
+        line = read_line(self.child, timeout)
+        assert line == 'OK\n', f'hog, {when}: {line!r}'
+
+    def finish(self):
+        self.child.stdin.close()
+        assert self.child.wait(30) == 0
+
+    def close(self):
+        """kill it (if still there) and remove the cgroup: a problem, or None"""
+        if self.child:
+            self.child.kill()
+            self.child.wait(30)
+        return self.cg.remove()
+
+
+def swap_on(swapenv, mnt, size):
+    """the highest priority: other swap areas of the machine must not take the hog's pages"""
+    out = swapenv.ok('on', mnt, size, '--priority', '32767')
+    return out.split(':')[1].strip()
+
+
 def test_memory_hog(swapenv):
     why = MemCgroup.unavailable()
     if why:
@@ -473,40 +514,98 @@ def test_memory_hog(swapenv):
     limit, hog_bytes = 64 * MiB, 192 * MiB
     server = swapenv.env.server('512M')
     mnt = swapenv.mount(server)
-    # the highest priority: other swap areas of the machine must not take the hog's pages
-    out = swapenv.ok('on', mnt, '256M', '--priority', '32767')
-    dev = out.split(':')[1].strip()
-
-    cg = MemCgroup()
-    child = None
+    dev = swap_on(swapenv, mnt, '256M')
     sampler = SwapSampler(dev)
+    hog = None
     problems = []
     try:
-        cg.limit(limit)
-        child = subprocess.Popen([sys.executable, '-c', HOG, cg.procs, str(hog_bytes // PAGE),
-                                  str(0x5eed)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
-        lines = [read_line(child, 60), read_line(child, 60)]
-        assert lines == ['FILLED\n', 'READY\n'], f'hog: {lines}'
+        hog = Hog(limit, hog_bytes)
         peak = sampler.finish()
         print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
         assert peak >= 64 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
 
-        cg.limit(None)  # the pages fit back in memory
+        hog.cg.limit(None)  # the pages fit back in memory
         out = swapenv.ok('off', mnt)
         assert out.startswith(f'rmemfs-swap: {dev}: swap off'), out
         assert_gone(dev, mnt)
-
-        child.stdin.write('verify\n')
-        child.stdin.flush()
-        line = read_line(child, 60)
-        assert line == 'OK\n', f'hog after swapoff: {line!r}'
-        assert child.wait(30) == 0
+        hog.verify('after swapoff')
+        hog.finish()
     finally:
         sampler.finish()
-        if child:
-            child.kill()
-            child.wait(30)
-        problems.append(cg.remove())
+        if hog:
+            problems.append(hog.close())
+    assert not any(problems), problems
+
+
+# ---- 4: swap on a member set survives a member's loss, and its replacement ----
+
+def status(mnt):
+    r = subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt, 'status', '--json'],
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_lost_member(swapenv):
+    """replicas=2 over 3 memservers: a hog at 3x its limit, one member SIGKILLed with
+    most of the hog's pages out; every page comes back, status shows the loss, and
+    `replace` rebuilds onto a blank memserver while swap stays on and the hog keeps
+    swapping. Then the other copy's member is killed too: the rebuilt copy serves."""
+    why = MemCgroup.unavailable()
+    if why:
+        pytest.skip(why)
+    limit, hog_bytes = 64 * MiB, 192 * MiB
+    env = swapenv.env
+    mset = env.member_set(3, '384M')
+    mnt = env.rmemfs(mset, options=['swap', 'replicas=2']).mountpoint
+    dev = swap_on(swapenv, mnt, '256M')
+    sampler = SwapSampler(dev)
+    hog = None
+    problems = []
+    try:
+        hog = Hog(limit, hog_bytes)
+        peak = sampler.finish()
+        print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
+        assert peak >= 96 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
+
+        victim = mset.members[1]
+        victim.stop(signal.SIGKILL)
+        hog.verify('with member 1 lost')
+        doc = status(mnt)
+        assert doc['state'] == 'degraded', doc
+        assert [m['state'] for m in doc['members']][1] == 'lost', doc
+
+        blank = env.server('384M', token_file=mset.token_file)
+        replace = subprocess.Popen([binary('fuse-client/rmemfs-ctl'), mnt, 'replace',
+                                    victim.addr, blank.addr, '--wait'],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+        try:
+            hog.verify('during the rebuild')
+            out, _ = replace.communicate(timeout=REBUILD_TIMEOUT)
+        finally:
+            if replace.poll() is None:
+                replace.kill()
+                replace.wait(10)
+        assert replace.returncode == 0, out
+        doc = status(mnt)
+        assert doc['state'] == 'up', doc
+        assert [(m['address'], m['state']) for m in doc['members']][1] == \
+            (blank.addr, 'in_sync'), doc
+        assert swap_of(mnt) == dev, 'swap went off during the rebuild'
+
+        # the rebuilt member holds the only other copy of member 0's units now
+        mset.members[0].stop(signal.SIGKILL)
+        hog.verify('with member 0 lost after the rebuild')
+
+        hog.cg.limit(None)
+        out = swapenv.ok('off', mnt)
+        assert out.startswith(f'rmemfs-swap: {dev}: swap off'), out
+        assert_gone(dev, mnt)
+        hog.verify('after swapoff')
+        hog.finish()
+    finally:
+        sampler.finish()
+        if hog:
+            problems.append(hog.close())
     assert not any(problems), problems
