@@ -50,6 +50,7 @@
 #include "swapmode.h"
 
 #define MAIN_BOUNCE_SIZE (2U << 20) /* per channel: a 1 MiB request and its padding */
+#define MAIN_SWAP_BOUNCE_SIZE (256U << 10) /* -o swap: the data goes from the cache arena */
 #define MAIN_LEASE_TAKEOVER_MS 10000
 
 /* ---- detaching ---- */
@@ -189,7 +190,7 @@ static int remote_config(const struct options *o, struct remote_config *rcfg)
 	mc->transport = o->transport;
 	mc->params.poll_mode = o->poll_mode;
 	mc->qps = o->qps;
-	mc->bounce_size = MAIN_BOUNCE_SIZE;
+	mc->bounce_size = o->swap ? MAIN_SWAP_BOUNCE_SIZE : MAIN_BOUNCE_SIZE;
 	mc->reconnect_timeout_ms = o->reconnect_timeout_ms;
 	rcfg->servers = o->servers;
 	rcfg->nservers = o->nservers;

@@ -57,6 +57,8 @@
 #endif
 
 #define OPS_MAX_WRITE (1U << 20)
+/* -o swap: a loop device's requests are split into this (a smaller daemon) */
+#define OPS_SWAP_MAX_WRITE (128U << 10)
 #define OPS_BLKSIZE (64U << 10) /* st_blksize: the I/O size we like */
 
 static struct ops_ctx *req_ctx(fuse_req_t req)
@@ -141,7 +143,8 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ops_ctx *ctx = userdata;
 
-	conn->max_write = OPS_MAX_WRITE; /* libfuse derives max_pages from it */
+	/* libfuse derives max_pages from it */
+	conn->max_write = ctx->swap ? OPS_SWAP_MAX_WRITE : OPS_MAX_WRITE;
 	conn->time_gran = 1;
 	want(conn, FUSE_CAP_ASYNC_READ);
 	want(conn, FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);

@@ -33,7 +33,7 @@
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
 #define OPTIONS_DEFAULT_RECONNECT_S 60 /* reconnect_timeout, seconds */
 /* -o swap defaults (docs/ARCHITECTURE.md, "Serving swap", says why) */
-#define OPTIONS_SWAP_CACHE_SIZE (64ULL << 20)
+#define OPTIONS_SWAP_CACHE_SIZE (4ULL << 20)
 #define OPTIONS_SWAP_BLOCK_SIZE (4U << 10)
 
 struct options {

@@ -14,9 +14,9 @@
 #include <sys/types.h>
 
 /* every thread's stack (libfuse's workers included): what is locked per thread */
-#define SWAPMODE_THREAD_STACK (512U << 10)
+#define SWAPMODE_THREAD_STACK (256U << 10)
 /* heap kept locked and never trimmed, for the allocations a request makes */
-#define SWAPMODE_HEAP_RESERVE (4U << 20)
+#define SWAPMODE_HEAP_RESERVE (1U << 20)
 
 /* what swapmode_enter() achieved */
 struct swapmode {

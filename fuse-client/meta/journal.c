@@ -254,9 +254,16 @@ bool journal_needs_ckpt(const struct journal *j)
 	return j->tail + j->pending->len > j->len / 4 * 3;
 }
 
+/*
+ * A quarter of the journal, or JOURNAL_WRITE_DUE if less: what the pending
+ * buffer may hold before the committer is woken. The bound is for memory:
+ * under -o swap every byte of the buffer stays resident and locked.
+ */
+#define JOURNAL_WRITE_DUE (1U << 20)
+
 bool journal_write_due(const struct journal *j)
 {
-	return j->pending->len > j->len / 4;
+	return j->pending->len > MIN(j->len / 4, JOURNAL_WRITE_DUE);
 }
 
 void journal_drop_pending(struct journal *j)
@@ -266,7 +273,9 @@ void journal_drop_pending(struct journal *j)
 
 /* ---- replay ---- */
 
-#define REPLAY_WINDOW (4U << 20)
+/* bytes read per step; a transaction larger than this grows it. Small: under -o swap
+ * every byte the daemon touches stays resident (ARCHITECTURE, "What is local memory") */
+#define REPLAY_WINDOW (1U << 20)
 #define JOURNAL_REC_MIN 2 /* the smallest record: a type and a one-byte varint */
 
 struct window {

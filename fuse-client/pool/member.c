@@ -68,7 +68,7 @@
 
 #include <glib.h>
 
-#define MEMBER_MIN_BOUNCE (1U << 20)
+#define MEMBER_MIN_BOUNCE (64U << 10)
 #define MEMBER_DEFAULT_BOUNCE (2U << 20)
 #define MEMBER_BACKOFF_MIN_MS 20U
 #define MEMBER_BACKOFF_MAX_MS 1000U

@@ -38,7 +38,7 @@ struct member_config {
 	/* host, port, token hash, poll mode...; client_id 0: member_open picks a random one */
 	struct xport_params params;
 	unsigned int qps; /* channels (connections), >= 1 */
-	size_t bounce_size; /* registered bytes per channel (>= 1 MiB) */
+	size_t bounce_size; /* registered bytes per channel (>= 64 KiB) */
 	/* how long requests wait for a server that went away: 0 fails at once, -1 forever */
 	int reconnect_timeout_ms;
 };

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import binary, wait_for
+from conftest import binary, daemons_of, wait_for
 
 MiB = 1 << 20
 PAGE = os.sysconf('SC_PAGE_SIZE')
@@ -36,6 +36,9 @@ LOCK_TIMEOUT = float(os.environ.get('RMEM_TEST_SWAP_LOCK_TIMEOUT', '600'))
 RUN_TIMEOUT = 120  # seconds one rmemfs-swap run may take
 REBUILD_TIMEOUT = 300  # seconds a 384 MiB member's rebuild may take beside the hog
 NOBODY = 65534
+# the -o swap daemon's resident (all locked) memory, after swap on and at its peak under a
+# hog: the far-memory issue's bound (ARCHITECTURE.md, "What is local memory")
+SWAP_FOOTPRINT_MAX = 24 * MiB
 
 
 def swap_unavailable():
@@ -501,6 +504,19 @@ class Hog:
         return self.cg.remove()
 
 
+def daemon_memory(mnt):
+    """(VmHWM, VmLck) in bytes of the daemon serving mnt (of its processes, the one that
+    locked its memory: the parent of the fork only waits for the child's verdict)"""
+    best = (0, 0)
+    for pid in daemons_of(mnt):
+        with open(f'/proc/{pid}/status') as f:
+            kib = {l.split(':')[0]: int(l.split()[1]) for l in f if l.startswith(('VmHWM',
+                                                                                   'VmLck'))}
+        best = max(best, (kib.get('VmHWM', 0) * 1024, kib.get('VmLck', 0) * 1024),
+                   key=lambda m: m[1])
+    return best
+
+
 def swap_on(swapenv, mnt, size):
     """the highest priority: other swap areas of the machine must not take the hog's pages"""
     out = swapenv.ok('on', mnt, size, '--priority', '32767')
@@ -515,6 +531,10 @@ def test_memory_hog(swapenv):
     server = swapenv.env.server('512M')
     mnt = swapenv.mount(server)
     dev = swap_on(swapenv, mnt, '256M')
+    hwm, locked = daemon_memory(mnt)
+    print(f'daemon after swap on: {hwm / MiB:.1f} MiB resident at most, {locked / MiB:.1f} '
+          f'MiB locked')
+    assert 0 < locked <= SWAP_FOOTPRINT_MAX and hwm <= SWAP_FOOTPRINT_MAX, (hwm, locked)
     sampler = SwapSampler(dev)
     hog = None
     problems = []
@@ -523,6 +543,11 @@ def test_memory_hog(swapenv):
         peak = sampler.finish()
         print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
         assert peak >= 64 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
+        hog.verify('swapped out')
+        hwm, locked = daemon_memory(mnt)
+        print(f'daemon after the hog: {hwm / MiB:.1f} MiB resident at most, '
+              f'{locked / MiB:.1f} MiB locked')
+        assert hwm <= SWAP_FOOTPRINT_MAX, f'the daemon peaked at {hwm / MiB:.1f} MiB'
 
         hog.cg.limit(None)  # the pages fit back in memory
         out = swapenv.ok('off', mnt)
