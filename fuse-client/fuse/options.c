@@ -410,6 +410,8 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->max_idle_threads = cmd.max_idle_threads;
 #if FUSE_USE_VERSION >= 312
 	o->max_threads = cmd.max_threads;
+	if (o->swap) /* libfuse's default (10) or more, given with -o max_threads */
+		o->max_threads = MIN(o->max_threads, OPTIONS_SWAP_MAX_THREADS);
 #endif
 	if (cmd.show_help)
 		o->show_help = 1;
@@ -486,7 +488,7 @@ void options_print_help(const char *prog)
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
 	       "    -o swap                serve a swap file (rmemfs-swap): lock the daemon's\n"
 	       "                           memory, never wait for I/O to allocate, never be\n"
-	       "                           OOM-killed; cache_size defaults to 64M, block_size\n"
+	       "                           OOM-killed; cache_size defaults to 4M, block_size\n"
 	       "                           to 4K (needs root)\n"
 	       "    -o qps=N               connections to the server, 1..%u (default %u)\n"
 	       "    -o poll=busy|event|hybrid  completion polling (default hybrid:\n"

@@ -35,6 +35,7 @@
 /* -o swap defaults (docs/ARCHITECTURE.md, "Serving swap", says why) */
 #define OPTIONS_SWAP_CACHE_SIZE (4ULL << 20)
 #define OPTIONS_SWAP_BLOCK_SIZE (4U << 10)
+#define OPTIONS_SWAP_MAX_THREADS 8U /* FUSE workers: each a locked stack and request buffer */
 
 struct options {
 	/* SERVER[:PORT][,SERVER[:PORT]...] split; IPv6 literals without brackets */
