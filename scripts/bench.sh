@@ -89,7 +89,6 @@ HERE=$ROOT/scripts/bench
 ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rmem-perf"
 # what rmemfs-readers runs (the write jobs; "meta" runs meta-create and meta-unlink)
 READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
-PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 PY=/usr/bin/python3
 
 # --scale-out: the other benchmark (many memservers behind rate-limited links), its own script
@@ -120,6 +119,9 @@ cli_parse "$@"
 # to_mib, shquote, record_cmd, build_tree and the targets' functions (definitions only)
 # shellcheck source-path=SCRIPTDIR source=bench/targets.sh
 . "$HERE/targets.sh"
+# passthrough_ll_build (PT_SRC, PT_BIN), shared with farmem.sh
+# shellcheck source-path=SCRIPTDIR source=lib/passthrough_ll.sh
+. "$ROOT/scripts/lib/passthrough_ll.sh"
 
 # ---- settings ----
 
@@ -275,18 +277,9 @@ config build_dir "$BUILD"
 config buildtype "$BUILDTYPE"
 
 mkdir -p "$BUILD/bench"
-PT_BIN=$BUILD/bench/passthrough_ll
 META_BIN=$BUILD/bench/metabench
 if selected passthrough_ll; then
-	[ -f "$PT_SRC" ] || die "$PT_SRC missing (libfuse3-dev ships it)"
-	pt_cmd=(gcc -O2 -o "$PT_BIN" "$PT_SRC")
-	read -r -a fuse_flags <<<"$(pkg-config --cflags --libs fuse3)"
-	pt_cmd+=("${fuse_flags[@]}")
-	if [ ! -x "$PT_BIN" ] || [ "$PT_SRC" -nt "$PT_BIN" ]; then
-		"${pt_cmd[@]}" || die "building passthrough_ll failed"
-	fi
-	record_cmd passthrough_ll build "${pt_cmd[@]}"
-	echo "passthrough_ll: $PT_BIN (from $PT_SRC, libfuse $(pkg-config --modversion fuse3))"
+	passthrough_ll_build passthrough_ll || die "passthrough_ll: see above"
 fi
 meta_cmd=(gcc -O2 -Wall -Wextra -I "$ROOT/common" -o "$META_BIN" "$HERE/metabench.c")
 if [ ! -x "$META_BIN" ] || [ "$HERE/metabench.c" -nt "$META_BIN" ]; then

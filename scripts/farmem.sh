@@ -1,7 +1,8 @@
 #!/bin/bash
 # farmem.sh - the far-memory experiment of rmemfs: applications with 100%, 75%, 50% and 25% of
 # their working set in local memory (a memory cgroup), the rest on a swap backend, in one run:
-# Infiniswap's Figure 1 measured on this machine, with rmemfs next to a disk swap file and zram.
+# Infiniswap's Figure 1 measured on this machine, with rmemfs next to a disk swap file, zram and
+# the best a FUSE swap can do here (passthrough_ll).
 #
 # usage: scripts/farmem.sh [OPTIONS]        (as root: cgroups, swapon, mounts, loop devices)
 #
@@ -11,6 +12,14 @@
 #   disk         a swap file on the local disk (/var/tmp: fallocate, mkswap, swapon)
 #   zram         a zram device (hot_add, default compressor): compressed local RAM, which the
 #                cgroup is not charged for; its peak use (mm_stat) is reported next to it
+#   passthrough_ll  the FUSE ceiling, no network: rmemfs-swap's set-up over a file of libfuse's
+#                example passthrough_ll (built from Debian's libfuse3-dev source) serving a
+#                private tmpfs (noswap): the file written whole with zeros (O_DIRECT, fsync),
+#                a loop device with direct I/O (checked: loop/dio must say 1, else the backend
+#                fails), mkswap, swapon. The tmpfs holds the whole swap area, local RAM the
+#                cgroup is not charged for (said in the notes, like zram's); the daemon's RSS
+#                after mount + swap on is taken out of the limit and its VmHWM reported per
+#                run, as for rmemfs
 #   rmemfs-tcp   a memserver on 127.0.0.1 (--mlock; it stands for the remote machine and is not
 #                counted), rmemfs mounted with -o swap, rmemfs-swap on; the daemon's resident
 #                memory after mount + swap on is taken out of the workload's limit, and its
@@ -32,7 +41,7 @@
 #
 # Options:
 #   --quick              smoke run (~2 minutes): small sizes, fractions 100,50, few touches
-#   --backends LIST      default none,disk,zram,rmemfs-tcp,rmemfs-rdma
+#   --backends LIST      default none,disk,zram,passthrough_ll,rmemfs-tcp,rmemfs-rdma
 #   --fractions LIST     local memory in % of the working set (default 100,75,50,25)
 #   --workloads LIST     default touch-seq,touch-rand,redis,sort,scratch
 #   --touch-size SIZE    rmem-touch memory (default 1G; quick 256M)
@@ -55,11 +64,11 @@
 #
 # Output: results.txt (one table, fixed columns with units; OOM / TIMEOUT / FAILED where a run
 # did not finish; the scratch table; the targets block: rmemfs-tcp / disk on random touches at
-# 50% and 25% and redis at 50%, need >= 1.5x), results.json (the same, the environment, every
-# exact command line, sizes, limits, daemon RSS, zram use), one PNG per workload (performance
-# against the local fraction, normalised to the run with all memory local, one line per
-# backend), and
-# raw/ (each run's output and bookkeeping).
+# 50% and 25% and redis at 50%, need >= 1.5x; rmemfs-tcp / passthrough_ll on random touches
+# and redis at 50% and 25%, need >= 0.8x), results.json (the same, the environment, every
+# exact command line, sizes, limits, daemon RSS, zram and tmpfs use), one PNG per workload
+# (performance against the local fraction, normalised to the run with all memory local, one
+# line per backend), and raw/ (each run's output and bookkeeping).
 #
 # Swap is machine-global: the script holds an exclusive flock on /run/lock/rmemfs-swap.lock
 # for the whole run (waiting up to --lock-wait for it) and refuses to start while any swap
@@ -68,8 +77,8 @@
 # holds the lock and passes it as fd 3 (`exec 3>LOCK; flock 3; farmem.sh ...; farmem.sh ...`).
 # Daemons are started with fd 3 closed, so a leftover one cannot keep the lock. A trap undoes
 # everything on any exit, Ctrl-C included: cgroup processes killed, swapoff, rmemfs-swap off,
-# zram reset and removed, cgroups removed, mounts unmounted, daemons stopped, temporary files
-# removed.
+# loop devices detached, zram reset and removed, cgroups removed, mounts unmounted, daemons
+# stopped, tmpfs mounts unmounted, temporary files removed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,7 +86,7 @@ HERE=$ROOT/scripts/farmem
 PY=/usr/bin/python3
 LOCK=/run/lock/rmemfs-swap.lock
 PRIO=32767
-ALL_BACKENDS="none disk zram rmemfs-tcp rmemfs-rdma"
+ALL_BACKENDS="none disk zram passthrough_ll rmemfs-tcp rmemfs-rdma"
 ALL_WORKLOADS="touch-seq touch-rand redis sort scratch"
 
 ORIG_ARGS=("$@")
@@ -95,10 +104,13 @@ declare -A VALUE_OPTS=([--backends]=backends_arg [--fractions]=fractions
 REPORT=$HERE/report.py DOC=$ROOT/docs/FARMEM.md DOC_DIR=$ROOT/docs/farmem
 cli_parse "$@"
 
-# to_mib, shquote, record_cmd, run, ours, build_tree, and the rmemfs/memserver functions of the
-# benchmark suite (definitions only)
+# to_mib, shquote, record_cmd, run, ours, build_tree, and the rmemfs/memserver and
+# passthrough_ll_mount functions of the benchmark suite (definitions only)
 # shellcheck source-path=SCRIPTDIR source=bench/targets.sh
 . "$ROOT/scripts/bench/targets.sh"
+# passthrough_ll_build (PT_SRC, PT_BIN), shared with bench.sh
+# shellcheck source-path=SCRIPTDIR source=lib/passthrough_ll.sh
+. "$ROOT/scripts/lib/passthrough_ll.sh"
 
 # ---- settings ----
 
@@ -210,6 +222,9 @@ step "build"
 TOUCH_BIN=$BUILD/tools/rmem-touch
 [ -x "$TOUCH_BIN" ] || die "$TOUCH_BIN missing (build it, or drop --no-build)"
 echo "build directory $BUILD"
+# (also with --no-build, as bench.sh does: it is not part of the meson tree; a failure skips
+# the backend below)
+[[ " ${BACKENDS[*]} " == *" passthrough_ll "* ]] && passthrough_ll_build passthrough_ll
 
 # ---- the machine ----
 
@@ -231,6 +246,7 @@ for b in "${BACKENDS[@]}"; do
 		;;
 	zram) [ -e /sys/class/zram-control/hot_add ] || modprobe zram num_devices=0 2>/dev/null
 		[ -e /sys/class/zram-control/hot_add ] || why="no zram (module not available)" ;;
+	passthrough_ll) [ -n "$PT_BIN" ] || why="passthrough_ll could not be built (see above)" ;;
 	esac
 	if [[ $b == rmemfs-* ]] && [ -z "$why" ] && [ ! -x "$SWAP_TOOL" ]; then
 		why="$SWAP_TOOL is not built (rmemfs-swap)"

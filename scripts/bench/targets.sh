@@ -2,8 +2,9 @@
 # targets.sh - the filesystems scripts/bench.sh measures: how each one is started, mounted,
 # made cold, and torn down. Sourced by bench.sh (it uses bench.sh's globals: WORK, RAW, BUILD,
 # TMPFS_DIR, POOL, ...); not run on its own. scripts/farmem.sh sources it too, for the
-# bookkeeping helpers and the rmemfs/memserver functions. Only definitions: sourcing it early
-# is safe. It sources scripts/lib/proc.sh for waiting on processes.
+# bookkeeping helpers, the rmemfs/memserver functions and passthrough_ll_mount. Only
+# definitions: sourcing it early is safe. It sources scripts/lib/proc.sh for waiting on
+# processes.
 #
 # Targets (one set of functions each, dispatched by target_* below):
 #   rmemfs-tcp      memserver on 127.0.0.1 (ephemeral port, random token), rmemfs mounted with
@@ -364,9 +365,9 @@ tmpfs_stop() { rm -rf "$TMPFS_DIR/tmpfs"; }
 
 # ---- passthrough_ll ----
 
-PT_PID=""
-
-PT_NOFILE=""
+# PT_BIN (scripts/lib/passthrough_ll.sh builds it); the directory it serves and its
+# RLIMIT_NOFILE, set by passthrough_ll_start (farmem.sh sets them itself); the daemon's pid
+PT_SOURCE="" PT_NOFILE="" PT_PID=""
 
 # passthrough_ll holds an O_PATH fd for every inode the kernel knows. The metadata job drops
 # the kernel's dentries and inodes every META_DROP_EVERY files (bench.sh), so it needs a few
@@ -374,7 +375,8 @@ PT_NOFILE=""
 passthrough_ll_start()
 {
 	local target=$1 want=$((FILES + 4096)) need=$((META_DROP_EVERY + 4096)) hard
-	mkdir -p "$TMPFS_DIR/passthrough_ll"
+	PT_SOURCE=$TMPFS_DIR/passthrough_ll
+	mkdir -p "$PT_SOURCE"
 	hard=$(ulimit -Hn)
 	if [ "$hard" = unlimited ] || [ "$hard" -ge "$want" ] || (ulimit -n "$want") 2>/dev/null; then
 		PT_NOFILE=$want
@@ -388,12 +390,13 @@ passthrough_ll_start()
 	fi
 }
 
+# passthrough_ll_mount TARGET: the daemon PT_BIN on $MNT over the directory PT_SOURCE, with
+# its default caching (-o source only) and RLIMIT_NOFILE PT_NOFILE; its pid in PT_PID
 passthrough_ll_mount()
 {
 	local target=$1
 	mkdir -p "$MNT"
-	local cmd=(prlimit "--nofile=$PT_NOFILE" "$PT_BIN" -f -o "source=$TMPFS_DIR/passthrough_ll"
-		"$MNT")
+	local cmd=(prlimit "--nofile=$PT_NOFILE" "$PT_BIN" -f -o "source=$PT_SOURCE" "$MNT")
 	fuse_daemon_mount "$target" daemon "$RAW/logs/$target.log" mount PT_PID "${cmd[@]}"
 }
 

@@ -4,7 +4,8 @@
 #   gnuplot -e 'datafile="..."; outfile="..."; charttitle="..."; names="none disk ..."; styles="1 2 ...";
 #               ymax=..; quick=0|1' fraction.gp
 # datafile: "# header" then one line per local fraction (%, descending): the fraction, then one
-# normalised figure per backend of names (styles: each one's line style, fixed per backend; "?" where it did not run, 0 where it was killed).
+# normalised figure per backend of names (styles: each one's line style, fixed per backend
+# by report.py's STYLE; "?" where it did not run, 0 where it was killed).
 
 set terminal pngcairo size 900,560 font "sans,10" noenhanced
 set output outfile
@@ -23,5 +24,7 @@ set style line 2 lc rgb "#cc4444" lw 2 pt 5 ps 1.2
 set style line 3 lc rgb "#66aa55" lw 2 pt 9 ps 1.3
 set style line 4 lc rgb "#4477aa" lw 3 pt 11 ps 1.3
 set style line 5 lc rgb "#aa55aa" lw 3 pt 13 ps 1.3
+# passthrough_ll, the FUSE ceiling: dashed
+set style line 6 lc rgb "#dd8800" lw 2 dt 2 pt 6 ps 1.2
 nseries = words(names)
 plot for [i=1:nseries] datafile using 1:(column(i + 1)) with linespoints ls (word(styles, i) + 0) title word(names, i)

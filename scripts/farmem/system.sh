@@ -1,13 +1,16 @@
 # shellcheck shell=bash
 # system.sh - what scripts/farmem.sh changes on the machine, and how it undoes it: memory
-# cgroups (v1 or v2), the swap backends (disk swap file, zram, rmemfs through rmemfs-swap) and
-# the cleanup trap. Sourced by farmem.sh after scripts/bench/targets.sh (it uses their globals:
-# WORK, RAW, BUILD, PRIO, SWAP_MIB, SWAP_TOOL, MNT, FS_PID, MS_PID); not run on its own.
+# cgroups (v1 or v2), the swap backends (disk swap file, zram, a loop device over a file of
+# passthrough_ll on a tmpfs, rmemfs through rmemfs-swap) and the cleanup trap. Sourced by
+# farmem.sh after scripts/bench/targets.sh and scripts/lib/passthrough_ll.sh (it uses their
+# globals: WORK, RAW, BUILD, PRIO, SWAP_MIB, SWAP_TOOL, MNT, FS_PID, MS_PID, PT_BIN, PT_PID);
+# not run on its own.
 #
 # Everything made is written down in $WORK as it is made (cgroups, swap areas, zram devices,
-# rmemfs swap mounts), so that cleanup undoes exactly that, in this order: processes in our
-# cgroups killed (their swapped pages are freed), each swap area off, zram reset and removed,
-# cgroups removed, FUSE mounts unmounted, daemons stopped, temporary files removed.
+# loop devices, rmemfs swap mounts, tmpfs mounts), so that cleanup undoes exactly that, in this
+# order: processes in our cgroups killed (their swapped pages are freed), each swap area off,
+# our loop devices detached, zram reset and removed, cgroups removed, FUSE mounts unmounted,
+# daemons stopped, tmpfs mounts unmounted, temporary files removed.
 
 # ---- memory cgroups ----
 
@@ -99,9 +102,11 @@ chmod 755 "$WORK/cg-exec"
 
 # ---- swap backends ----
 
-DAEMON_RSS=0	# bytes of the rmemfs daemon after mount + swap on: taken out of every limit
+DAEMON_RSS=0	# bytes of the FUSE daemon after mount + swap on: taken out of every limit
+DAEMON_PID=""	# that daemon (rmemfs or passthrough_ll): its VmHWM is reported per run
 SWAPDEV=""	# the active swap area of the backend
 ZRAM_ID=""
+PT_TMPFS=""	# the private tmpfs passthrough_ll serves
 
 # swap_used_kib DEV: its Used column in /proc/swaps (0 when absent)
 swap_used_kib() { awk -v d="$1" '$1 == d {print $4; f = 1} END {if (!f) print 0}' /proc/swaps; }
@@ -169,6 +174,149 @@ zram_up()
 	SWAPDEV=/dev/zram$ZRAM_ID
 }
 
+# daemon_budget BACKEND PID: the FUSE daemon PID serves BACKEND's swap: its VmRSS now (after
+# mount + swap on) is taken out of every limit (DAEMON_RSS), its VmHWM is reported per run
+daemon_budget()
+{
+	DAEMON_PID=$2
+	DAEMON_RSS=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$2/status") * 1024))
+	config "daemon_rss_after_swapon_B:$1" "$DAEMON_RSS"
+	echo "  $1 daemon pid $2: VmRSS $((DAEMON_RSS >> 20)) MiB after mount + swap on" \
+		"(taken out of every limit); swap on $SWAPDEV"
+}
+
+# daemon_peak BACKEND PID: the VmHWM of BACKEND's daemon PID over its whole life, into the
+# config (before it is unmounted)
+daemon_peak()
+{
+	[ -n "$2" ] || return 0
+	config "daemon_peak_rss_B:$1" \
+		"$(($(awk '/^VmHWM:/ {print $2}' "/proc/$2/status" 2>/dev/null || echo 0) * 1024))"
+}
+
+# ---- passthrough_ll: the FUSE ceiling ----
+#
+# The rmemfs-swap set-up (tools/swap_on.c) over a file of libfuse's passthrough_ll serving a
+# private tmpfs: what a FUSE swap costs without any network. The file is written whole with
+# zeros through O_DIRECT (every tmpfs page exists before swap on: a swap-out never
+# allocates), attached to a loop device with direct I/O (checked: without it every swapped page
+# would also go through the page cache), mkswap, swapon. The tmpfs is local RAM the cgroup is
+# not charged for, like zram; it is mounted noswap where the kernel has that (6.4+), so that
+# its pages, the swap area itself, are never swapped out to it.
+
+PT_SWAPFILE_NAME=swapfile
+
+# loop_detach DEV: losetup -d, then wait (10 s) for the kernel to let go of the backing file:
+# it detaches at the last close, and udev's probes may hold the device a moment (a second
+# losetup -d of a device already on its way out fails, and is not an error); 0 or 1
+loop_detach()
+{
+	local dev=$1 sysf=/sys/block/${1#/dev/}/loop/backing_file
+	[ -e "$sysf" ] || return 0
+	losetup -d "$dev" 2>/dev/null
+	for _ in $(seq 100); do
+		[ -e "$sysf" ] || return 0
+		sleep 0.1
+	done
+	echo "farmem: $dev still holds $(cat "$sysf" 2>/dev/null) 10 s after losetup -d" >&2
+	return 1
+}
+
+# our_loops: the loop devices this run attached: those written down in $WORK/loops, and any
+# whose backing file lies under $WORK (one whose losetup was interrupted before its name was
+# written down)
+our_loops()
+{
+	local f back
+	{
+		[ -f "$WORK/loops" ] && cat "$WORK/loops"
+		for f in /sys/block/loop*/loop/backing_file; do
+			[ -r "$f" ] || continue
+			back=$(cat "$f" 2>/dev/null)
+			[[ $back == "$WORK"/* ]] && { f=${f#/sys/block/}; echo "/dev/${f%%/*}"; }
+		done
+	} | sort -u
+}
+
+# tmpfs_used_b: bytes in use on passthrough_ll's tmpfs (statvfs), 0 when none is mounted
+tmpfs_used_b()
+{
+	if [ -n "$PT_TMPFS" ] && mountpoint -q "$PT_TMPFS"; then
+		df -B1 --output=used "$PT_TMPFS" | tail -1 | tr -d ' '
+	else
+		echo 0
+	fi
+}
+
+passthrough_ll_swap_up()
+{
+	local b=passthrough_ll f dev dio used opts="size=$((SWAP_MIB + 64))M,mode=0700"
+	PT_TMPFS=$WORK/pt-tmpfs
+	mkdir -p "$PT_TMPFS"
+	echo "$PT_TMPFS" >>"$WORK/tmpfs"
+	if ! sys_cmd "$b" tmpfs mount -t tmpfs -o "$opts,noswap" rmemfs-farmem-pt "$PT_TMPFS"; then
+		sys_cmd "$b" tmpfs mount -t tmpfs -o "$opts" rmemfs-farmem-pt "$PT_TMPFS" || return 1
+		note "$b" all "$(echo "tmpfs without noswap (kernel before 6.4): its pages could be" \
+			"swapped out under global memory pressure")"
+	fi
+	PT_SOURCE=$PT_TMPFS
+	PT_NOFILE=1024	# a handful of inodes: the root and the swap file
+	MNT=$WORK/mnt/$b
+	# the daemon does not keep the swap lock's descriptor (fd 3)
+	passthrough_ll_mount "$b" 3>&- || return 1
+	config "passthrough_ll_pid" "$PT_PID"
+	# (no fallocate first, as rmemfs-swap does: Debian's example source built without its
+	# config.h answers it EOPNOTSUPP; the zeros allocate every page anyway)
+	f=$MNT/$PT_SWAPFILE_NAME
+	sys_cmd "$b" "zeros (O_DIRECT), fsync" dd if=/dev/zero of="$f" bs=1M count="$SWAP_MIB" \
+		oflag=direct conv=fsync status=none && chmod 600 "$f" || return 1
+	record_cmd "$b" losetup losetup --find --show --direct-io=on "$f"
+	dev=$(losetup --find --show --direct-io=on "$f" 2>>"$RAW/logs/$b.setup.log") ||
+		{ echo "farmem: $b: losetup failed:" >&2; tail -5 "$RAW/logs/$b.setup.log" >&2; return 1; }
+	echo "$dev" >>"$WORK/loops"
+	dio=$(cat "/sys/block/${dev#/dev/}/loop/dio" 2>/dev/null)
+	config "loop_dio:$b" "$dio"
+	if [ "$dio" != 1 ]; then
+		echo "farmem: $b: $dev is attached without direct I/O (loop/dio '${dio:-absent}'): every" \
+			"swapped-out page would also be cached; not measured" >&2
+		return 1
+	fi
+	sys_cmd "$b" mkswap mkswap "$dev" || return 1
+	echo "$dev" >>"$WORK/swaps"
+	sys_cmd "$b" swapon swapon -p "$PRIO" "$dev" || return 1
+	SWAPDEV=$dev
+	used=$(tmpfs_used_b)
+	config "tmpfs_used_B:$b" "$used"
+	note "$b" all "$(echo "its swap file lies on a private tmpfs: $((used >> 20)) MiB of local" \
+		"RAM (the whole swap area, written before swap on) that the cgroup is not charged" \
+		"for, like zram's memory; the daemon's RSS after mount + swap on is taken out of" \
+		"every limit, as rmemfs's is")"
+	daemon_budget "$b" "$PT_PID"
+}
+
+passthrough_ll_swap_down()
+{
+	local b=passthrough_ll dev
+	MNT=$WORK/mnt/$b
+	[ -n "$SWAPDEV" ] && { record_cmd "$b" swapoff swapoff "$SWAPDEV"; swap_off_one "$SWAPDEV"; }
+	for dev in $(our_loops); do
+		record_cmd "$b" "loop detach" losetup -d "$dev"
+		loop_detach "$dev"
+	done
+	rm -f "$WORK/loops"
+	daemon_peak "$b" "$PT_PID"
+	if [ -n "$PT_PID" ]; then
+		rm -f "$MNT/$PT_SWAPFILE_NAME"
+		record_cmd "$b" unmount fusermount3 -u "$MNT"
+		passthrough_ll_unmount "$b"
+	fi
+	if [ -n "$PT_TMPFS" ] && mountpoint -q "$PT_TMPFS"; then
+		record_cmd "$b" "tmpfs unmount" umount "$PT_TMPFS"
+		umount "$PT_TMPFS" || umount -l "$PT_TMPFS"
+	fi
+	PT_TMPFS=""
+}
+
 # the memserver's pool for a backend: the swap area, the file system's metadata, slack
 rmemfs_pool() { echo "$((SWAP_MIB + 256))M"; }
 
@@ -193,10 +341,7 @@ rmemfs_swap_up()
 	echo "$MNT" >>"$WORK/swapmounts"
 	SWAPDEV=$(awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1; exit}' /proc/swaps)
 	[ -n "$SWAPDEV" ] || { echo "farmem: $b: no swap area of priority $PRIO after rmemfs-swap on" >&2; return 1; }
-	DAEMON_RSS=$(($(awk '/^VmRSS:/ {print $2}' "/proc/$FS_PID/status") * 1024))
-	config "daemon_rss_after_swapon_B:$b" "$DAEMON_RSS"
-	echo "  rmemfs daemon pid $FS_PID: VmRSS $((DAEMON_RSS >> 20)) MiB after mount + swap on" \
-		"(taken out of every limit); swap on $SWAPDEV"
+	daemon_budget "$b" "$FS_PID"
 }
 
 rmemfs_swap_down()
@@ -207,23 +352,21 @@ rmemfs_swap_down()
 		grep -vxF "$MNT" "$WORK/swapmounts" >"$WORK/swapmounts.new"
 		mv "$WORK/swapmounts.new" "$WORK/swapmounts"
 	fi
-	if [ -n "$FS_PID" ]; then
-		config "daemon_peak_rss_B:$b" \
-			"$(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status" 2>/dev/null || echo 0) * 1024))"
-		rmemfs_unmount "$b"
-	fi
+	daemon_peak "$b" "$FS_PID"
+	[ -n "$FS_PID" ] && rmemfs_unmount "$b"
 	memserver_stop
 }
 
-# backend_up BACKEND: SWAPDEV, DAEMON_RSS set; 0 or 1
+# backend_up BACKEND: SWAPDEV, DAEMON_RSS, DAEMON_PID set; 0 or 1
 backend_up()
 {
-	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
+	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID=""
 	mkdir -p "$RAW/runs"
 	case $1 in
 	none) ;;
 	disk) disk_up ;;
 	zram) zram_up ;;
+	passthrough_ll) passthrough_ll_swap_up ;;
 	rmemfs-*) rmemfs_swap_up "$1" ;;
 	esac
 	local rc=$?
@@ -263,9 +406,10 @@ backend_down()
 			zram_remove "$ZRAM_ID"
 		fi
 		;;
+	passthrough_ll) passthrough_ll_swap_down ;;
 	rmemfs-*) rmemfs_swap_down "$1" ;;
 	esac
-	SWAPDEV="" DAEMON_RSS=0 ZRAM_ID=""
+	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID=""
 	[ -z "$(tail -n +2 /proc/swaps)" ] ||
 		note "$1" all "swap areas still active after $1 was torn down: $(tail -n +2 /proc/swaps |
 			awk '{print $1}' | tr '\n' ' ')"
@@ -298,6 +442,9 @@ cleanup()
 		back=$(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null)
 		[[ $dev == /dev/loop* ]] && [[ $back == "$WORK"/* ]] && losetup -d "$dev"
 	done
+	# our loop devices (the passthrough_ll swap file's), off swap now: detached before the
+	# FUSE mount under them goes
+	for dev in $(our_loops); do loop_detach "$dev"; done
 	[ -f "$WORK/zram" ] && while read -r id; do zram_remove "$id"; done <"$WORK/zram"
 	[ -f "$WORK/files" ] && while read -r m; do rm -rf "$m"; done <"$WORK/files"
 	# 3. cgroups, deepest first
@@ -319,5 +466,9 @@ cleanup()
 		sleep 0.1
 	done
 	for pid in "${mine[@]}"; do ours "$pid" && kill -KILL "$pid" 2>/dev/null; done
+	# 5. the tmpfs mounts (passthrough_ll's source), once no daemon holds files in them
+	[ -f "$WORK/tmpfs" ] && while read -r m; do
+		mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m"; }
+	done <"$WORK/tmpfs"
 	rm -rf "$WORK"
 }

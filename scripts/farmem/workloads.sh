@@ -6,8 +6,8 @@
 # Each run leaves in raw/runs/WORKLOAD/BACKEND-PCT.*: .json (rmem-touch --json), .get.csv and
 # .set.csv (redis-benchmark --csv), .load (redis-cli --pipe), .err, .oom (the kernel's report
 # of an OOM kill in the run's cgroup), and .meta ("key<TAB>value":
-# status, limit, the cgroup's peak, OOM kills, swap traffic, the daemon's peak RSS, zram's
-# mm_stat), and a line in raw/runs.tsv. report.py reads only those.
+# status, limit, the cgroup's peak, OOM kills, swap traffic, the FUSE daemon's peak RSS, zram's
+# mm_stat, passthrough_ll's tmpfs use), and a line in raw/runs.tsv. report.py reads only those.
 
 LAST_PEAK=0
 
@@ -31,11 +31,11 @@ run_status()
 	fi
 }
 
-# daemon_hwm_line: "daemon_hwm_B<TAB>bytes" of the rmemfs daemon (VmHWM), when one runs
+# daemon_hwm_line PID: "daemon_hwm_B<TAB>bytes" of a FUSE daemon (VmHWM), when PID runs
 daemon_hwm_line()
 {
-	[ -n "$FS_PID" ] && [ -r "/proc/$FS_PID/status" ] || return 0
-	printf 'daemon_hwm_B\t%s\n' $(($(awk '/^VmHWM:/ {print $2}' "/proc/$FS_PID/status") * 1024))
+	[ -n "$1" ] && [ -r "/proc/$1/status" ] || return 0
+	printf 'daemon_hwm_B\t%s\n' $(($(awk '/^VmHWM:/ {print $2}' "/proc/$1/status") * 1024))
 }
 
 # touch_cmd WORKLOAD: the rmem-touch command line of a workload, into CMD
@@ -120,7 +120,8 @@ workload_run()
 	[ "$b" = none ] || [ "$b" = unlimited ] && swap=0
 	cg_new "$w-$b-$pct" "$limit" "$swap" || { echo "farmem: cgroup for $tag failed" >&2; return 1; }
 	[ -n "$ZRAM_ID" ] && echo 0 >"/sys/block/zram$ZRAM_ID/mem_used_max"
-	[ -n "$FS_PID" ] && [[ $b == rmemfs-* ]] && echo 5 >"/proc/$FS_PID/clear_refs"
+	# the swap backend's FUSE daemon: its VmHWM from here on is this run's
+	[ -n "$DAEMON_PID" ] && echo 5 >"/proc/$DAEMON_PID/clear_refs"
 	local pin0 pout0
 	pin0=$(vmstat_get pswpin) pout0=$(vmstat_get pswpout)
 	t0=$(date +%s.%N)
@@ -144,13 +145,14 @@ workload_run()
 		printf 'wall_s\t%s\n' "$(since "$t0")"
 		printf 'pswpin\t%s\npswpout\t%s\n' $(($(vmstat_get pswpin) - pin0)) $(($(vmstat_get pswpout) - pout0))
 		printf 'daemon_rss_B\t%s\n' "$DAEMON_RSS"
-		[[ $b == rmemfs-* ]] && daemon_hwm_line
+		daemon_hwm_line "$DAEMON_PID"
 		[ -n "$ZRAM_ID" ] && printf 'zram_mm_stat\t%s\n' "$(cat "/sys/block/zram$ZRAM_ID/mm_stat")"
+		[ -n "$PT_TMPFS" ] && printf 'tmpfs_used_B\t%s\n' "$(tmpfs_used_b)"
 		[ -n "$SWAPDEV" ] && printf 'swapdev\t%s\n' "$SWAPDEV"
 	} >>"$base.meta"
 	cg_remove "$CG"
 	printf '%s\t%s\t%s\t%s\n' "$w" "$b" "$pct" "$base" >>"$RAW/runs.tsv"
-	printf '  %-10s %-11s %5s  limit %5s MiB  %s\n' "$w" "$b" "$([ "$b" = unlimited ] || echo "$pct%")" \
+	printf '  %-10s %-14s %5s  limit %5s MiB  %s\n' "$w" "$b" "$([ "$b" = unlimited ] || echo "$pct%")" \
 		"$([ "$limit" = 0 ] && echo '-' || echo $((limit >> 20)))" \
 		"$("$PY" "$HERE/report.py" line "$base")"
 	[ "$status" = ok ]
@@ -191,7 +193,7 @@ scratch_one()
 		printf 'name\t%s\ndir\t%s\nlimit_B\t%s\nstatus\t%s\nrc\t%s\n' "$name" "$dir" "$limit" "$status" "$rc"
 		printf 'oom_kills\t%s\nlines\t%s\n' "$oom" "$lines"
 		printf 'daemon_rss_B\t%s\n' "$DAEMON_RSS"
-		[ "$name" = rmemfs ] && daemon_hwm_line
+		[ "$name" = rmemfs ] && daemon_hwm_line "$FS_PID"
 	} >>"$base.meta"
 	rm -f "$WORK/scratch/out"
 	rm -rf "${dir:?}"/* 2>/dev/null
