@@ -18,7 +18,9 @@
 #                   READ/WRITE with completion events; then the memserver must exit cleanly
 #   rdma-fs         the filesystem tests (suite fs) whose paths depend most on the transport:
 #                   fs-random, fs-durability, fs-failure, fs-members (several memservers
-#                   on different ports) and fs-readers ($RMEMFS_RDMA_FS), every mount
+#                   on different ports), fs-readers and fs-swap (swap on a loop device over
+#                   an rmemfs file, a verified hog at 3x a 32 MiB cgroup2 limit; correctness
+#                   only, its lost-member case skips at this scale) ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
 #                   tens of MB/s)
 # Prints each step's counts and a last line `N passed, N failed` (`, N skipped`), exits
@@ -33,7 +35,7 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members|readers)$;
+#                                (default ^fs-(random|durability|failure|members|readers|swap)$;
 #                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
@@ -43,11 +45,12 @@ RERUN=${RMEMFS_RDMA_RERUN:-^xport}
 FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # the filesystem tests whose code paths depend most on the transport: data integrity (random
 # reads, writes, truncates, holes, mmap, O_DIRECT), remount / crash / lease (RDMA CAS), sets
-# and readers (atomics on every member, a follower's READs of the journal); the whole suite
+# and readers (atomics on every member, a follower's READs of the journal), swap (the daemon's
+# locked memory and the RDMA registrations under mlockall, swap-ins and -outs); the whole suite
 # takes about 20 minutes on emulated rxe. fs-model (the namespace model) ran here until
 # issue 22: its paths are the metadata layer's, the same over either transport, and its
 # 54 s in the guest were what kept CI under 30 minutes (RMEMFS_RDMA_FS=. still runs it)
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest

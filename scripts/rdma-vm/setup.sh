@@ -18,9 +18,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 D=${RMEMFS_VM_DIR:-/var/tmp/rmemfs-vm}
 # modules loaded at boot, in dependency order (crc32_generic before rdma_rxe: without it rxe
 # fails with "failed to init crc32 algorithm err:-2")
-# fails with "failed to init crc32 algorithm err:-2"); brd and ext4 for the guest's TMPDIR
+# fails with "failed to init crc32 algorithm err:-2"); brd and ext4 for the guest's TMPDIR;
+# loop for swap on an rmemfs file (the fs-swap step)
 MODS="virtio_pci 9pnet_virtio 9p overlay crc32_generic rdma_rxe ib_uverbs rdma_ucm fuse dummy veth
-      brd ext4"
+      brd ext4 loop"
 t0=$(date +%s.%N)
 log() { echo "[rdma-vm setup] $*"; }
 

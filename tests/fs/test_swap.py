@@ -27,18 +27,21 @@ import time
 
 import pytest
 
-from conftest import binary, daemons_of, wait_for
+from conftest import SCALE, TRANSPORT, binary, daemons_of, wait_for
 
 MiB = 1 << 20
 PAGE = os.sysconf('SC_PAGE_SIZE')
 SWAP_FILE = '.rmemfs-swap'
 LOCK_TIMEOUT = float(os.environ.get('RMEM_TEST_SWAP_LOCK_TIMEOUT', '600'))
 RUN_TIMEOUT = 120  # seconds one rmemfs-swap run may take
-REBUILD_TIMEOUT = 300  # seconds a 384 MiB member's rebuild may take beside the hog
+REBUILD_TIMEOUT = 600  # seconds a member's rebuild may take beside the hog (emulated rxe)
 NOBODY = 65534
 # the -o swap daemon's resident (all locked) memory, after swap on and at its peak under a
 # hog: the far-memory issue's bound (ARCHITECTURE.md, "What is local memory")
 SWAP_FOOTPRINT_MAX = 24 * MiB
+# the hogs' cgroup limit: 3x of it is swapped through the mount; halved in quick runs
+# (RMEM_TEST_SCALE < 1: the RDMA guest, whose emulated rxe moves a few tens of MB/s)
+HOG_LIMIT = 64 * MiB if SCALE >= 1 else 32 * MiB
 
 
 def swap_unavailable():
@@ -527,14 +530,18 @@ def test_memory_hog(swapenv):
     why = MemCgroup.unavailable()
     if why:
         pytest.skip(why)
-    limit, hog_bytes = 64 * MiB, 192 * MiB
-    server = swapenv.env.server('512M')
+    limit, hog_bytes = HOG_LIMIT, 3 * HOG_LIMIT
+    server = swapenv.env.server(f'{8 * limit // MiB}M')
     mnt = swapenv.mount(server)
-    dev = swap_on(swapenv, mnt, '256M')
+    dev = swap_on(swapenv, mnt, f'{4 * limit // MiB}M')
     hwm, locked = daemon_memory(mnt)
-    print(f'daemon after swap on: {hwm / MiB:.1f} MiB resident at most, {locked / MiB:.1f} '
-          f'MiB locked')
-    assert 0 < locked <= SWAP_FOOTPRINT_MAX and hwm <= SWAP_FOOTPRINT_MAX, (hwm, locked)
+    print(f'daemon after swap on ({TRANSPORT}): {hwm / MiB:.1f} MiB resident at most, '
+          f'{locked / MiB:.1f} MiB locked')
+    assert locked > 0, 'the -o swap daemon locked nothing'
+    # the bound is TCP's, the experiment's transport; over RDMA the locked figure also
+    # holds the verbs provider's queue mappings (ARCHITECTURE.md, "What is local memory")
+    if TRANSPORT == 'tcp':
+        assert locked <= SWAP_FOOTPRINT_MAX and hwm <= SWAP_FOOTPRINT_MAX, (hwm, locked)
     sampler = SwapSampler(dev)
     hog = None
     problems = []
@@ -542,12 +549,13 @@ def test_memory_hog(swapenv):
         hog = Hog(limit, hog_bytes)
         peak = sampler.finish()
         print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
-        assert peak >= 64 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
+        assert peak >= limit, f'only {peak / MiB:.1f} MiB went to {dev}'
         hog.verify('swapped out')
         hwm, locked = daemon_memory(mnt)
         print(f'daemon after the hog: {hwm / MiB:.1f} MiB resident at most, '
               f'{locked / MiB:.1f} MiB locked')
-        assert hwm <= SWAP_FOOTPRINT_MAX, f'the daemon peaked at {hwm / MiB:.1f} MiB'
+        if TRANSPORT == 'tcp':
+            assert hwm <= SWAP_FOOTPRINT_MAX, f'the daemon peaked at {hwm / MiB:.1f} MiB'
 
         hog.cg.limit(None)  # the pages fit back in memory
         out = swapenv.ok('off', mnt)
@@ -579,11 +587,15 @@ def test_lost_member(swapenv):
     why = MemCgroup.unavailable()
     if why:
         pytest.skip(why)
-    limit, hog_bytes = 64 * MiB, 192 * MiB
+    if SCALE < 1:
+        pytest.skip('quick run: a member rebuild beside the hog takes minutes on emulated rxe '
+                    '(150 s); the full-size run covers it, test_memory_hog covers the transport')
+    limit, hog_bytes = HOG_LIMIT, 3 * HOG_LIMIT
+    member = f'{6 * limit // MiB}M'
     env = swapenv.env
-    mset = env.member_set(3, '384M')
+    mset = env.member_set(3, member)
     mnt = env.rmemfs(mset, options=['swap', 'replicas=2']).mountpoint
-    dev = swap_on(swapenv, mnt, '256M')
+    dev = swap_on(swapenv, mnt, f'{4 * limit // MiB}M')
     sampler = SwapSampler(dev)
     hog = None
     problems = []
@@ -591,7 +603,7 @@ def test_lost_member(swapenv):
         hog = Hog(limit, hog_bytes)
         peak = sampler.finish()
         print(f'peak: {peak / MiB:.1f} MiB of swap used on {dev}')
-        assert peak >= 96 * MiB, f'only {peak / MiB:.1f} MiB went to {dev}'
+        assert peak >= 3 * limit // 2, f'only {peak / MiB:.1f} MiB went to {dev}'
 
         victim = mset.members[1]
         victim.stop(signal.SIGKILL)
@@ -600,7 +612,7 @@ def test_lost_member(swapenv):
         assert doc['state'] == 'degraded', doc
         assert [m['state'] for m in doc['members']][1] == 'lost', doc
 
-        blank = env.server('384M', token_file=mset.token_file)
+        blank = env.server(member, token_file=mset.token_file)
         replace = subprocess.Popen([binary('fuse-client/rmemfs-ctl'), mnt, 'replace',
                                     victim.addr, blank.addr, '--wait'],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
