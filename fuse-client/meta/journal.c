@@ -273,8 +273,11 @@ void journal_drop_pending(struct journal *j)
 
 /* ---- replay ---- */
 
-/* bytes read per step; a transaction larger than this grows it. Small: under -o swap
- * every byte the daemon touches stays resident (ARCHITECTURE, "What is local memory") */
+/*
+ * Bytes read per step; a transaction larger than this grows it. Small: under
+ * -o swap every byte the daemon touches stays resident (ARCHITECTURE, "What
+ * is local memory").
+ */
 #define REPLAY_WINDOW (1U << 20)
 #define JOURNAL_REC_MIN 2 /* the smallest record: a type and a one-byte varint */
 

@@ -231,7 +231,7 @@ int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *pl
 	return 0;
 }
 
-/* ---- crc32c (Castagnoli): ISA-L's, which picks the fastest the CPU has ---- */
+/* ---- crc32c (Castagnoli): ISA-L's for pages and more, the crc32 instruction below ---- */
 
 /*
  * Buffers under a page (journal transactions, records): the CPU's crc32

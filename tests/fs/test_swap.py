@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import SCALE, TRANSPORT, binary, daemons_of, wait_for
+from conftest import SCALE, TRANSPORT, binary, ctl, daemons_of, wait_for
 
 MiB = 1 << 20
 PAGE = os.sysconf('SC_PAGE_SIZE')
@@ -526,6 +526,16 @@ def swap_on(swapenv, mnt, size):
     return out.split(':')[1].strip()
 
 
+def swap_off_and_verify(swapenv, hog, dev, mnt):
+    """the limit lifted (the pages fit back in memory), swap off and gone, every page checked"""
+    hog.cg.limit(None)
+    out = swapenv.ok('off', mnt)
+    assert out.startswith(f'rmemfs-swap: {dev}: swap off'), out
+    assert_gone(dev, mnt)
+    hog.verify('after swapoff')
+    hog.finish()
+
+
 def test_memory_hog(swapenv):
     why = MemCgroup.unavailable()
     if why:
@@ -557,12 +567,7 @@ def test_memory_hog(swapenv):
         if TRANSPORT == 'tcp':
             assert hwm <= SWAP_FOOTPRINT_MAX, f'the daemon peaked at {hwm / MiB:.1f} MiB'
 
-        hog.cg.limit(None)  # the pages fit back in memory
-        out = swapenv.ok('off', mnt)
-        assert out.startswith(f'rmemfs-swap: {dev}: swap off'), out
-        assert_gone(dev, mnt)
-        hog.verify('after swapoff')
-        hog.finish()
+        swap_off_and_verify(swapenv, hog, dev, mnt)
     finally:
         sampler.finish()
         if hog:
@@ -573,8 +578,7 @@ def test_memory_hog(swapenv):
 # ---- 4: swap on a member set survives a member's loss, and its replacement ----
 
 def status(mnt):
-    r = subprocess.run([binary('fuse-client/rmemfs-ctl'), mnt, 'status', '--json'],
-                       capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    r = ctl(mnt, 'status', '--json')
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -635,12 +639,7 @@ def test_lost_member(swapenv):
         mset.members[0].stop(signal.SIGKILL)
         hog.verify('with member 0 lost after the rebuild')
 
-        hog.cg.limit(None)
-        out = swapenv.ok('off', mnt)
-        assert out.startswith(f'rmemfs-swap: {dev}: swap off'), out
-        assert_gone(dev, mnt)
-        hog.verify('after swapoff')
-        hog.finish()
+        swap_off_and_verify(swapenv, hog, dev, mnt)
     finally:
         sampler.finish()
         if hog:
