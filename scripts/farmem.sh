@@ -53,6 +53,11 @@
 #   --rdma-addr ADDR     memserver address on the RDMA device (default $RMEM_RDMA_IP)
 #   --rmemfs-swap PATH   the rmemfs-swap program (default BUILD/tools/rmemfs-swap)
 #   --lock-wait SECS     how long to wait for the swap lock (default 60)
+#   --members N          the rmemfs backends on a member set of N memservers (loopback, one
+#                        port each; default 1: a single server)
+#   --replicas R         copies of each unit in that set (1..3, at most N; default 1)
+#   --cgroup auto|v1|v2  the memory cgroup to use (default auto: v2 where a cgroup2 mount has
+#                        the memory controller, else v1)
 #   --build-dir DIR      default build-bench/ (meson buildtype=release, no tests)
 #   --no-build           use --build-dir as it is
 #   --out DIR            results directory (default farmem-results/<timestamp>/, printed)
@@ -96,11 +101,12 @@ die() { echo "farmem: $*" >&2; exit 1; }
 # shellcheck source-path=SCRIPTDIR source=lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
 backends_arg="" fractions="" workloads_arg="" TOUCH_SIZE="" TOUCHES="" REDIS_SIZE=""
-REDIS_REQ="" SORT_SIZE="" SCRATCH_SIZE="" SWAP_TOOL="" LOCK_WAIT=60
+REDIS_REQ="" SORT_SIZE="" SCRATCH_SIZE="" SWAP_TOOL="" LOCK_WAIT=60 MEMBERS=1 REPLICAS=1 CG_WANT=auto
 declare -A VALUE_OPTS=([--backends]=backends_arg [--fractions]=fractions
 	[--workloads]=workloads_arg [--touch-size]=TOUCH_SIZE [--touches]=TOUCHES
 	[--redis-size]=REDIS_SIZE [--redis-requests]=REDIS_REQ [--sort-size]=SORT_SIZE
-	[--scratch-size]=SCRATCH_SIZE [--rmemfs-swap]=SWAP_TOOL [--lock-wait]=LOCK_WAIT)
+	[--scratch-size]=SCRATCH_SIZE [--rmemfs-swap]=SWAP_TOOL [--lock-wait]=LOCK_WAIT
+	[--members]=MEMBERS [--replicas]=REPLICAS [--cgroup]=CG_WANT)
 REPORT=$HERE/report.py DOC=$ROOT/docs/FARMEM.md DOC_DIR=$ROOT/docs/farmem
 cli_parse "$@"
 
@@ -123,9 +129,13 @@ else
 	: "${REDIS_REQ:=100000}" "${SORT_SIZE:=512M}" "${SCRATCH_SIZE:=1G}"
 	RUN_LIMIT=300
 fi
-for v in TOUCHES REDIS_REQ LOCK_WAIT; do
+for v in TOUCHES REDIS_REQ LOCK_WAIT MEMBERS REPLICAS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "${v,,}: expected a whole number, got '${!v}'"
 done
+[ "$MEMBERS" -le 8 ] || die "--members: at most 8 memservers, got $MEMBERS"
+[ "$REPLICAS" -le 3 ] && [ "$REPLICAS" -le "$MEMBERS" ] ||
+	die "--replicas: 1..3 and at most --members ($MEMBERS), got $REPLICAS"
+[[ $CG_WANT =~ ^(auto|v1|v2)$ ]] || die "--cgroup: auto, v1 or v2, got '$CG_WANT'"
 FRACTIONS=()
 for f in ${fractions//,/ }; do
 	[[ $f =~ ^[0-9]+$ ]] && [ "$f" -ge 1 ] && [ "$f" -le 100 ] ||
@@ -228,8 +238,8 @@ echo "build directory $BUILD"
 
 # ---- the machine ----
 
-cg_detect || die "no memory cgroup on this machine (neither v1 /sys/fs/cgroup/memory" \
-	"nor v2 with the memory controller)"
+cg_detect "$CG_WANT" || die "no memory cgroup for --cgroup $CG_WANT on this machine (v1:" \
+	"/sys/fs/cgroup/memory; v2: a cgroup2 mount with the memory controller)"
 echo "memory cgroup: $CG_VER at $CG_PARENT"
 
 rdma_devs=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)
@@ -278,6 +288,8 @@ config scratch_size_mib "$SCRATCH_MIB"
 config scratch_buffer_mib "$SCRATCH_BUF_MIB"
 config swap_size_mib "$SWAP_MIB"
 config swap_priority "$PRIO"
+config rmemfs_members "$MEMBERS"
+config rmemfs_replicas "$REPLICAS"
 config cgroup "$CG_VER"
 config page_cluster "$(cat /proc/sys/vm/page-cluster)"
 config swappiness "$(cat /proc/sys/vm/swappiness)"

@@ -236,11 +236,12 @@ rmemfs_mount_opts()
 	echo "$opts"
 }
 
+# rmemfs_mount TARGET [FIRST]: the memserver just started, or RMEMFS_SOURCE (a member set)
 rmemfs_mount()
 {
 	local target=$1 first=$2
 	mkdir -p "$MNT"
-	local cmd=("$BUILD/fuse-client/rmemfs" "$MS_ADDR:$MS_PORT" "$MNT" -f -o
+	local cmd=("$BUILD/fuse-client/rmemfs" "${RMEMFS_SOURCE:-$MS_ADDR:$MS_PORT}" "$MNT" -f -o
 		"$(rmemfs_mount_opts "$target" "$first")")
 	fuse_daemon_mount "$target" client "$RAW/logs/$target.client.log" \
 		"mount${first:+ (first: formats the fresh pool)}" FS_PID "${cmd[@]}"

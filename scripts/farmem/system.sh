@@ -16,15 +16,29 @@
 
 CG_VER="" CG_ROOT="" CG_PARENT=""
 
-# cg_detect: CG_VER (v1|v2), CG_PARENT (our cgroup, made here); 1 when there is no memory cgroup
+# cg_v2_root: the mount point of a cgroup2 hierarchy that has the memory controller (the
+# whole of /sys/fs/cgroup, or the unified mount beside v1 controllers), or nothing
+cg_v2_root()
+{
+	local m
+	for m in $(awk '$3 == "cgroup2" {print $2}' /proc/mounts); do
+		grep -qw memory "$m/cgroup.controllers" 2>/dev/null && { echo "$m"; return 0; }
+	done
+	return 1
+}
+
+# cg_detect WANT (auto|v1|v2): CG_VER (v1|v2), CG_PARENT (our cgroup, made here); auto takes
+# v2 where its memory controller is there, else v1; 1 when there is no such memory cgroup
 cg_detect()
 {
-	if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
-		CG_VER=v1 CG_ROOT=/sys/fs/cgroup/memory
-	elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-		CG_VER=v2 CG_ROOT=/sys/fs/cgroup
+	local v2
+	v2=$(cg_v2_root)
+	if [ "$1" != v1 ] && [ -n "$v2" ]; then
+		CG_VER=v2 CG_ROOT=$v2
 		grep -qw memory "$CG_ROOT/cgroup.subtree_control" ||
 			echo +memory >"$CG_ROOT/cgroup.subtree_control" || return 1
+	elif [ "$1" != v2 ] && [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+		CG_VER=v1 CG_ROOT=/sys/fs/cgroup/memory
 	else
 		return 1
 	fi
@@ -57,10 +71,12 @@ cg_new()
 	fi
 }
 
-# cg_read CGDIR oom_kills|peak|usage
+# cg_read CGDIR oom_kills|peak|usage|majflt
 cg_read()
 {
 	case $CG_VER:$2 in
+	v1:majflt) awk '$1 == "total_pgmajfault" {print $2}' "$1/memory.stat" ;;
+	v2:majflt) awk '$1 == "pgmajfault" {print $2}' "$1/memory.stat" ;;
 	v1:oom_kills) awk '$1 == "oom_kill" {print $2; f = 1} END {if (!f) print 0}' "$1/memory.oom_control" ;;
 	v2:oom_kills) awk '$1 == "oom_kill" {print $2; f = 1} END {if (!f) print 0}' "$1/memory.events" ;;
 	v1:peak) cat "$1/memory.max_usage_in_bytes" ;;
@@ -104,6 +120,9 @@ chmod 755 "$WORK/cg-exec"
 
 DAEMON_RSS=0	# bytes of the FUSE daemon after mount + swap on: taken out of every limit
 DAEMON_PID=""	# that daemon (rmemfs or passthrough_ll): its VmHWM is reported per run
+SVC_PIDS=()	# the processes that serve a swap-in (the FUSE daemon, the memservers): their
+		# context switches per major fault are reported per run
+MS_PIDS=()	# rmemfs's memservers (--members of them)
 SWAPDEV=""	# the active swap area of the backend
 ZRAM_ID=""
 PT_TMPFS=""	# the private tmpfs passthrough_ll serves
@@ -292,6 +311,7 @@ passthrough_ll_swap_up()
 		"for, like zram's memory; the daemon's RSS after mount + swap on is taken out of" \
 		"every limit, as rmemfs's is")"
 	daemon_budget "$b" "$PT_PID"
+	SVC_PIDS=("$PT_PID")
 }
 
 passthrough_ll_swap_down()
@@ -317,19 +337,72 @@ passthrough_ll_swap_down()
 	PT_TMPFS=""
 }
 
-# the memserver's pool for a backend: the swap area, the file system's metadata, slack
-rmemfs_pool() { echo "$((SWAP_MIB + 256))M"; }
+# the memserver's pool for a backend: its share of the swap area (MEMBERS servers holding
+# REPLICAS copies of it), the file system's metadata, slack
+rmemfs_pool() { echo "$(((SWAP_MIB * REPLICAS + MEMBERS - 1) / MEMBERS + 256))M"; }
+
+# rmemfs_members_start BACKEND LISTEN TRANSPORT: MEMBERS memservers (MS_PIDS), RMEMFS_SOURCE
+# the set's address list (a single server: unset, rmemfs_mount takes MS_ADDR:MS_PORT)
+rmemfs_members_start()
+{
+	local b=$1 i src=""
+	POOL=$(rmemfs_pool)
+	MS_EXTRA=(--mlock)
+	MS_PIDS=()
+	unset RMEMFS_SOURCE
+	for i in $(seq "$MEMBERS"); do
+		local name=$b
+		[ "$MEMBERS" = 1 ] || name=$b-m$i
+		# the daemons do not keep the swap lock's descriptor (fd 3): only rmemfs-swap gets it
+		memserver_start "$name" "$2" "$3" 3>&- || return 1
+		MS_PIDS+=("$MS_PID")
+		src+="${src:+,}$MS_ADDR:$MS_PORT"
+	done
+	[ "$MEMBERS" = 1 ] || RMEMFS_SOURCE=$src
+	return 0
+}
+
+rmemfs_members_stop()
+{
+	local p
+	for p in ${MS_PIDS[@]+"${MS_PIDS[@]}"}; do
+		MS_PID=$p
+		memserver_stop
+	done
+	MS_PIDS=()
+}
+
+# transport_alone BACKEND TRANSPORT: the transport's 4 KiB read at queue depth 1 with the
+# daemon's way of waiting (event), against the last memserver started, the file system idle:
+# one of the parts of a swap-in's cost (report.py's cost table); into the config
+transport_alone()
+{
+	local b=$1 log=$RAW/logs/$1.transport.json
+	local cmd=("$BUILD/tools/rmem-perf" "$MS_ADDR:$MS_PORT" --transport "$2"
+		--token-file "$WORK/token" --op read --size 4K --qd 1 --poll event --duration 5 --json)
+	record_cmd "$b" "the transport alone" "${cmd[@]}"
+	"${cmd[@]}" >"$log" 2>>"$RAW/logs/$b.setup.log" || {
+		note "$b" all "the transport alone (rmem-perf) failed: see raw/logs/$b.setup.log"
+		return 0
+	}
+	"$PY" - "$log" "$b" >>"$RAW/config.tsv" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))['results'][0]
+for k in ('lat_mean_us', 'lat_med_us', 'lat_p99_us'):
+    print('transport_%s:%s\t%s' % (k, sys.argv[2], r[k]))
+PY
+	echo "  the transport alone: $(grep -F ":$b" "$RAW/config.tsv" | grep '^transport_' |
+		sed 's/:[^\t]*\t/ /' | tr '\n' ' ')"
+}
 
 rmemfs_swap_up()
 {
 	local b=$1 listen=127.0.0.1 transport=tcp stats
 	[ "$b" = rmemfs-rdma ] && listen=$RDMA_ADDR transport=rdma
-	POOL=$(rmemfs_pool)
-	MS_EXTRA=(--mlock)
-	# the daemons do not keep the swap lock's descriptor (fd 3): only rmemfs-swap gets it
-	memserver_start "$b" "$listen" "$transport" 3>&- || return 1
+	rmemfs_members_start "$b" "$listen" "$transport" || return 1
 	MNT=$WORK/mnt/$b
 	RMEMFS_OPTS=swap
+	[ "$MEMBERS" = 1 ] || RMEMFS_OPTS+=",replicas=$REPLICAS"
 	rmemfs_mount "$b" 1 3>&- || return 1
 	config "rmemfs_client_pid:$b" "$FS_PID"
 	stats=$(getfattr --only-values -n user.rmemfs.stats "$MNT" 2>/dev/null ||
@@ -342,6 +415,8 @@ rmemfs_swap_up()
 	SWAPDEV=$(awk -v p="$PRIO" 'NR > 1 && $5 == p {print $1; exit}' /proc/swaps)
 	[ -n "$SWAPDEV" ] || { echo "farmem: $b: no swap area of priority $PRIO after rmemfs-swap on" >&2; return 1; }
 	daemon_budget "$b" "$FS_PID"
+	SVC_PIDS=("$FS_PID" "${MS_PIDS[@]}")
+	transport_alone "$b" "$transport"
 }
 
 rmemfs_swap_down()
@@ -354,13 +429,13 @@ rmemfs_swap_down()
 	fi
 	daemon_peak "$b" "$FS_PID"
 	[ -n "$FS_PID" ] && rmemfs_unmount "$b"
-	memserver_stop
+	rmemfs_members_stop
 }
 
 # backend_up BACKEND: SWAPDEV, DAEMON_RSS, DAEMON_PID set; 0 or 1
 backend_up()
 {
-	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID=""
+	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID="" SVC_PIDS=()
 	mkdir -p "$RAW/runs"
 	case $1 in
 	none) ;;
@@ -409,7 +484,7 @@ backend_down()
 	passthrough_ll) passthrough_ll_swap_down ;;
 	rmemfs-*) rmemfs_swap_down "$1" ;;
 	esac
-	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID=""
+	SWAPDEV="" DAEMON_RSS=0 DAEMON_PID="" ZRAM_ID="" SVC_PIDS=()
 	[ -z "$(tail -n +2 /proc/swaps)" ] ||
 		note "$1" all "swap areas still active after $1 was torn down: $(tail -n +2 /proc/swaps |
 			awk '{print $1}' | tr '\n' ' ')"

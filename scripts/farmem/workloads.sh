@@ -17,6 +17,15 @@ since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN {printf "%.3f", t1 - t0}'
 # vmstat_get NAME: a counter of /proc/vmstat
 vmstat_get() { awk -v n="$1" '$1 == n {print $2}' /proc/vmstat; }
 
+# svc_switches: the context switches (voluntary and not) of every thread of SVC_PIDS so far
+svc_switches()
+{
+	local p
+	for p in ${SVC_PIDS[@]+"${SVC_PIDS[@]}"}; do
+		cat "/proc/$p/task/"*/status 2>/dev/null
+	done | awk '/ctxt_switches:/ {s += $2} END {print s + 0}'
+}
+
 # run_status RC OOM_KILLS: ok, OOM (killed by the OOM killer), TIMEOUT or FAILED
 run_status()
 {
@@ -122,8 +131,8 @@ workload_run()
 	[ -n "$ZRAM_ID" ] && echo 0 >"/sys/block/zram$ZRAM_ID/mem_used_max"
 	# the swap backend's FUSE daemon: its VmHWM from here on is this run's
 	[ -n "$DAEMON_PID" ] && echo 5 >"/proc/$DAEMON_PID/clear_refs"
-	local pin0 pout0
-	pin0=$(vmstat_get pswpin) pout0=$(vmstat_get pswpout)
+	local pin0 pout0 sw0
+	pin0=$(vmstat_get pswpin) pout0=$(vmstat_get pswpout) sw0=$(svc_switches)
 	t0=$(date +%s.%N)
 	if [ "$w" = redis ]; then
 		redis_run "$base" "$tag"
@@ -136,6 +145,8 @@ workload_run()
 	fi
 	oom=$(cg_read "$CG" oom_kills)
 	LAST_PEAK=$(cg_read "$CG" peak)
+	local sw1 majflt
+	sw1=$(svc_switches) majflt=$(cg_read "$CG" majflt)
 	# the kernel's OOM report names the cgroup: keep it (what the memory was when it gave up)
 	[ "${oom:-0}" -gt 0 ] && dmesg 2>/dev/null | grep -B70 "oom_memcg=${CG#"$CG_ROOT"}," >"$base.oom"
 	status=$(run_status "$rc" "$oom")
@@ -146,6 +157,8 @@ workload_run()
 		printf 'pswpin\t%s\npswpout\t%s\n' $(($(vmstat_get pswpin) - pin0)) $(($(vmstat_get pswpout) - pout0))
 		printf 'daemon_rss_B\t%s\n' "$DAEMON_RSS"
 		daemon_hwm_line "$DAEMON_PID"
+		printf 'cg_majflt\t%s\n' "${majflt:-0}"
+		[ ${#SVC_PIDS[@]} = 0 ] || printf 'svc_switches\t%s\n' $((sw1 - sw0))
 		[ -n "$ZRAM_ID" ] && printf 'zram_mm_stat\t%s\n' "$(cat "/sys/block/zram$ZRAM_ID/mm_stat")"
 		[ -n "$PT_TMPFS" ] && printf 'tmpfs_used_B\t%s\n' "$(tmpfs_used_b)"
 		[ -n "$SWAPDEV" ] && printf 'swapdev\t%s\n' "$SWAPDEV"
@@ -217,6 +230,7 @@ scratch_all()
 	# rmemfs: a normal mount (no -o swap) with the same 64 MiB cache as a swap mount
 	POOL="$((SCRATCH_MIB * 2 + 256))M"
 	MS_EXTRA=()
+	unset RMEMFS_SOURCE
 	MNT=$WORK/mnt/$b
 	RMEMFS_OPTS=cache_size=64M
 	DAEMON_RSS=0
