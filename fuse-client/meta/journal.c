@@ -30,6 +30,28 @@ struct journal {
 	uint32_t nrec;
 };
 
+/*
+ * A quarter of the journal, or JOURNAL_WRITE_DUE if less: what the pending
+ * buffer may hold before the committer is woken. The bound is for memory:
+ * under -o swap every byte of the buffer stays resident and locked. The
+ * buffer is made with room for that and for the transaction that crosses
+ * it, so that it does not double on the way (a larger transaction still
+ * grows it): under -o swap, 2 MiB arrays mapped, populated and unmapped at
+ * each write-back of a swap-out were most of the daemon's peak.
+ */
+#define JOURNAL_WRITE_DUE (256U << 10)
+#define JOURNAL_TXN_ROOM (64U << 10)
+
+static uint64_t write_due(const struct journal *j)
+{
+	return MIN(j->len / 4, JOURNAL_WRITE_DUE);
+}
+
+static GByteArray *pending_new(const struct journal *j)
+{
+	return g_byte_array_sized_new((guint)(write_due(j) + JOURNAL_TXN_ROOM));
+}
+
 struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id)
 {
 	struct journal *j = g_new0(struct journal, 1);
@@ -38,7 +60,7 @@ struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id
 	j->len = area_len;
 	j->fs_id = fs_id;
 	j->next_seq = 1;
-	j->pending = g_byte_array_new();
+	j->pending = pending_new(j);
 	j->txn = g_byte_array_new();
 	return j;
 }
@@ -234,7 +256,7 @@ GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_s
 	if (!j->pending->len)
 		return NULL;
 	buf = j->pending;
-	j->pending = g_byte_array_new();
+	j->pending = pending_new(j);
 	*pool_off = j->off + j->tail;
 	*last_seq = j->next_seq - 1;
 	j->tail += buf->len;
@@ -254,16 +276,9 @@ bool journal_needs_ckpt(const struct journal *j)
 	return j->tail + j->pending->len > j->len / 4 * 3;
 }
 
-/*
- * A quarter of the journal, or JOURNAL_WRITE_DUE if less: what the pending
- * buffer may hold before the committer is woken. The bound is for memory:
- * under -o swap every byte of the buffer stays resident and locked.
- */
-#define JOURNAL_WRITE_DUE (1U << 20)
-
 bool journal_write_due(const struct journal *j)
 {
-	return j->pending->len > MIN(j->len / 4, JOURNAL_WRITE_DUE);
+	return j->pending->len > write_due(j);
 }
 
 void journal_drop_pending(struct journal *j)
