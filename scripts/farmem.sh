@@ -20,10 +20,12 @@
 #                cgroup is not charged for (said in the notes, like zram's); the daemon's RSS
 #                after mount + swap on is taken out of the limit and its VmHWM reported per
 #                run, as for rmemfs
-#   rmemfs-tcp   a memserver on 127.0.0.1 (--mlock; it stands for the remote machine and is not
-#                counted), rmemfs mounted with -o swap, rmemfs-swap on; the daemon's resident
+#   rmemfs-tcp   a memserver on 127.0.0.1 (--mlock --spin-us 0: it stands for the remote
+#                machine and is not counted, and does not spin on the CPUs the workload
+#                shares), rmemfs mounted with -o swap, rmemfs-swap on; the daemon's resident
 #                memory after mount + swap on is taken out of the workload's limit, and its
-#                peak RSS (VmHWM) is reported per run
+#                peak RSS (VmHWM) is reported per run; the transport alone (rmem-perf, 4 KiB
+#                reads at queue depth 1) is measured against it for the cost table
 #   rmemfs-rdma  the same over RDMA, only where a verbs device exists (said when skipped)
 # Workloads (in a memory cgroup each; its working set measured first in an unlimited one):
 #   touch-seq, touch-rand  rmem-touch: SIZE of anonymous memory filled, then pages touched in

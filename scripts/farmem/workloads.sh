@@ -229,7 +229,7 @@ scratch_all()
 
 	# rmemfs: a normal mount (no -o swap) with the same 64 MiB cache as a swap mount
 	POOL="$((SCRATCH_MIB * 2 + 256))M"
-	MS_EXTRA=()
+	MS_EXTRA=(--spin-us 0)	# (as for the swap backends: system.sh)
 	unset RMEMFS_SOURCE
 	MNT=$WORK/mnt/$b
 	RMEMFS_OPTS=cache_size=64M
