@@ -307,14 +307,15 @@ def compute(rows, config):
 # ---- the cost of a swap-in ----
 
 def costs(rows, config):
-    """per local fraction where rmemfs-tcp swapped on random touches: its time per major fault
-    against passthrough_ll's (loop + FUSE) plus the transport alone (rmem-perf, mean), and its
-    switches per fault"""
+    """per local fraction below 100% where rmemfs-tcp swapped on random touches: its time per
+    major fault against passthrough_ll's (loop + FUSE) plus the transport alone (rmem-perf,
+    mean), and its switches per fault"""
     transport = num(config.get('transport_lat_mean_us:rmemfs-tcp'))
     out = []
     for me in rows:
+        # (at 100% a run faults on a few MiB: its time is the touches', not the faults')
         if me['workload'] != 'touch-rand' or me['backend'] != 'rmemfs-tcp' or \
-                not me.get('us_per_fault'):
+                not me.get('us_per_fault') or me['local_pct'] >= 100:
             continue
         pt = next((r for r in rows if r['workload'] == 'touch-rand' and
                    r['backend'] == 'passthrough_ll' and r['local_pct'] == me['local_pct']), None)
