@@ -91,6 +91,123 @@ static void test_limits(void)
 	g_assert_cmpuint(place_units(&p), ==, 56);
 }
 
+/* every fragment of stripes [from, to): on distinct members, in distinct slots that exist */
+static void stripes_walk(const struct place_stripes *p, uint64_t from, uint64_t to,
+			 uint64_t member_units, GHashTable *used, gint64 *keys)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint64_t s;
+	uint32_t i, j;
+
+	for (s = from; s < to; s++) {
+		place_stripe(p, s, f);
+		for (i = 0; i < p->w; i++) {
+			g_assert_cmpuint(f[i].member, <, p->n);
+			g_assert_cmpuint(f[i].slot, <, member_units);
+			for (j = 0; j < i; j++)
+				g_assert_cmpuint(f[j].member, !=, f[i].member);
+			keys[s * p->w + i] = (gint64)(f[i].slot * PLACE_MAX_MEMBERS + f[i].member);
+			g_assert_false(g_hash_table_contains(used, &keys[s * p->w + i]));
+			g_hash_table_add(used, &keys[s * p->w + i]);
+		}
+	}
+}
+
+/*
+ * Over whole cycles: each member holds as many data and parity fragments as
+ * any other, for every split of w into k data + m parity, and a lost
+ * member's stripes lie on every survivor alike.
+ */
+static void stripes_balance(const struct place_stripes *p, uint64_t stripes)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint32_t k, i, lost, data[PLACE_MAX_MEMBERS], share[PLACE_MAX_MEMBERS];
+	uint64_t s;
+
+	for (k = 1; k < p->w; k++) {
+		memset(data, 0, sizeof(data));
+		for (s = 0; s < stripes; s++) {
+			place_stripe(p, s, f);
+			for (i = 0; i < k; i++)
+				data[f[i].member]++;
+		}
+		for (i = 1; i < p->n; i++)
+			g_assert_cmpuint(data[i], ==, data[0]);
+	}
+	for (lost = 0; lost < p->n && p->n > p->w; lost++) {
+		memset(share, 0, sizeof(share));
+		for (s = 0; s < stripes; s++) {
+			bool has = false;
+
+			place_stripe(p, s, f);
+			for (i = 0; i < p->w; i++)
+				has |= f[i].member == lost;
+			for (i = 0; has && i < p->w; i++)
+				share[f[i].member] += f[i].member != lost;
+		}
+		for (i = 0; i < p->n; i++)
+			if (i != lost)
+				g_assert_cmpuint(share[i], ==, share[lost == 0 ? 1 : 0]);
+	}
+}
+
+static void check_stripes(uint32_t n, uint32_t w)
+{
+	struct place_stripes p;
+	uint64_t units, cycle_stripes;
+	GHashTable *used = g_hash_table_new(g_int64_hash, g_int64_equal);
+	gint64 *keys;
+
+	g_assert_cmpint(place_stripes_init(&p, n, w, UINT32_MAX), ==, 0);
+	/* three whole cycles and most of a fourth */
+	units = p.per_cycle * 3ULL + p.per_cycle * 2 / 3;
+	g_assert_cmpint(place_stripes_init(&p, n, w, units), ==, 0);
+	cycle_stripes = (uint64_t)p.ncomb * w;
+	g_assert_cmpuint(p.per_cycle * n, ==, cycle_stripes * w); /* nothing wasted in a cycle */
+	g_assert_cmpuint(p.stripes, >=, 3 * cycle_stripes);
+	g_assert_cmpuint(p.stripes, <, 4 * cycle_stripes);
+	keys = g_new(gint64, p.stripes * w);
+	stripes_walk(&p, 0, p.stripes, units, used, keys);
+	stripes_balance(&p, 3 * cycle_stripes);
+	/* the partial cycle is all that fits: the next stripe does not */
+	if (p.stripes % cycle_stripes) {
+		struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+		bool over = false;
+		uint32_t i;
+
+		place_stripe(&p, p.stripes, f);
+		for (i = 0; i < w; i++)
+			over |= f[i].slot >= units;
+		g_assert_true(over);
+	}
+	g_hash_table_destroy(used);
+	g_free(keys);
+}
+
+static void test_stripes(void)
+{
+	uint32_t n, w;
+
+	for (n = 2; n <= PLACE_MAX_MEMBERS; n++)
+		for (w = 2; w <= n; w++)
+			check_stripes(n, w);
+}
+
+static void test_stripe_limits(void)
+{
+	struct place_stripes p;
+
+	g_assert_cmpint(place_stripes_init(&p, 4, 1, 100), ==, -EINVAL);
+	g_assert_cmpint(place_stripes_init(&p, 3, 4, 100), ==, -EINVAL);
+	g_assert_cmpint(place_stripes_init(&p, PLACE_MAX_MEMBERS + 1, 3, 100), ==, -EINVAL);
+	/* 6 members, 4+2: one combination, six rotations; a stripe needs one slot on each */
+	g_assert_cmpint(place_stripes_init(&p, 6, 6, 0), ==, -ENOSPC);
+	g_assert_cmpint(place_stripes_init(&p, 6, 6, 1), ==, 0);
+	g_assert_cmpuint(p.stripes, ==, 1);
+	g_assert_cmpint(place_stripes_init(&p, 6, 6, 100), ==, 0);
+	g_assert_cmpuint(p.stripes, ==, 100);
+}
+
 static void test_record(void)
 {
 	struct layout_set_info in, out;
@@ -131,6 +248,8 @@ int main(int argc, char **argv)
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/place/placement", test_placement);
 	g_test_add_func("/place/limits", test_limits);
+	g_test_add_func("/place/stripes", test_stripes);
+	g_test_add_func("/place/stripe-limits", test_stripe_limits);
 	g_test_add_func("/place/record", test_record);
 	return g_test_run();
 }

@@ -80,3 +80,98 @@ bool place_unit_on(const struct place *p, uint64_t u, uint32_t m, uint64_t *slot
 	}
 	return false;
 }
+
+/* ---- erasure-coded stripes ---- */
+
+static uint32_t gcd(uint32_t a, uint32_t b)
+{
+	while (b) {
+		uint32_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * A stride near ncomb / phi that is prime to ncomb: every combination is
+ * visited once per cycle, and consecutive ones are not lexicographic
+ * neighbours (which share all members but one).
+ */
+static uint32_t visit_stride(uint32_t ncomb)
+{
+	uint32_t s = (uint32_t)((uint64_t)ncomb * 618 / 1000);
+
+	if (s < 1)
+		s = 1;
+	while (gcd(s, ncomb) != 1)
+		s++;
+	return s;
+}
+
+/* the slot, within its cycle, of position pos of combination c taken at rotation t */
+static uint64_t stripe_slot(const struct place_stripes *p, uint32_t c, uint32_t t, uint32_t pos)
+{
+	return (uint64_t)p->rank[c][pos] * p->w + t;
+}
+
+/* stripes of a partial cycle of left slots per member: those, in order, that fit whole */
+static uint64_t partial_stripes(const struct place_stripes *p, uint64_t left)
+{
+	uint32_t idx, pos;
+
+	for (idx = 0; idx < p->ncomb * p->w; idx++) {
+		uint32_t c = idx / p->w * p->stride % p->ncomb, t = idx % p->w;
+
+		for (pos = 0; pos < p->w; pos++)
+			if (stripe_slot(p, c, t, pos) >= left)
+				return idx;
+	}
+	return idx;
+}
+
+int place_stripes_init(struct place_stripes *p, uint32_t n, uint32_t w, uint64_t member_units)
+{
+	uint32_t fill[PLACE_MAX_MEMBERS] = { 0 };
+	uint8_t c[PLACE_STRIPE_MAX_WIDTH];
+	uint32_t i, j, k;
+
+	memset(p, 0, sizeof(*p));
+	if (w < 2 || w > PLACE_STRIPE_MAX_WIDTH || n < w || n > PLACE_MAX_MEMBERS)
+		return -EINVAL;
+	for (k = 0; k < w; k++)
+		c[k] = (uint8_t)k;
+	i = 0;
+	do
+		memcpy(p->comb[i++], c, w);
+	while (next_comb(c, n, w));
+	p->n = n;
+	p->w = w;
+	p->ncomb = i;
+	p->stride = visit_stride(i);
+	for (j = 0; j < p->ncomb; j++) {
+		uint32_t cj = j * p->stride % p->ncomb;
+
+		for (k = 0; k < w; k++)
+			p->rank[cj][k] = fill[p->comb[cj][k]]++;
+	}
+	/* each member is in C(n - 1, w - 1) combinations, each taken w times */
+	p->per_cycle = fill[0] * w;
+	p->stripes = member_units / p->per_cycle * p->ncomb * w +
+		     partial_stripes(p, member_units % p->per_cycle);
+	return p->stripes ? 0 : -ENOSPC;
+}
+
+void place_stripe(const struct place_stripes *p, uint64_t s, struct place_copy *frags)
+{
+	uint64_t cycle = s / ((uint64_t)p->ncomb * p->w);
+	uint32_t idx = (uint32_t)(s % ((uint64_t)p->ncomb * p->w));
+	uint32_t c = idx / p->w * p->stride % p->ncomb, t = idx % p->w, i, pos;
+
+	for (i = 0; i < p->w; i++) {
+		pos = (i + t) % p->w;
+		frags[i].member = p->comb[c][pos];
+		frags[i].slot = cycle * p->per_cycle + stripe_slot(p, c, t, pos);
+	}
+}

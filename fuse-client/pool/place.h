@@ -51,4 +51,41 @@ void place_unit(const struct place *p, uint64_t u, struct place_copy *copies);
 /* does unit u have a copy on member m? Its slot to *slot */
 bool place_unit_on(const struct place *p, uint64_t u, uint32_t m, uint64_t *slot);
 
+/*
+ * Erasure-coded stripes (-o ec=K+M): a stripe is w = K + M fragments of one
+ * unit each, on w distinct members; fragment i is data for i < K, parity
+ * after. Stripes walk through all C(n, w) w-member combinations, each taken
+ * w times in a row with its roles rotated one position each time (the
+ * stripe's rotation), so that within a cycle every member holds as many
+ * data fragments as every other, and as many parity fragments: no member is
+ * a parity member that every small write visits. The combinations are
+ * visited in a strided order rather than the lexicographic one, so that
+ * consecutive stripes do not keep to the lowest members. A lost member's
+ * fragments have their stripes' other fragments on every survivor alike.
+ * A member holds C(n - 1, w - 1) * w fragments per cycle; the last cycle
+ * may be partial (the stripes, in order, whose every fragment fits).
+ */
+#define PLACE_STRIPE_MAX_WIDTH 11U /* K + M: 8 + 3 */
+#define PLACE_STRIPE_MAX_COMBS 70U /* C(8, 4), the most w-combinations of 8 members */
+
+struct place_stripes {
+	uint32_t n, w;
+	uint32_t ncomb; /* C(n, w) */
+	uint32_t stride; /* the j-th combination visited is comb[j * stride % ncomb] */
+	uint32_t per_cycle; /* fragment slots each member fills per cycle */
+	uint64_t stripes; /* stripes in the address space */
+	uint8_t comb[PLACE_STRIPE_MAX_COMBS][PLACE_STRIPE_MAX_WIDTH];
+	/* the combination's place among those with that member, in visiting order */
+	uint32_t rank[PLACE_STRIPE_MAX_COMBS][PLACE_STRIPE_MAX_WIDTH];
+};
+
+/*
+ * Lay out n members holding member_units fragment slots each, stripes of w
+ * fragments. -EINVAL unless 2 <= w <= n <= PLACE_MAX_MEMBERS and w <=
+ * PLACE_STRIPE_MAX_WIDTH; -ENOSPC if not even one stripe fits.
+ */
+int place_stripes_init(struct place_stripes *p, uint32_t n, uint32_t w, uint64_t member_units);
+/* the w fragments of stripe s (s < p->stripes): fragment i in frags[i] */
+void place_stripe(const struct place_stripes *p, uint64_t s, struct place_copy *frags);
+
 #endif /* RMEM_PLACE_H */
