@@ -253,9 +253,9 @@ rmemfs_save_stats()
 {
 	/usr/bin/python3 - "$1" >>"$2" 2>/dev/null <<'EOF' || true
 import os, sys, time
-names = os.listxattr(sys.argv[1])
-if names:
-    print('# %s' % time.strftime('%H:%M:%S'))
+# (the stats are not listed: listxattr leaves them out, so that copying the root does not copy them)
+names = ['user.rmemfs.stats'] + [n for n in os.listxattr(sys.argv[1]) if n != 'user.rmemfs.stats']
+print('# %s' % time.strftime('%H:%M:%S'))
 for n in names:
     try:
         print('%s=%s' % (n, os.getxattr(sys.argv[1], n).decode(errors='replace').strip()))
