@@ -4,7 +4,7 @@
  * and m: stripes of random data are encoded, and their fragments erased in
  * every pattern of up to m fragments (6174 patterns in all) and decoded
  * byte-exact, fragments not wanted left as they were. More than m erased is
- * -EIO with nothing written. ec_update over whole fragments and over ranges
+ * -EIO with nothing written. ec_codec_update over whole fragments and over ranges
  * gives the parity of a fresh encode; a range decodes on its own, with
  * NULL for the buffers it has no need of; one codec serves several threads
  * at once; bad k and m are refused. Erased fragments hold the complement of
@@ -89,7 +89,7 @@ static struct stripe *stripe_new(struct ec_codec *c, size_t len, GRand *rng)
 		fill_random(rng, s->frag[f], len);
 		memcpy(s->ref[f], s->frag[f], len);
 	}
-	ec_encode(c, len, s->frag, &s->frag[s->k]);
+	ec_codec_encode(c, len, s->frag, &s->frag[s->k]);
 	for (f = 0; f < s->k; f++)
 		if (memcmp(s->frag[f], s->ref[f], len))
 			FAIL(s, "encode wrote data fragment %u", f);
@@ -186,7 +186,7 @@ static void decode_check(struct stripe *s, uint32_t lost, GRand *rng)
 	if (g_rand_boolean(rng))
 		present |= ~s->all; /* bits past the last fragment are ignored */
 	erase(s, lost);
-	rc = ec_decode(s->c, s->len, s->frag, present, want);
+	rc = ec_codec_decode(s->c, s->len, s->frag, present, want);
 	if (rc)
 		FAIL(s, "lost %#x, wanted %#x: decode returned %d", lost, want, rc);
 	for (f = 0; f < s->n; f++)
@@ -235,7 +235,7 @@ static void too_many(struct stripe *s, uint32_t lost)
 	for (f = 0; f < s->n; f++)
 		before[f] = g_memdup2(s->frag[f], s->len);
 	/* bits past the last fragment count for nothing */
-	rc = ec_decode(s->c, s->len, s->frag, ~lost, UINT32_MAX);
+	rc = ec_codec_decode(s->c, s->len, s->frag, ~lost, UINT32_MAX);
 	if (rc != -EIO)
 		FAIL(s, "lost %#x: decode returned %d, not -EIO", lost, rc);
 	for (f = 0; f < s->n; f++) {
@@ -281,7 +281,7 @@ static void update_range(struct stripe *s, unsigned int idx, size_t off, size_t 
 	fill_random(rng, bytes, len);
 	for (f = 0; f < s->m; f++)
 		parity[f] = s->frag[s->k + f] + off;
-	ec_update(s->c, idx, len, s->frag[idx] + off, bytes, parity, s->scratch);
+	ec_codec_update(s->c, idx, len, s->frag[idx] + off, bytes, parity, s->scratch);
 	memcpy(s->frag[idx] + off, bytes, len);
 	memcpy(s->ref[idx] + off, bytes, len);
 	g_free(bytes);
@@ -293,7 +293,7 @@ static void expect_fresh_parity(struct stripe *s, const char *what, unsigned int
 	unsigned int f;
 	size_t j;
 
-	ec_encode(s->c, s->len, s->frag, s->fresh);
+	ec_codec_encode(s->c, s->len, s->frag, s->fresh);
 	for (f = 0; f < s->m; f++) {
 		j = first_diff(s->frag[s->k + f], s->fresh[f], 0, s->len, false);
 		if (j < s->len)
@@ -373,7 +373,7 @@ static void test_range(void)
 				frags[f] = s->frag[f] + off;
 			used += !(lost & (1U << f));
 		}
-		rc = ec_decode(c, len, frags, s->all & ~lost, want);
+		rc = ec_codec_decode(c, len, frags, s->all & ~lost, want);
 		if (rc)
 			FAIL(s, "range [%zu, +%zu) lost %#x: decode returned %d", off, len, lost,
 			     rc);
@@ -458,9 +458,9 @@ static void test_limits(void)
 			}
 			g_assert_cmpint(rc, ==, 0);
 			/* no bytes: no buffer touched, but the count of present ones still holds */
-			ec_encode(c, 0, none, none);
-			g_assert_cmpint(ec_decode(c, 0, none, (1U << k) - 1, UINT32_MAX), ==, 0);
-			g_assert_cmpint(ec_decode(c, 0, none, (1U << (k - 1)) - 1, UINT32_MAX), ==,
+			ec_codec_encode(c, 0, none, none);
+			g_assert_cmpint(ec_codec_decode(c, 0, none, (1U << k) - 1, UINT32_MAX), ==, 0);
+			g_assert_cmpint(ec_codec_decode(c, 0, none, (1U << (k - 1)) - 1, UINT32_MAX), ==,
 					-EIO);
 			ec_codec_free(c);
 		}

@@ -151,6 +151,23 @@ static void stripes_balance(const struct place_stripes *p, uint64_t stripes)
 	}
 }
 
+/*
+ * A member fills its slots in stripe order, none skipped: so the partial
+ * last cycle is a prefix of the stripes, and no slot is left between them.
+ */
+static void stripes_in_order(const struct place_stripes *p, uint64_t stripes)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint64_t next[PLACE_MAX_MEMBERS] = { 0 }, s;
+	uint32_t i;
+
+	for (s = 0; s < stripes; s++) {
+		place_stripe(p, s, f);
+		for (i = 0; i < p->w; i++)
+			g_assert_cmpuint(f[i].slot, ==, next[f[i].member]++);
+	}
+}
+
 static void check_stripes(uint32_t n, uint32_t w)
 {
 	struct place_stripes p;
@@ -169,6 +186,8 @@ static void check_stripes(uint32_t n, uint32_t w)
 	keys = g_new(gint64, p.stripes * w);
 	stripes_walk(&p, 0, p.stripes, units, used, keys);
 	stripes_balance(&p, 3 * cycle_stripes);
+	stripes_in_order(&p, p.stripes);
+	g_assert_true(p.ncomb <= 2 || p.stride != 1);
 	/* the partial cycle is all that fits: the next stripe does not */
 	if (p.stripes % cycle_stripes) {
 		struct place_copy f[PLACE_STRIPE_MAX_WIDTH];

@@ -88,7 +88,7 @@ static int do_checkpoint(struct meta *m)
 		rc = super_commit_ckpt_gen(m->sb, m->durable_gen, gen);
 	pthread_mutex_lock(&m->lock);
 	if (tail)
-		g_byte_array_unref(tail);
+		journal_recycle(m->j, tail);
 	g_byte_array_unref(buf);
 	if (rc < 0) {
 		if (!lost(m)) /* (a failed pool said so once already) */
@@ -149,7 +149,7 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 		journal_unwrite(m->j, buf);
 		return -EIO;
 	}
-	g_byte_array_unref(buf);
+	journal_recycle(m->j, buf);
 	m->durable_seq = last;
 	hold_note_durable(m, last);
 	hold_release(m);

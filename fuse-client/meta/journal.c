@@ -26,6 +26,7 @@ struct journal {
 	uint64_t tail; /* area bytes in use by this generation (written or being written) */
 	uint64_t next_seq;
 	GByteArray *pending; /* committed txns not yet handed to the writer */
+	GByteArray *spare; /* a written buffer handed back empty: the next pending one */
 	GByteArray *txn; /* the txn being built */
 	uint32_t nrec;
 };
@@ -34,10 +35,11 @@ struct journal {
  * A quarter of the journal, or JOURNAL_WRITE_DUE if less: what the pending
  * buffer may hold before the committer is woken. The bound is for memory:
  * under -o swap every byte of the buffer stays resident and locked. The
- * buffer is made with room for that and for the transaction that crosses
- * it, so that it does not double on the way (a larger transaction still
- * grows it): under -o swap, 2 MiB arrays mapped, populated and unmapped at
- * each write-back of a swap-out were most of the daemon's peak.
+ * buffer is made with exactly the room for that and for the transaction
+ * that crosses it, so that it does not double on the way (a larger
+ * transaction still grows it), and two such buffers take turns
+ * (journal_recycle): under -o swap, 2 MiB arrays mapped, populated and
+ * unmapped at each write-back of a swap-out were most of the daemon's peak.
  */
 #define JOURNAL_WRITE_DUE (256U << 10)
 #define JOURNAL_TXN_ROOM (64U << 10)
@@ -47,9 +49,14 @@ static uint64_t write_due(const struct journal *j)
 	return MIN(j->len / 4, JOURNAL_WRITE_DUE);
 }
 
+/* (g_byte_array_sized_new would round the room up to a power of two) */
 static GByteArray *pending_new(const struct journal *j)
 {
-	return g_byte_array_sized_new((guint)(write_due(j) + JOURNAL_TXN_ROOM));
+	guint room = (guint)(write_due(j) + JOURNAL_TXN_ROOM);
+	GByteArray *b = g_byte_array_new_take(g_malloc(room), room);
+
+	g_byte_array_set_size(b, 0);
+	return b;
 }
 
 struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id)
@@ -70,6 +77,8 @@ void journal_destroy(struct journal *j)
 	if (!j)
 		return;
 	g_byte_array_unref(j->pending);
+	if (j->spare)
+		g_byte_array_unref(j->spare);
 	g_byte_array_unref(j->txn);
 	g_free(j);
 }
@@ -256,7 +265,8 @@ GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_s
 	if (!j->pending->len)
 		return NULL;
 	buf = j->pending;
-	j->pending = pending_new(j);
+	j->pending = j->spare ? j->spare : pending_new(j);
+	j->spare = NULL;
 	*pool_off = j->off + j->tail;
 	*last_seq = j->next_seq - 1;
 	j->tail += buf->len;
@@ -265,10 +275,22 @@ GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_s
 
 void journal_unwrite(struct journal *j, GByteArray *buf)
 {
+	GByteArray *later = j->pending;
+
 	j->tail -= buf->len;
-	g_byte_array_append(buf, j->pending->data, j->pending->len);
-	g_byte_array_unref(j->pending);
+	g_byte_array_append(buf, later->data, later->len);
 	j->pending = buf;
+	journal_recycle(j, later);
+}
+
+void journal_recycle(struct journal *j, GByteArray *buf)
+{
+	if (j->spare) {
+		g_byte_array_unref(buf);
+		return;
+	}
+	g_byte_array_set_size(buf, 0);
+	j->spare = buf;
 }
 
 bool journal_needs_ckpt(const struct journal *j)

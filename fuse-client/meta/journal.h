@@ -70,9 +70,12 @@ void journal_rec_hot(struct journal *j, uint64_t region, bool hot);
  * Take the pending buffer for writing: returns it (caller owns it; NULL if
  * empty), with the pool offset to write it at and the last seq it holds.
  * The tail advances now; journal_unwrite() undoes it on a failed write.
+ * Once written, journal_recycle() hands it back (under struct meta's lock)
+ * to be the next pending buffer, so that a commit allocates nothing.
  */
 GByteArray *journal_take(struct journal *j, uint64_t *pool_off, uint64_t *last_seq);
 void journal_unwrite(struct journal *j, GByteArray *buf);
+void journal_recycle(struct journal *j, GByteArray *buf);
 /* tail + pending pass 3/4 of the area: time for a checkpoint */
 bool journal_needs_ckpt(const struct journal *j);
 /* the pending transactions fill a quarter of the area: write them before the interval */

@@ -40,6 +40,8 @@
 #define EC_PIECE ((size_t)1 << 30)
 /* C(11, 3): the most sets of k sources among k + m fragments the limits allow */
 #define EC_MAX_SOURCE_SETS 165U
+/* (inv_slot holds an index into inv in a byte) */
+G_STATIC_ASSERT(EC_MAX_SOURCE_SETS <= 256);
 
 struct ec_codec {
 	unsigned int k, m;
@@ -67,6 +69,7 @@ static int invert_all(struct ec_codec *c)
 			if (set & (1U << f))
 				memcpy(&sub[i++ * k], &c->gen[f * k], k);
 		/* cannot fail for a Cauchy generator (the head of this file) */
+		g_assert(n < EC_MAX_SOURCE_SETS);
 		if (gf_invert_matrix(sub, c->inv[n], (int)k))
 			return -EIO;
 		c->inv_slot[set] = (uint8_t)n++;
@@ -130,7 +133,8 @@ static void code(size_t len, unsigned int k, unsigned int rows, const uint8_t *t
 	}
 }
 
-void ec_encode(const struct ec_codec *c, size_t len, uint8_t *const data[], uint8_t *const parity[])
+void ec_codec_encode(const struct ec_codec *c, size_t len, uint8_t *const data[],
+		     uint8_t *const parity[])
 {
 	code(len, c->k, c->m, c->enc_tbls, data, parity);
 }
@@ -156,13 +160,15 @@ static void xor_bytes(uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t l
  * gen[i][idx] * (old ^ new) when fragment idx goes from old to new, which is
  * what ec_encode_data_update adds in.
  */
-void ec_update(const struct ec_codec *c, unsigned int idx, size_t len, const uint8_t *old_data,
-	       const uint8_t *new_data, uint8_t *const parity[], uint8_t *scratch)
+void ec_codec_update(const struct ec_codec *c, unsigned int idx, size_t len,
+		     const uint8_t *old_data, const uint8_t *new_data, uint8_t *const parity[],
+		     uint8_t *scratch)
 {
 	uint8_t *p[EC_MAX_M];
 	size_t off, n;
 	unsigned int i;
 
+	g_assert(idx < c->k);
 	xor_bytes(scratch, old_data, new_data, len);
 	for (off = 0; off < len; off += n) {
 		n = MIN(len - off, EC_PIECE);
@@ -201,8 +207,8 @@ static unsigned int decode_rows(const struct ec_codec *c, const uint8_t *inv, ui
 	return n;
 }
 
-int ec_decode(const struct ec_codec *c, size_t len, uint8_t *const frags[], uint32_t present,
-	      uint32_t want)
+int ec_codec_decode(const struct ec_codec *c, size_t len, uint8_t *const frags[], uint32_t present,
+		    uint32_t want)
 {
 	uint8_t rows[EC_MAX_M * EC_MAX_K], tbls[EC_TBL_BYTES * EC_MAX_K * EC_MAX_M];
 	uint32_t all = (1U << (c->k + c->m)) - 1, sources = 0;

@@ -50,8 +50,8 @@ unsigned int ec_codec_k(const struct ec_codec *c);
 unsigned int ec_codec_m(const struct ec_codec *c);
 
 /* parity[0..m) from data[0..k), every buffer len bytes; the data is only read */
-void ec_encode(const struct ec_codec *c, size_t len, uint8_t *const data[],
-	       uint8_t *const parity[]);
+void ec_codec_encode(const struct ec_codec *c, size_t len, uint8_t *const data[],
+		     uint8_t *const parity[]);
 
 /*
  * Data fragment idx (< k) changes from old_data to new_data: parity[0..m) is
@@ -59,8 +59,9 @@ void ec_encode(const struct ec_codec *c, size_t len, uint8_t *const data[],
  * other data fragments. scratch holds len bytes (it receives old ^ new).
  * The caller writes new_data into the fragment itself.
  */
-void ec_update(const struct ec_codec *c, unsigned int idx, size_t len, const uint8_t *old_data,
-	       const uint8_t *new_data, uint8_t *const parity[], uint8_t *scratch);
+void ec_codec_update(const struct ec_codec *c, unsigned int idx, size_t len,
+		     const uint8_t *old_data, const uint8_t *new_data, uint8_t *const parity[],
+		     uint8_t *scratch);
 
 /*
  * Rebuild fragments from the others: frags[0..k+m) point at every
@@ -73,7 +74,7 @@ void ec_update(const struct ec_codec *c, unsigned int idx, size_t len, const uin
  * ignored: want = UINT32_MAX rebuilds all that is missing. Returns 0, or
  * -EIO (nothing written) when fewer than k fragments are present.
  */
-int ec_decode(const struct ec_codec *c, size_t len, uint8_t *const frags[], uint32_t present,
-	      uint32_t want);
+int ec_codec_decode(const struct ec_codec *c, size_t len, uint8_t *const frags[], uint32_t present,
+		    uint32_t want);
 
 #endif /* RMEM_EC_CODEC_H */

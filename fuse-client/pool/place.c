@@ -101,7 +101,7 @@ static uint32_t gcd(uint32_t a, uint32_t b)
  */
 static uint32_t visit_stride(uint32_t ncomb)
 {
-	uint32_t s = (uint32_t)((uint64_t)ncomb * 618 / 1000);
+	uint32_t s = (uint32_t)(((uint64_t)ncomb * 618 + 500) / 1000);
 
 	if (s < 1)
 		s = 1;
@@ -143,9 +143,9 @@ int place_stripes_init(struct place_stripes *p, uint32_t n, uint32_t w, uint64_t
 	for (k = 0; k < w; k++)
 		c[k] = (uint8_t)k;
 	i = 0;
-	do
+	do {
 		memcpy(p->comb[i++], c, w);
-	while (next_comb(c, n, w));
+	} while (next_comb(c, n, w));
 	p->n = n;
 	p->w = w;
 	p->ncomb = i;

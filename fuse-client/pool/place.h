@@ -65,7 +65,8 @@ bool place_unit_on(const struct place *p, uint64_t u, uint32_t m, uint64_t *slot
  * A member holds C(n - 1, w - 1) * w fragments per cycle; the last cycle
  * may be partial (the stripes, in order, whose every fragment fits).
  */
-#define PLACE_STRIPE_MAX_WIDTH 11U /* K + M: 8 + 3 */
+/* K + M: 8 + 3 (widths above PLACE_MAX_MEMBERS wait for a larger member limit) */
+#define PLACE_STRIPE_MAX_WIDTH 11U
 #define PLACE_STRIPE_MAX_COMBS 70U /* C(8, 4), the most w-combinations of 8 members */
 
 struct place_stripes {

@@ -191,7 +191,7 @@ drop_caches()
 
 # ---- rmemfs (rmemfs-tcp, rmemfs-readers, rmemfs-rdma) ----
 
-MS_PID="" MS_PORT="" MS_ADDR="" FS_PID=""
+MS_PID="" MS_PORT="" MS_ADDR="" FS_PID="" RMEMFS_SOURCE=""
 
 # memserver_start TARGET LISTEN TRANSPORT: MS_EXTRA (an array, may be unset) holds more options
 memserver_start()

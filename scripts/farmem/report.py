@@ -114,8 +114,8 @@ def zram_used(meta):
 def switches_per_fault(meta):
     """context switches of the processes serving swap-ins (the FUSE daemon, the memservers)
     over the run's major faults (the cgroup's), or None where no such process or fault"""
-    sw, faults = meta.get('svc_switches'), int(meta.get('cg_majflt', 0) or 0)
-    return int(sw) / faults if sw and faults else None
+    sw, faults = int(meta.get('svc_switches', 0) or 0), int(meta.get('cg_majflt', 0) or 0)
+    return sw / faults if sw > 0 and faults else None
 
 
 def oom_swapcache(base):
@@ -422,8 +422,9 @@ def table_text(rows):
         'local RAM the cgroup is not charged for (passthrough_ll\'s tmpfs is too: its use is in '
         'the notes). us/fault: the measured phase of rmem-touch over its major faults. '
         'sw/fault: context switches of the processes that serve a swap-in (the FUSE '
-        'daemon and the memservers: every thread, voluntary and not) over the cgroup\'s major '
-        'faults, swap-outs included. OOM: killed by the OOM killer; TIMEOUT: still running at '
+        'daemon and the memservers: every thread, voluntary and not; a thread that exits during '
+        'the run takes its count with it) over the cgroup\'s major faults, swap-outs '
+        'included. OOM: killed by the OOM killer; TIMEOUT: still running at '
         'the time limit.')
     return '\n'.join(l.rstrip() for l in lines)
 

@@ -357,8 +357,11 @@ rmemfs_members_start()
 		local name=$b
 		[ "$MEMBERS" = 1 ] || name=$b-m$i
 		# the daemons do not keep the swap lock's descriptor (fd 3): only rmemfs-swap gets it
-		memserver_start "$name" "$2" "$3" 3>&- || return 1
-		MS_PIDS+=("$MS_PID")
+		memserver_start "$name" "$2" "$3" 3>&-
+		local rc=$?
+		# (one that started but never said its port is stopped with the others)
+		[ -n "$MS_PID" ] && MS_PIDS+=("$MS_PID")
+		[ $rc = 0 ] || return 1
 		src+="${src:+,}$MS_ADDR:$MS_PORT"
 	done
 	[ "$MEMBERS" = 1 ] || RMEMFS_SOURCE=$src
