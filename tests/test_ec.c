@@ -194,14 +194,11 @@ static void decode_check(struct stripe *s, uint32_t lost, GRand *rng)
 	restore(s, lost);
 }
 
-/* every pattern of up to m lost fragments: so every k of the k + m fragments as sources */
-static void test_decode(void)
+/* fn on a fresh stripe of every k, every m and every length */
+static void each_stripe(GRand *rng, void (*fn)(struct stripe *s, GRand *rng, void *arg), void *arg)
 {
-	GRand *rng = g_rand_new_with_seed(seed);
-	unsigned int k, m, i, patterns = 0;
-	uint32_t lost;
+	unsigned int k, m, i;
 
-	g_test_message("seed %u (RMEMFS_EC_SEED=%u replays it)", seed, seed);
 	for (k = EC_MIN_K; k <= EC_MAX_K; k++) {
 		for (m = EC_MIN_M; m <= EC_MAX_M; m++) {
 			struct ec_codec *c = codec(k, m);
@@ -209,17 +206,35 @@ static void test_decode(void)
 			for (i = 0; i < G_N_ELEMENTS(lens); i++) {
 				struct stripe *s = stripe_new(c, lens[i], rng);
 
-				for (lost = 0; lost <= s->all; lost++) {
-					if ((unsigned int)__builtin_popcount(lost) > m)
-						continue;
-					decode_check(s, lost, rng);
-					patterns++;
-				}
+				fn(s, rng, arg);
 				stripe_free(s);
 			}
 			ec_codec_free(c);
 		}
 	}
+}
+
+/* every pattern of up to m lost fragments: so every k of the k + m fragments as sources */
+static void decode_all(struct stripe *s, GRand *rng, void *arg)
+{
+	unsigned int *patterns = arg;
+	uint32_t lost;
+
+	for (lost = 0; lost <= s->all; lost++) {
+		if ((unsigned int)__builtin_popcount(lost) > s->m)
+			continue;
+		decode_check(s, lost, rng);
+		(*patterns)++;
+	}
+}
+
+static void test_decode(void)
+{
+	GRand *rng = g_rand_new_with_seed(seed);
+	unsigned int patterns = 0;
+
+	g_test_message("seed %u (RMEMFS_EC_SEED=%u replays it)", seed, seed);
+	each_stripe(rng, decode_all, &patterns);
 	g_test_message("%u patterns decoded", patterns);
 	g_rand_free(rng);
 }
@@ -303,39 +318,34 @@ static void expect_fresh_parity(struct stripe *s, const char *what, unsigned int
 	}
 }
 
+/* whole-fragment and range updates of random data fragments, then decodes */
+static void update_rounds(struct stripe *s, GRand *rng, void *arg)
+{
+	unsigned int r, idx;
+	size_t off, len;
+
+	(void)arg;
+	for (r = 0; r < UPDATE_ROUNDS; r++) {
+		idx = (unsigned int)g_rand_int_range(rng, 0, (gint32)s->k);
+		update_range(s, idx, 0, s->len, rng);
+		expect_fresh_parity(s, "whole-fragment", r);
+		/* a small write: a range, parity advanced alike */
+		off = (size_t)g_rand_int_range(rng, 0, (gint32)s->len);
+		len = (size_t)g_rand_int_range(rng, 0, (gint32)(s->len - off) + 1);
+		update_range(s, idx, off, len, rng);
+		expect_fresh_parity(s, "range", r);
+	}
+	/* the updated stripe still decodes */
+	decode_check(s, s->all & ~((1U << s->k) - 1), rng);
+	decode_check(s, (1U << s->m) - 1, rng);
+}
+
 static void test_update(void)
 {
 	GRand *rng = g_rand_new_with_seed(seed);
-	unsigned int k, m, i, r, idx;
-	size_t off, len;
 
 	g_test_message("seed %u (RMEMFS_EC_SEED=%u replays it)", seed, seed);
-	for (k = EC_MIN_K; k <= EC_MAX_K; k++) {
-		for (m = EC_MIN_M; m <= EC_MAX_M; m++) {
-			struct ec_codec *c = codec(k, m);
-
-			for (i = 0; i < G_N_ELEMENTS(lens); i++) {
-				struct stripe *s = stripe_new(c, lens[i], rng);
-
-				for (r = 0; r < UPDATE_ROUNDS; r++) {
-					idx = (unsigned int)g_rand_int_range(rng, 0, (gint32)k);
-					update_range(s, idx, 0, s->len, rng);
-					expect_fresh_parity(s, "whole-fragment", r);
-					/* a small write: a range, parity advanced alike */
-					off = (size_t)g_rand_int_range(rng, 0, (gint32)s->len);
-					len = (size_t)g_rand_int_range(rng, 0,
-								       (gint32)(s->len - off) + 1);
-					update_range(s, idx, off, len, rng);
-					expect_fresh_parity(s, "range", r);
-				}
-				/* the updated stripe still decodes */
-				decode_check(s, s->all & ~((1U << k) - 1), rng);
-				decode_check(s, (1U << m) - 1, rng);
-				stripe_free(s);
-			}
-			ec_codec_free(c);
-		}
-	}
+	each_stripe(rng, update_rounds, NULL);
 	g_rand_free(rng);
 }
 

@@ -177,14 +177,8 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 	rc = alloc_new(m->g.data_blocks, &s.bits);
 	if (rc < 0)
 		return rc;
-	/*
-	 * Exactly the running count's bytes: g_byte_array_sized_new rounds up
-	 * to a power of two, and under -o swap all of it is populated and
-	 * locked (a 3 MiB checkpoint of a swap file cost 4 MiB at the
-	 * daemon's peak). A count that is short still grows it.
-	 */
-	s.b = g_byte_array_new_take(g_malloc(MAX(m->ckpt_bytes, LAYOUT_CKPT_HDR_SIZE)),
-				    MAX(m->ckpt_bytes, LAYOUT_CKPT_HDR_SIZE));
+	/* exactly the running count's bytes (a 3 MiB checkpoint cost 4 MiB when rounded) */
+	s.b = layout_bytes_new((guint)m->ckpt_bytes);
 	g_byte_array_set_size(s.b, LAYOUT_CKPT_HDR_SIZE);
 	arr = inode_table_sorted(m, &n);
 	for (i = 0; i < n; i++)

@@ -49,14 +49,9 @@ static uint64_t write_due(const struct journal *j)
 	return MIN(j->len / 4, JOURNAL_WRITE_DUE);
 }
 
-/* (g_byte_array_sized_new would round the room up to a power of two) */
 static GByteArray *pending_new(const struct journal *j)
 {
-	guint room = (guint)(write_due(j) + JOURNAL_TXN_ROOM);
-	GByteArray *b = g_byte_array_new_take(g_malloc(room), room);
-
-	g_byte_array_set_size(b, 0);
-	return b;
+	return layout_bytes_new((guint)(write_due(j) + JOURNAL_TXN_ROOM));
 }
 
 struct journal *journal_new(uint64_t area_off, uint64_t area_len, uint64_t fs_id)

@@ -343,6 +343,14 @@ void layout_put_sv(GByteArray *b, int64_t v)
 	layout_put_uv(b, zigzag(v));
 }
 
+GByteArray *layout_bytes_new(guint room)
+{
+	GByteArray *b = g_byte_array_new_take(g_malloc(MAX(room, 1U)), MAX(room, 1U));
+
+	g_byte_array_set_size(b, 0);
+	return b;
+}
+
 void layout_put_bytes(GByteArray *b, const void *p, size_t len)
 {
 	if (len)

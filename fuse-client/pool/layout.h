@@ -346,6 +346,12 @@ uint32_t layout_crc(const void *buf, size_t len);
 size_t layout_uv_len(uint64_t v);
 size_t layout_sv_len(int64_t v); /* zigzag */
 
+/*
+ * An empty array with exactly room bytes allocated (g_byte_array_sized_new
+ * rounds up to a power of two: under -o swap all of it is populated and
+ * locked); appends past the room still grow it.
+ */
+GByteArray *layout_bytes_new(guint room);
 void layout_put_u8(GByteArray *b, uint8_t v);
 void layout_put_uv(GByteArray *b, uint64_t v);
 void layout_put_sv(GByteArray *b, int64_t v);
