@@ -5,6 +5,7 @@
  * two copies in one slot, every member equally full, and the copies of a
  * lost member's units spread evenly over all survivors.
  */
+#include <endian.h>
 #include <string.h>
 
 #include <glib.h>
@@ -84,7 +85,12 @@ static void test_limits(void)
 	struct place p;
 
 	g_assert_cmpint(place_init(&p, 2, 3, 100), ==, -EINVAL);
-	g_assert_cmpint(place_init(&p, 9, 2, 100), ==, -EINVAL);
+	g_assert_cmpint(place_init(&p, PLACE_MAX_MEMBERS + 1, 2, 100), ==, -EINVAL);
+	g_assert_cmpint(place_init(&p, 9, 2, 100), ==, 0);
+	g_assert_cmpint(place_init(&p, 5, 5, 100), ==, -EINVAL); /* more than 4 copies */
+	g_assert_cmpint(place_init(&p, 12, 4, 164), ==, -ENOSPC); /* a cycle needs C(11, 3) */
+	g_assert_cmpint(place_init(&p, 12, 4, 165), ==, 0);
+	g_assert_cmpuint(place_units(&p), ==, 495);
 	g_assert_cmpint(place_init(&p, 3, 0, 100), ==, -EINVAL);
 	g_assert_cmpint(place_init(&p, 8, 3, 20), ==, -ENOSPC); /* a cycle needs 21 */
 	g_assert_cmpint(place_init(&p, 8, 3, 21), ==, 0);
@@ -208,7 +214,7 @@ static void test_stripes(void)
 	uint32_t n, w;
 
 	for (n = 2; n <= PLACE_MAX_MEMBERS; n++)
-		for (w = 2; w <= n; w++)
+		for (w = 2; w <= MIN(n, PLACE_STRIPE_MAX_WIDTH); w++)
 			check_stripes(n, w);
 }
 
@@ -262,6 +268,112 @@ static void test_record(void)
 	g_assert_cmpint(layout_set_unpack(blk, &out, &place), ==, -EBADMSG);
 }
 
+/* a record of n members for the version tests */
+static void set_info(struct layout_set_info *in, uint32_t n, uint32_t replicas)
+{
+	uint32_t i;
+
+	memset(in, 0, sizeof(*in));
+	memset(in->set_uuid, 0xcd, 16);
+	in->events = 7;
+	in->nmembers = n;
+	in->replicas = replicas;
+	in->unit_shift = 16;
+	in->member_units = 1000;
+	for (i = 0; i < n; i++) {
+		in->m[i].pool_id = 0x100 + i;
+		g_snprintf(in->m[i].addr, LAYOUT_SET_ADDR_LEN, "10.0.0.%u:7471", i + 1);
+	}
+}
+
+static int pack_unpack(const struct layout_set_info *in, uint8_t *blk, struct layout_set_info *out)
+{
+	uint32_t place;
+
+	memset(blk, 0, LAYOUT_SET_REC_SIZE);
+	layout_set_pack(in, 0, (struct layout_set *)blk);
+	return layout_set_unpack(blk, out, &place);
+}
+
+static uint32_t rec_version(const uint8_t *blk)
+{
+	uint32_t v;
+
+	memcpy(&v, blk + 8, 4);
+	return le32toh(v);
+}
+
+/* replicated sets of up to 8 members keep version 1, byte for byte; larger and coded ones are 2 */
+static void test_record_versions(void)
+{
+	static uint8_t blk[LAYOUT_SET_REC_SIZE];
+	struct layout_set_info in, out;
+	uint32_t crc, v;
+
+	set_info(&in, 8, 3);
+	g_assert_cmpint(pack_unpack(&in, blk, &out), ==, 0);
+	g_assert_cmpuint(rec_version(blk), ==, 1);
+	memcpy(&crc, blk + 12, 4);
+	memset(blk + 12, 0, 4);
+	g_assert_cmpuint(layout_crc(blk, LAYOUT_SET_V1_LEN), ==, le32toh(crc)); /* v1's span */
+	set_info(&in, 9, 3);
+	g_assert_cmpint(pack_unpack(&in, blk, &out), ==, 0);
+	g_assert_cmpuint(rec_version(blk), ==, 2);
+	set_info(&in, LAYOUT_SET_MAX, 3);
+	g_assert_cmpint(pack_unpack(&in, blk, &out), ==, 0);
+	g_assert_cmpuint(out.m[LAYOUT_SET_MAX - 1].pool_id, ==, 0x100 + LAYOUT_SET_MAX - 1);
+	g_assert_cmpstr(out.m[LAYOUT_SET_MAX - 1].addr, ==, "10.0.0.12:7471");
+	blk[LAYOUT_SET_V1_LEN + 8] ^= 1; /* a member only version 2 covers */
+	g_assert_cmpint(layout_set_unpack(blk, &out, &v), ==, -EBADMSG);
+	/* erasure-coded: 4+2 on 6 members, the replicated zone with 3 copies */
+	set_info(&in, 6, 3);
+	in.ec_k = 4;
+	in.ec_m = 2;
+	in.rep_units = 330;
+	g_assert_cmpint(pack_unpack(&in, blk, &out), ==, 0);
+	g_assert_cmpuint(rec_version(blk), ==, 2);
+	g_assert_cmpuint(out.ec_k, ==, 4);
+	g_assert_cmpuint(out.ec_m, ==, 2);
+	g_assert_cmpuint(out.rep_units, ==, 330);
+	g_assert_cmpuint(out.m[5].pool_id, ==, 0x105);
+	/* a newer version is refused as such, before its crc */
+	v = htole32(3);
+	memcpy(blk + 8, &v, 4);
+	g_assert_cmpint(layout_set_unpack(blk, &out, &crc), ==, -EPROTONOSUPPORT);
+}
+
+/* codes this rmemfs cannot hold, and counts a version cannot have, are damage */
+static void test_record_refusals(void)
+{
+	static uint8_t blk[LAYOUT_SET_REC_SIZE];
+	struct layout_set_info in, out;
+	static const struct {
+		uint32_t n, replicas, k, m;
+		uint64_t rep_units;
+	} bad[] = {
+		{ 6, 2, 1, 1, 10 }, /* k below 2 */
+		{ 12, 2, 9, 1, 10 }, /* k above 8 */
+		{ 6, 1, 4, 0, 10 }, /* no parity */
+		{ 8, 5, 4, 4, 10 }, /* m above 3 */
+		{ 5, 3, 4, 2, 10 }, /* 4+2 on 5 members */
+		{ 6, 2, 4, 2, 10 }, /* the replicated zone keeps m + 1 copies */
+		{ 6, 3, 4, 2, 0 }, /* no replicated zone */
+		{ 6, 3, 4, 2, 2001 }, /* a zone larger than the members: 2001 x 3 > 6 x 1000 */
+		{ 9, 2, 0, 1, 0 }, /* parity without data (9 members: version 2) */
+		{ 10, 4, 0, 0, 0 }, /* four copies of a replicated set */
+	};
+	size_t i;
+
+	for (i = 0; i < G_N_ELEMENTS(bad); i++) {
+		set_info(&in, bad[i].n, bad[i].replicas);
+		in.ec_k = bad[i].k;
+		in.ec_m = bad[i].m;
+		in.rep_units = bad[i].rep_units;
+		g_test_message("case %zu", i);
+		g_assert_cmpint(pack_unpack(&in, blk, &out), ==, -EBADMSG);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -270,5 +382,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/place/stripes", test_stripes);
 	g_test_add_func("/place/stripe-limits", test_stripe_limits);
 	g_test_add_func("/place/record", test_record);
+	g_test_add_func("/place/record-versions", test_record_versions);
+	g_test_add_func("/place/record-refusals", test_record_refusals);
 	return g_test_run();
 }

@@ -179,7 +179,8 @@ static int validate_server(struct options *o)
 	if (o->replicas_str) {
 		uint64_t v;
 
-		if (units_parse_uint(o->replicas_str, 1, 3, &v) < 0 || v > o->nservers) {
+		if (units_parse_uint(o->replicas_str, 1, REMOTE_MAX_REPLICAS, &v) < 0 ||
+		    v > o->nservers) {
 			fprintf(stderr, "rmemfs: replicas=%s: must be 1..3 and at most the number of servers (%u)\n",
 				o->replicas_str, o->nservers);
 			return -EINVAL;

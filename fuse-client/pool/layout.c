@@ -8,6 +8,7 @@
 #define G_LOG_DOMAIN "rmemfs-layout"
 
 #include "layout.h"
+#include "ec_codec.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -167,13 +168,19 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
 
 /* ---- member set records ---- */
 
+static bool set_is_v2(const struct layout_set_info *in)
+{
+	return in->ec_k || in->nmembers > LAYOUT_SET_V1_MAX;
+}
+
 void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct layout_set *out)
 {
+	bool v2 = set_is_v2(in);
 	uint32_t i;
 
 	memset(out, 0, sizeof(*out));
 	memcpy(out->magic, LAYOUT_SET_MAGIC, 8);
-	out->version = htole32(LAYOUT_SET_VERSION);
+	out->version = htole32(v2 ? 2 : 1);
 	memcpy(out->set_uuid, in->set_uuid, 16);
 	out->events = htole64(in->events);
 	out->nmembers = htole32(in->nmembers);
@@ -181,6 +188,11 @@ void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct la
 	out->place = htole32(place);
 	out->unit_shift = htole32(in->unit_shift);
 	out->member_units = htole64(in->member_units);
+	if (v2) {
+		out->ec_k = htole32(in->ec_k);
+		out->ec_m = htole32(in->ec_m);
+		out->rep_units = htole64(in->rep_units);
+	}
 	for (i = 0; i < in->nmembers && i < LAYOUT_SET_MAX; i++) {
 		out->m[i].pool_id = htole64(in->m[i].pool_id);
 		out->m[i].pool_size = htole64(in->m[i].pool_size);
@@ -189,23 +201,39 @@ void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct la
 		memcpy(out->m[i].addr, in->m[i].addr, LAYOUT_SET_ADDR_LEN);
 		out->m[i].addr[LAYOUT_SET_ADDR_LEN - 1] = 0;
 	}
-	out->crc = htole32(layout_crc(out, sizeof(*out)));
+	out->crc = htole32(layout_crc(out, v2 ? LAYOUT_SET_V2_LEN : LAYOUT_SET_V1_LEN));
+}
+
+/* the erasure code of a version-2 record, or its absence, is one this rmemfs can hold */
+static bool set_code_ok(const struct layout_set_info *s)
+{
+	uint64_t zone;
+
+	if (!s->ec_k)
+		return !s->ec_m && !s->rep_units && s->replicas <= 3;
+	if (s->ec_k < EC_MIN_K || s->ec_k > EC_MAX_K || s->ec_m < EC_MIN_M || s->ec_m > EC_MAX_M ||
+	    s->ec_k + s->ec_m > s->nmembers || s->replicas != s->ec_m + 1 || !s->rep_units)
+		return false;
+	/* the replicated zone's copies fit in the members */
+	return !__builtin_mul_overflow(s->rep_units, (uint64_t)s->replicas, &zone) &&
+	       zone <= (uint64_t)s->nmembers * s->member_units;
 }
 
 int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *place)
 {
 	struct layout_set rec;
-	uint32_t crc, i;
+	uint32_t crc, i, ver;
 
 	memcpy(&rec, blk, sizeof(rec));
 	memset(out, 0, sizeof(*out));
 	if (memcmp(rec.magic, LAYOUT_SET_MAGIC, 8))
 		return -ENODATA;
-	if (le32toh(rec.version) > LAYOUT_SET_VERSION)
+	ver = le32toh(rec.version);
+	if (ver > LAYOUT_SET_VERSION)
 		return -EPROTONOSUPPORT;
 	crc = le32toh(rec.crc);
 	rec.crc = 0;
-	if (layout_crc(&rec, sizeof(rec)) != crc || le32toh(rec.version) == 0)
+	if (ver == 0 || layout_crc(&rec, ver == 1 ? LAYOUT_SET_V1_LEN : LAYOUT_SET_V2_LEN) != crc)
 		return -EBADMSG;
 	memcpy(out->set_uuid, rec.set_uuid, 16);
 	out->events = le64toh(rec.events);
@@ -213,10 +241,15 @@ int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *pl
 	out->replicas = le32toh(rec.replicas);
 	out->unit_shift = le32toh(rec.unit_shift);
 	out->member_units = le64toh(rec.member_units);
+	if (ver >= 2) {
+		out->ec_k = le32toh(rec.ec_k);
+		out->ec_m = le32toh(rec.ec_m);
+		out->rep_units = le64toh(rec.rep_units);
+	}
 	*place = le32toh(rec.place);
-	if (out->nmembers < 1 || out->nmembers > LAYOUT_SET_MAX || out->replicas < 1 ||
-	    out->replicas > out->nmembers || *place >= out->nmembers || out->unit_shift < 12 ||
-	    out->unit_shift > 30)
+	if (out->nmembers < 1 || out->nmembers > (ver == 1 ? LAYOUT_SET_V1_MAX : LAYOUT_SET_MAX) ||
+	    out->replicas < 1 || out->replicas > out->nmembers || *place >= out->nmembers ||
+	    out->unit_shift < 12 || out->unit_shift > 30 || !set_code_ok(out))
 		return -EBADMSG;
 	for (i = 0; i < out->nmembers; i++) {
 		out->m[i].pool_id = le64toh(rec.m[i].pool_id);

@@ -180,12 +180,13 @@ enum layout_sb_kind layout_sb_classify(const void *block0, uint64_t pool_size,
  * it always was).
  */
 #define LAYOUT_SET_MAGIC "RMEMSET\0"
-#define LAYOUT_SET_VERSION 1
+#define LAYOUT_SET_VERSION 2 /* the newest read; a set that v1 describes is written as v1 */
 #define LAYOUT_SET_REC_OFF 4096ULL /* slot 0; slot 1 follows */
 #define LAYOUT_SET_REC_SIZE 4096U
 #define LAYOUT_SET_INTENT_OFF (12ULL << 10)
 #define LAYOUT_SET_DATA_OFF (64ULL << 10)
-#define LAYOUT_SET_MAX 8U
+#define LAYOUT_SET_MAX 12U
+#define LAYOUT_SET_V1_MAX 8U /* the members a version-1 record holds */
 #define LAYOUT_SET_ADDR_LEN 64
 
 enum layout_member_state {
@@ -206,8 +207,8 @@ static_assert(sizeof(struct layout_set_member) == 96, "set member size");
 
 struct layout_set {
 	uint8_t magic[8]; /* LAYOUT_SET_MAGIC */
-	__le32 version; /* LAYOUT_SET_VERSION */
-	__le32 crc; /* crc32c of the whole struct with this field 0 */
+	__le32 version; /* 1, or 2: erasure-coded or more than LAYOUT_SET_V1_MAX members */
+	__le32 crc; /* crc32c of the version's span (LAYOUT_SET_V1/V2_LEN), this field 0 */
 	uint8_t set_uuid[16];
 	__le64 events;
 	__le32 nmembers;
@@ -215,10 +216,20 @@ struct layout_set {
 	__le32 place; /* the index of the member holding this copy */
 	__le32 unit_shift;
 	__le64 member_units; /* unit slots per member */
-	uint8_t reserved[40];
+	__le32 ec_k; /* v2: data fragments per stripe; 0: a replicated set */
+	__le32 ec_m; /* v2: parity fragments; replicas is ec_m + 1 (the replicated zone) */
+	__le64 rep_units; /* v2, erasure-coded: units [0, rep_units) are replicated */
+	uint8_t reserved[24];
 	struct layout_set_member m[LAYOUT_SET_MAX];
 };
 static_assert(sizeof(struct layout_set) <= LAYOUT_SET_REC_SIZE, "set record size");
+static_assert(offsetof(struct layout_set, ec_k) == 64 && offsetof(struct layout_set, m) == 104,
+	      "version 1's layout");
+/* the bytes each version's crc covers: version 1 is 8 members, and stays so */
+#define LAYOUT_SET_V1_LEN \
+	(offsetof(struct layout_set, m) + LAYOUT_SET_V1_MAX * sizeof(struct layout_set_member))
+#define LAYOUT_SET_V2_LEN 1256U
+static_assert(sizeof(struct layout_set) == LAYOUT_SET_V2_LEN, "a larger set needs version 3");
 
 /* the record in host form */
 struct layout_set_info {
@@ -226,6 +237,8 @@ struct layout_set_info {
 	uint64_t events;
 	uint32_t nmembers, replicas, unit_shift;
 	uint64_t member_units;
+	uint32_t ec_k, ec_m; /* 0, 0: replicated */
+	uint64_t rep_units;
 	struct {
 		uint64_t pool_id, pool_size, rebuilt;
 		enum layout_member_state state;
@@ -233,11 +246,15 @@ struct layout_set_info {
 	} m[LAYOUT_SET_MAX];
 };
 
+/*
+ * Version 1 for a replicated set of at most LAYOUT_SET_V1_MAX members (every
+ * rmemfs reads it), else version 2.
+ */
 void layout_set_pack(const struct layout_set_info *in, uint32_t place, struct layout_set *out);
 /*
  * Unpack a record slot (LAYOUT_SET_REC_SIZE bytes). 0 with *place set;
  * -ENODATA for no record (no magic); -EBADMSG for a damaged one (crc,
- * impossible counts); -EPROTONOSUPPORT for a newer version.
+ * impossible counts or codes); -EPROTONOSUPPORT for a newer version.
  */
 int layout_set_unpack(const void *blk, struct layout_set_info *out, uint32_t *place);
 

@@ -20,9 +20,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PLACE_MAX_MEMBERS 8U
-#define PLACE_MAX_REPLICAS 3U
-#define PLACE_MAX_COMBS 56U /* C(8, 3), the most combinations the limits allow */
+#define PLACE_MAX_MEMBERS 12U
+#define PLACE_MAX_REPLICAS 4U /* an erasure-coded set's replicated zone: M + 1 */
+#define PLACE_MAX_COMBS 495U /* C(12, 4), the most combinations the limits allow */
 
 struct place_copy {
 	uint32_t member;
@@ -40,7 +40,7 @@ struct place {
 
 /*
  * Lay out n members holding member_units unit slots each, r copies per
- * unit. -EINVAL unless 1 <= r <= n <= PLACE_MAX_MEMBERS and r <= 3;
+ * unit. -EINVAL unless 1 <= r <= n <= PLACE_MAX_MEMBERS and r <= PLACE_MAX_REPLICAS;
  * -ENOSPC if not even one cycle fits.
  */
 int place_init(struct place *p, uint32_t n, uint32_t r, uint64_t member_units);
@@ -65,9 +65,9 @@ bool place_unit_on(const struct place *p, uint64_t u, uint32_t m, uint64_t *slot
  * A member holds C(n - 1, w - 1) * w fragments per cycle; the last cycle
  * may be partial (the stripes, in order, whose every fragment fits).
  */
-/* K + M: 8 + 3 (widths above PLACE_MAX_MEMBERS wait for a larger member limit) */
-#define PLACE_STRIPE_MAX_WIDTH 11U
-#define PLACE_STRIPE_MAX_COMBS 70U /* C(8, 4), the most w-combinations of 8 members */
+#define PLACE_STRIPE_MAX_WIDTH 11U /* K + M: 8 + 3 */
+/* C(12, 6): the most w-combinations of 12 members (50 KiB of tables: not on a thread stack) */
+#define PLACE_STRIPE_MAX_COMBS 924U
 
 struct place_stripes {
 	uint32_t n, w;

@@ -285,6 +285,18 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 		}
 		any_member = any_member || (mem[i] && f[i].kind == 0);
 	}
+	/*
+	 * A record from a newer rmemfs on every member reached: never treat
+	 * the set as a blank pool (-o format would destroy it).
+	 */
+	for (i = 0; !any_member && i < cfg->nservers; i++) {
+		if (mem[i] && f[i].kind == -EPROTONOSUPPORT) {
+			remote_set_msg(err_msg, "%s: its member record is from a newer rmemfs",
+				       member_server(mem[i]));
+			rc = -EPROTONOSUPPORT;
+			goto out;
+		}
+	}
 	if (!any_member && cfg->nservers == 1 && mem[0]) {
 		r->n = 1;
 		r->mem[0].m = mem[0];
@@ -298,6 +310,13 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 	rc = any_member ? join_set(r, cfg, mem, f, err_msg) : new_set(r, cfg, mem, f, err_msg);
 	if (rc < 0)
 		goto out;
+	/* (until the erasure-coded I/O exists: mounted as copies, its stripes would read wrong) */
+	if (r->info.ec_k) {
+		remote_set_msg(err_msg, "the member set is erasure-coded (ec=%u+%u); this rmemfs "
+			       "cannot mount it yet", r->info.ec_k, r->info.ec_m);
+		rc = -EPROTONOSUPPORT;
+		goto out;
+	}
 	rc = place_init(&r->place, r->info.nmembers, r->info.replicas, r->info.member_units);
 	if (rc < 0) {
 		remote_set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
@@ -361,7 +380,8 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	*out = NULL;
 	if (err_msg)
 		*err_msg = NULL;
-	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX || cfg->replicas > 3) {
+	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX ||
+	    cfg->replicas > REMOTE_MAX_REPLICAS) {
 		remote_set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
 			"copies", cfg->nservers, cfg->replicas, LAYOUT_SET_MAX);
 		return -EINVAL;

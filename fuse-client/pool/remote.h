@@ -31,7 +31,8 @@
 
 struct remote;
 
-#define REMOTE_MAX_SERVERS 8 /* members of a set (LAYOUT_SET_MAX) */
+#define REMOTE_MAX_SERVERS 12 /* members of a set (LAYOUT_SET_MAX) */
+#define REMOTE_MAX_REPLICAS 3U /* replicas= (the replicated zone of an ec= set may keep 4) */
 
 struct remote_server {
 	char *host;
