@@ -134,7 +134,7 @@ fi
 for v in TOUCHES REDIS_REQ LOCK_WAIT MEMBERS REPLICAS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "${v,,}: expected a whole number, got '${!v}'"
 done
-[ "$MEMBERS" -le 8 ] || die "--members: at most 8 memservers, got $MEMBERS"
+[ "$MEMBERS" -le 12 ] || die "--members: at most 12 memservers, got $MEMBERS"
 [ "$REPLICAS" -le 3 ] && [ "$REPLICAS" -le "$MEMBERS" ] ||
 	die "--replicas: 1..3 and at most --members ($MEMBERS), got $REPLICAS"
 [[ $CG_WANT =~ ^(auto|v1|v2)$ ]] || die "--cgroup: auto, v1 or v2, got '$CG_WANT'"

@@ -30,7 +30,7 @@
 #   --size SIZE        the sequential file (default 512M)
 #   --runtime SECS     the random-read job (default 10)
 #   --rate RATE        each link, each way, in tc's units (default 1gbit)
-#   --members N        the most members (default 4; 2..8)
+#   --members N        the most members (default 4; 2..12)
 #   --build-dir DIR    build here (default build-bench/, release)
 #   --no-build         use --build-dir as it is
 #   --out DIR          results directory (default bench-results/scaleout-<timestamp>/)
@@ -67,8 +67,8 @@ fi
 if ! [[ $RUNTIME =~ ^[0-9]+$ ]] || [ "$RUNTIME" -lt 1 ]; then
 	die "--runtime: whole seconds, at least 1"
 fi
-if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 8 ]; then
-	die "--members: 2..8"
+if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 12 ]; then
+	die "--members: 2..12"
 fi
 [ "$(id -u)" = 0 ] || die "run as root: it creates network namespaces, veth pairs and mounts"
 for t in fio ip tc; do

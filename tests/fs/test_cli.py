@@ -75,6 +75,19 @@ def test_bad_options_get_specific_messages(opts, message, tmp_path):
     assert not is_mounted(str(tmp_path))
 
 
+def test_member_limits(tmp_path):
+    """Twelve servers at most; replicas= stays 1..3 (an ec= set's 4 copies are internal)."""
+    thirteen = ','.join('127.0.0.1:%d' % (7471 + i) for i in range(13))
+    r = run_rmemfs(thirteen, str(tmp_path), '-f')
+    assert r.returncode != 0
+    assert 'at most 12 servers' in r.stderr, r.stderr
+    four = ','.join('127.0.0.1:%d' % (7471 + i) for i in range(4))
+    r = run_rmemfs(four, str(tmp_path), '-f', '-o', 'replicas=4')
+    assert r.returncode != 0
+    assert 'replicas=4: must be 1..3 and at most the number of servers (4)' in r.stderr, r.stderr
+    assert not is_mounted(str(tmp_path))
+
+
 @pytest.mark.parametrize('args, message', [
     ([], 'missing SERVER'),
     (['127.0.0.1:7471'], 'missing MOUNTPOINT'),

@@ -255,6 +255,64 @@ def test_capacity(env, replicas):
     assert fs.unmount() == 0
 
 
+def test_twelve_members(env):
+    """The largest set: twelve members (a version-2 member record), three
+    copies; capacity, data, the status, members listed in another order, and
+    a lost member read around."""
+    mset = env.member_set(12, '16M')
+    fs = mount_set(env, mset, ['replicas=3', 'qps=1'])
+    sv = os.statvfs(fs.mountpoint)
+    assert sv.f_blocks == logical_data_blocks(12, 16 * MIB, 3)
+    data = content('twelve', 20 * MIB)
+    write_file(os.path.join(fs.mountpoint, 'f'), data)
+    r = ctl(fs.mountpoint, 'status')
+    assert r.returncode == 0 and 'up, 12 of 12 members in sync, replicas 3' in r.stdout, r.stdout
+    assert fs.unmount() == 0
+    backwards = MemberSet(list(reversed(mset.members)))
+    fs2 = mount_set(env, backwards, ['qps=1'], mountpoint=fs.mountpoint)
+    mset.members[5].stop(signal.SIGKILL)
+    check_file(os.path.join(fs2.mountpoint, 'f'), data)
+    # (listed backwards: the set's member 5 is the eighth server given)
+    assert wait_for(lambda: stats(fs2.mountpoint)['member5'].split()[1] == 'lost', 15)
+    assert fs2.unmount() == 0
+
+
+def test_newer_record_is_refused(env):
+    """A set whose member records come from a newer rmemfs (version 3) is
+    refused by name, with -o format too: never taken for blank pools."""
+    mset = env.member_set(3, '64M', backed=(0, 1, 2))
+    fs = mount_set(env, mset, ['replicas=2'])
+    data = content('newer', 3 * MIB)
+    write_file(os.path.join(fs.mountpoint, 'f'), data)
+    assert fs.unmount() == 0
+    for m in mset.members:
+        m.stop()
+    imgs = [os.path.join(env.workdir, f'member{i}.img') for i in range(3)]
+
+    def set_versions(v):
+        for img in imgs:
+            with open(img, 'r+b') as f:
+                for slot in (4096, 8192):
+                    f.seek(slot + 8)
+                    f.write(v.to_bytes(4, 'little'))
+    set_versions(3)
+    for m in mset.members:
+        m.start()
+    for srv, opts in ((mset, []), (mset, ['format']), (MemberSet(mset.members[:1]), ['format'])):
+        fs2 = env.rmemfs(srv, mountpoint=fs.mountpoint, options=opts, start=False)
+        with pytest.raises(MountFailed) as e:
+            fs2.start()
+        assert 'from a newer rmemfs' in str(e.value), str(e.value)
+    for m in mset.members:
+        m.stop()
+    set_versions(1)  # the version they had: their crc holds again
+    for m in mset.members:
+        m.start()
+    fs3 = mount_set(env, mset, mountpoint=fs.mountpoint)
+    check_file(os.path.join(fs3.mountpoint, 'f'), data)
+    assert fs3.unmount() == 0
+
+
 def test_order_and_non_member(env):
     """Members listed in another order mount the same filesystem; a server
     that is no member is refused by name; replicas= must match the set."""
