@@ -24,6 +24,8 @@
 #include "remote.h"
 #include "worker.h"
 
+struct ec_codec;
+
 struct remote_member {
 	struct member *m; /* NULL: never reached */
 	char name[LAYOUT_SET_ADDR_LEN]; /* "host:port" */
@@ -75,12 +77,40 @@ struct remote {
 	uint64_t intent_region; /* units per bit */
 	uint8_t *intent_map; /* the bits on the members; set under intent_lock */
 	uint8_t *intent_recent; /* regions written since the last sweep (atomic or) */
+	/*
+	 * An erasure-coded set (info.ec_k > 0; remote_ec.c). The address space
+	 * [0, zone_end) is replicated by place, ec_m + 1 copies (block 0 and
+	 * the journal); [zone_end, size) is stripes of ec_k data fragments of
+	 * one unit each plus ec_m parity fragments, placed by *stripes in the
+	 * members' slots from ec_slot0 on. Unit numbers stay offset / unit in
+	 * both zones (the intent map, the dirty maps, the rebuild's cursor):
+	 * stripe s holds units zone_end / unit + s * ec_k and the ec_k - 1
+	 * after it. A replicated set has ec_k 0, zone_end = size.
+	 */
+	unsigned int ec_k, ec_m;
+	uint64_t zone_end;
+	uint64_t ec_slot0;
+	struct place_stripes *stripes; /* g_new0: 50 KiB */
+	struct ec_codec *codec;
+	pthread_mutex_t *ec_locks; /* EC_LOCKS stripe locks, by stripe number (remote_ec.c) */
 };
 
 /* where a member keeps the unit in slot `slot` (place.h) */
 static inline uint64_t remote_slot_off(const struct remote *r, uint64_t slot)
 {
 	return LAYOUT_SET_DATA_OFF + slot * r->unit;
+}
+
+/* units in the whole address space (both zones of an erasure-coded set) */
+static inline uint64_t remote_units(const struct remote *r)
+{
+	return r->size / r->unit;
+}
+
+/* does losing a member leave the data readable: copies, or parity? */
+static inline bool remote_redundant(const struct remote *r)
+{
+	return r->set && r->place.r > 1;
 }
 
 /* ---- remote.c, for the rest of the set's code ---- */
@@ -152,5 +182,29 @@ static inline bool rebuild_takes(struct remote *r, uint32_t m, uint64_t u)
 {
 	return atomic_load(&r->rb_member) == (int)m && u < atomic_load(&r->rb_cursor);
 }
+
+/* ---- remote_ec.c: the stripes of an erasure-coded set ---- */
+
+/* the codec and the stripe locks, once open_set placed the stripes (0 or -errno) */
+int ec_init(struct remote *r);
+void ec_free(struct remote *r); /* a replicated set too */
+/*
+ * Reads and writes of [zone_end, size): the whole request lies there
+ * (remote_io.c cuts it). Reads go to the data fragments, decoding from
+ * parity where a member is down; writes keep the stripes' parity current,
+ * under the stripe locks, with the intent map marked first.
+ */
+int ec_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
+	  const struct iovec *iov, int cnt);
+/* stripes in the EC zone, and the stripe holding unit u (u >= zone_end / unit) */
+uint64_t ec_stripes(const struct remote *r);
+uint64_t ec_stripe_of(const struct remote *r, uint64_t u);
+/* fragment i of stripe s (data i < ec_k, then parity): its member and offset there */
+void ec_frag(const struct remote *r, uint64_t s, unsigned int i, uint32_t *member, uint64_t *moff);
+/* the stripe lock of stripe s (every writer of a stripe's fragments holds it) */
+void ec_lock(struct remote *r, uint64_t s);
+void ec_unlock(struct remote *r, uint64_t s);
+/* set_lock held: does every stripe keep at least ec_k fragments on members up? */
+bool ec_loss_ok(struct remote *r);
 
 #endif /* RMEM_REMOTE_INT_H */
