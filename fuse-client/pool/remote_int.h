@@ -93,6 +93,7 @@ struct remote {
 	struct place_stripes *stripes; /* g_new0: 50 KiB */
 	struct ec_codec *codec;
 	pthread_mutex_t *ec_locks; /* EC_LOCKS stripe locks, by stripe number (remote_ec.c) */
+	uint8_t *ec_zero; /* a unit of zeroes: what a zero write writes */
 };
 
 /* where a member keeps the unit in slot `slot` (place.h) */

@@ -368,11 +368,58 @@ static int set_write(struct remote *r, struct req *q)
 	return rc;
 }
 
+static int set_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
+		  const struct iovec *iov, int cnt)
+{
+	struct req q;
+	int rc;
+
+	req_init(&q, r, type, offs, iov, cnt);
+	rc = type == XPORT_READ ? set_read(r, &q) : set_write(r, &q);
+	req_clear(&q);
+	return rc;
+}
+
+/*
+ * An erasure-coded set: the entries below zone_end go to the copies, the
+ * rest to the stripes (an entry across the boundary is cut in two).
+ */
+static int zoned_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
+		    const struct iovec *iov, int cnt)
+{
+	uint64_t *o = g_new(uint64_t, 2 * (size_t)cnt);
+	struct iovec *v = g_new(struct iovec, 2 * (size_t)cnt);
+	int i, lo = 0, hi = cnt, rc = 0;
+
+	for (i = 0; i < cnt; i++) {
+		uint64_t end = offs[i] + iov[i].iov_len;
+		size_t below = offs[i] >= r->zone_end ? 0 :
+			       (size_t)(MIN(end, r->zone_end) - offs[i]);
+
+		if (below) {
+			o[lo] = offs[i];
+			v[lo++] = (struct iovec){ iov[i].iov_base, below };
+		}
+		if (below < iov[i].iov_len) {
+			o[hi] = offs[i] + below;
+			v[hi++] = (struct iovec){ iov[i].iov_base ?
+							  (uint8_t *)iov[i].iov_base + below : NULL,
+						  iov[i].iov_len - below };
+		}
+	}
+	if (lo)
+		rc = set_rw(r, type, o, v, lo);
+	if (!rc && hi > cnt)
+		rc = ec_rw(r, type, o + cnt, v + cnt, hi - cnt);
+	g_free(o);
+	g_free(v);
+	return rc;
+}
+
 static int do_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
 		 const struct iovec *iov, int cnt)
 {
-	struct req q;
-	int i, rc;
+	int i;
 
 	if (!r->set) {
 		if (type == XPORT_READ)
@@ -386,10 +433,9 @@ static int do_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs
 	for (i = 0; i < cnt; i++)
 		if (offs[i] + iov[i].iov_len < offs[i] || offs[i] + iov[i].iov_len > r->size)
 			return -ERANGE;
-	req_init(&q, r, type, offs, iov, cnt);
-	rc = type == XPORT_READ ? set_read(r, &q) : set_write(r, &q);
-	req_clear(&q);
-	return rc;
+	if (r->ec_k)
+		return zoned_rw(r, type, offs, iov, cnt);
+	return set_rw(r, type, offs, iov, cnt);
 }
 
 int remote_read(struct remote *r, uint64_t off, void *buf, size_t len)
