@@ -340,11 +340,17 @@ static struct ec_piece *cut(struct remote *r, const uint64_t *offs, const struct
 	return p;
 }
 
+/* bytes of the columns of t: every fragment's range and the spares */
+static size_t cols_bytes(const struct remote *r, const struct ec_stripe *t)
+{
+	return (size_t)(t->hi - t->lo) * (r->ec_k + r->ec_m + 2);
+}
+
 /* group pieces [*next, np) into stripes, no more than the scratch allows; the count */
 static unsigned int take_stripes(struct remote *r, struct ec_piece *p, unsigned int np,
 				 unsigned int *next, struct ec_stripe *st, unsigned int max)
 {
-	unsigned int n = 0, w = r->ec_k + r->ec_m;
+	unsigned int n = 0;
 	size_t scratch = 0;
 
 	while (*next < np && n < max) {
@@ -360,9 +366,9 @@ static unsigned int take_stripes(struct remote *r, struct ec_piece *p, unsigned 
 			t->hi = MAX(t->hi, p[i].o + p[i].len);
 		}
 		t->n = i - t->first;
-		if (n && scratch + (size_t)(t->hi - t->lo) * (w + 1) > EC_BATCH_SCRATCH)
+		if (n && scratch + cols_bytes(r, t) > EC_BATCH_SCRATCH)
 			break;
-		scratch += (size_t)(t->hi - t->lo) * (w + 1);
+		scratch += cols_bytes(r, t);
 		*next = i;
 		n++;
 	}
@@ -473,12 +479,6 @@ static int no_fragments(struct remote *r, const struct ec_stripe *t)
 	remote_fail(r, "stripe %" G_GUINT64_FORMAT " has fewer than %u fragments on members that "
 		    "are up (ec=%u+%u)", (guint64)t->s, r->ec_k, r->ec_k, r->ec_m);
 	return -EIO;
-}
-
-/* bytes of the columns of t: every fragment's range and the spares */
-static size_t cols_bytes(const struct remote *r, const struct ec_stripe *t)
-{
-	return (size_t)(t->hi - t->lo) * (r->ec_k + r->ec_m + 2);
 }
 
 /* t's columns from *pool on */
