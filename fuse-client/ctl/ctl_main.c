@@ -125,6 +125,14 @@ static const char *lookup(GHashTable *t, const char *k, const char *dflt)
 	return v ? v : dflt;
 }
 
+/* an erasure-coded set's "ec K+M" line (remote_state_text): its k and m */
+static bool ec_of(GHashTable *t, unsigned int *k, unsigned int *m)
+{
+	const char *v = lookup(t, "ec", NULL);
+
+	return v && sscanf(v, "%u+%u", k, m) == 2;
+}
+
 /* ---- readers beside the writer ("role", "reader.K" lines: meta_sharing_text) ---- */
 
 struct reader_line {
@@ -213,15 +221,18 @@ static void print_readers_text(GHashTable *t)
 
 static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
 {
-	unsigned int i, n = count_members(t);
+	unsigned int i, n = count_members(t), ec_k, ec_m;
 	struct member_line m;
 
 	printf("{\"mountpoint\": ");
 	json_write_string(stdout, mnt);
 	printf(", \"state\": ");
 	json_write_string(stdout, lookup(t, "state", "?"));
-	printf(", \"replicas\": %s, \"capacity_bytes\": %llu, \"free_bytes\": %llu, "
-	       "\"members\": [", lookup(t, "replicas", "1"),
+	/* (an erasure-coded set: replicas are the journal's copies) */
+	printf(", \"replicas\": %s", lookup(t, "replicas", "1"));
+	if (ec_of(t, &ec_k, &ec_m))
+		printf(", \"ec\": {\"k\": %u, \"m\": %u}", ec_k, ec_m);
+	printf(", \"capacity_bytes\": %llu, \"free_bytes\": %llu, \"members\": [",
 	       (unsigned long long)sv->f_blocks * sv->f_frsize,
 	       (unsigned long long)sv->f_bavail * sv->f_frsize);
 	for (i = 0; i < n; i++) {
@@ -260,16 +271,19 @@ static void print_json(const char *mnt, GHashTable *t, const struct statvfs *sv)
 
 static void print_text(const char *mnt, GHashTable *t, const struct statvfs *sv)
 {
-	unsigned int i, n = count_members(t);
+	unsigned int i, n = count_members(t), ec_k, ec_m;
 	char cap[32], used[32];
 	struct member_line m;
 
 	units_format_size((uint64_t)sv->f_blocks * sv->f_frsize, cap, sizeof(cap));
 	units_format_size((uint64_t)(sv->f_blocks - sv->f_bfree) * sv->f_frsize, used,
 			  sizeof(used));
-	printf("%s: %s, %s of %u member%s in sync, replicas %s\n", mnt, lookup(t, "state", "?"),
-	       lookup(t, "members_up", n == 1 ? "1" : "?"), n, n == 1 ? "" : "s",
-	       lookup(t, "replicas", "1"));
+	printf("%s: %s, %s of %u member%s in sync, ", mnt, lookup(t, "state", "?"),
+	       lookup(t, "members_up", n == 1 ? "1" : "?"), n, n == 1 ? "" : "s");
+	if (ec_of(t, &ec_k, &ec_m))
+		printf("ec %u+%u (journal %s copies)\n", ec_k, ec_m, lookup(t, "replicas", "?"));
+	else
+		printf("replicas %s\n", lookup(t, "replicas", "1"));
 	printf("capacity %s, %s used\n", cap, used);
 	printf("%3s  %-24s %-16s  %s\n", "#", "address", "pool id", "state");
 	for (i = 0; i < n; i++) {
@@ -416,7 +430,7 @@ static void usage(FILE *f)
 		   "       rmemfs-ctl MOUNTPOINT scrub [--wait]\n"
 		   "\n"
 		   "status   the members (address, pool id, state: in_sync, lost, missing,\n"
-		   "         rebuilding with progress), replicas and capacity\n"
+		   "         rebuilding with progress), replicas (or ec K+M) and capacity\n"
 		   "replace  put the blank memserver NEW (HOST:PORT) in the place of the lost\n"
 		   "         member OLD (its address, pool id, or memberN) and rebuild it in\n"
 		   "         the background; --wait returns when the rebuild is done\n"

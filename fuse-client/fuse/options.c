@@ -27,6 +27,7 @@
 #include <glib.h>
 
 #include "config.h"
+#include "ec_codec.h"
 #include "units.h"
 
 enum {
@@ -53,6 +54,8 @@ static const struct fuse_opt options_table[] = {
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("replicas=%s", replicas_str, 0),
+	OPT("ec=%s", ec_str, 0),
+	OPT("ec_read=%s", ec_read_str, 0),
 	OPT("refresh=%s", refresh_str, 0),
 	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
@@ -164,7 +167,81 @@ static int parse_timeout(const char *name, const char *s, bool allow_inf, double
 	return 0;
 }
 
-/* SERVER[:PORT], transport= and token_file= */
+/* "K+M": two whole numbers, any size; -EINVAL */
+static int parse_code(const char *s, uint64_t *k, uint64_t *m)
+{
+	const char *plus = strchr(s, '+');
+	char *head;
+	int rc;
+
+	if (!plus)
+		return -EINVAL;
+	head = g_strndup(s, (gsize)(plus - s));
+	rc = units_parse_uint(head, 0, UINT32_MAX, k);
+	g_free(head);
+	if (!rc)
+		rc = units_parse_uint(plus + 1, 0, UINT32_MAX, m);
+	return rc < 0 ? -EINVAL : 0;
+}
+
+/* ec=K+M (the servers parsed) and ec_read= */
+static int validate_code(struct options *o)
+{
+	uint64_t k, m;
+
+	if (!o->ec_str) {
+		if (!o->ec_read_str)
+			return 0;
+		fprintf(stderr, "rmemfs: ec_read= is for erasure-coded sets: it needs ec=K+M\n");
+		return -EINVAL;
+	}
+	if (parse_code(o->ec_str, &k, &m) < 0) {
+		fprintf(stderr, "rmemfs: ec=%s: expected K+M, K data and M parity fragments (e.g. 4+2)\n",
+			o->ec_str);
+		return -EINVAL;
+	}
+	if (k < EC_MIN_K || k > EC_MAX_K || m < EC_MIN_M || m > EC_MAX_M) {
+		fprintf(stderr, "rmemfs: ec=%s: K (data fragments) must be %u..%u and M (parity fragments) %u..%u\n",
+			o->ec_str, EC_MIN_K, EC_MAX_K, EC_MIN_M, EC_MAX_M);
+		return -EINVAL;
+	}
+	if (k + m > o->nservers) {
+		fprintf(stderr, "rmemfs: ec=%s needs at least %u servers (%u given)\n", o->ec_str,
+			(unsigned int)(k + m), o->nservers);
+		return -EINVAL;
+	}
+	o->ec_k = (unsigned int)k;
+	o->ec_m = (unsigned int)m;
+	if (o->ec_read_str && strcmp(o->ec_read_str, "k") && strcmp(o->ec_read_str, "k+1")) {
+		fprintf(stderr, "rmemfs: ec_read=%s: expected k or k+1\n", o->ec_read_str);
+		return -EINVAL;
+	}
+	o->ec_read_extra = o->ec_read_str && !strcmp(o->ec_read_str, "k+1");
+	return 0;
+}
+
+/* replicas= or ec=, for the servers given */
+static int validate_redundancy(struct options *o)
+{
+	uint64_t v;
+
+	if (o->ec_str && o->replicas_str) {
+		fprintf(stderr, "rmemfs: ec= and replicas= exclude each other\n");
+		return -EINVAL;
+	}
+	if (o->replicas_str) {
+		if (units_parse_uint(o->replicas_str, 1, REMOTE_MAX_REPLICAS, &v) < 0 ||
+		    v > o->nservers) {
+			fprintf(stderr, "rmemfs: replicas=%s: must be 1..3 and at most the number of servers (%u)\n",
+				o->replicas_str, o->nservers);
+			return -EINVAL;
+		}
+		o->replicas = (unsigned int)v;
+	}
+	return validate_code(o);
+}
+
+/* SERVER[:PORT], replicas= or ec=, transport= and token_file= */
 static int validate_server(struct options *o)
 {
 	if (!o->server) {
@@ -176,18 +253,8 @@ static int validate_server(struct options *o)
 			o->server, REMOTE_MAX_SERVERS);
 		return -EINVAL;
 	}
-	if (o->replicas_str) {
-		uint64_t v;
-
-		if (units_parse_uint(o->replicas_str, 1, REMOTE_MAX_REPLICAS, &v) < 0 ||
-		    v > o->nservers) {
-			fprintf(stderr, "rmemfs: replicas=%s: must be 1..3 and at most the number of servers (%u)\n",
-				o->replicas_str, o->nservers);
-			return -EINVAL;
-		}
-		o->replicas = (unsigned int)v;
-	}
-
+	if (validate_redundancy(o) < 0)
+		return -EINVAL;
 	if (o->token_file && !*o->token_file) {
 		fprintf(stderr, "rmemfs: token_file= needs a file name\n");
 		return -EINVAL;
@@ -434,6 +501,8 @@ void options_free(struct options *o)
 	g_free(o->server);
 	remote_servers_free(o->servers, o->nservers);
 	free(o->replicas_str);
+	free(o->ec_str);
+	free(o->ec_read_str);
 	free(o->mountpoint);
 	free(o->transport);
 	free(o->token_file);
@@ -464,7 +533,8 @@ void options_print_help(const char *prog)
 	       "\n"
 	       "Mount the memory pool served by a memserver at SERVER (default port %d;\n"
 	       "IPv6 as [addr]:port), or one filesystem over several memservers, each\n"
-	       "unit of data kept on `replicas` of them. From /etc/fstab:\n"
+	       "unit of data kept on `replicas` of them (or erasure-coded, ec=). From\n"
+	       "/etc/fstab:\n"
 	       "  127.0.0.1:7471 /mnt/rmem fuse.rmemfs defaults,_netdev,token_file=/etc/rmemfs.token 0 0\n"
 	       "\n"
 	       "rmemfs options:\n"
@@ -503,6 +573,13 @@ void options_print_help(const char *prog)
 	       "    -o replicas=R          copies of each unit on distinct servers, 1..3\n"
 	       "                           (default 2 with two or more servers, else 1;\n"
 	       "                           a set keeps the number it was formatted with)\n"
+	       "    -o ec=K+M              erasure-code instead: K data and M parity fragments\n"
+	       "                           of each stripe on K+M distinct servers (K 2..8,\n"
+	       "                           M 1..3): survives M lost servers for (K+M)/K the\n"
+	       "                           memory; superblock and journal keep M+1 copies\n"
+	       "    -o ec_read=k|k+1       ec= reads: k (default) asks the k data fragments\n"
+	       "                           needed; k+1 asks one fragment more than needed\n"
+	       "                           and uses the first k to answer\n"
 	       "    -o degraded            mount read-write although only a minority of the\n"
 	       "                           member servers is up. Risk: another client that\n"
 	       "                           reaches the other members may mount them too, and\n"

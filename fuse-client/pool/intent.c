@@ -31,7 +31,7 @@
 
 void intent_init(struct remote *r)
 {
-	uint64_t units = place_units(&r->place), bits = INTENT_MAP_BYTES * 8;
+	uint64_t units = remote_units(r), bits = INTENT_MAP_BYTES * 8;
 
 	r->intent_region = MAX((uint64_t)INTENT_MIN_REGION_UNITS, (units + bits - 1) / bits);
 	r->intent_map = g_malloc0(INTENT_MAP_BYTES);
@@ -79,7 +79,7 @@ int intent_mark(struct remote *r, uint64_t u)
 	size_t page;
 	int rc = 0;
 
-	if (!r->intent_map || r->info.replicas < 2)
+	if (!r->intent_map || !remote_redundant(r))
 		return 0;
 	__atomic_fetch_or(&r->intent_recent[b / 8], (uint8_t)(1U << (b % 8)), __ATOMIC_SEQ_CST);
 	if (bit(r->intent_map, b))
@@ -101,7 +101,7 @@ int intent_sweep(struct remote *r, bool all)
 	size_t k;
 	int rc = 0;
 
-	if (!r->intent_map || r->info.replicas < 2)
+	if (!r->intent_map || !remote_redundant(r))
 		return 0;
 	pthread_rwlock_wrlock(&r->rb_lock);
 	pthread_mutex_lock(&r->intent_lock);
@@ -144,12 +144,13 @@ static int read_maps(struct remote *r, uint8_t *map)
 int intent_recover(struct remote *r)
 {
 	struct remote_scrub s = { .repair = true, .report = NULL };
+	/* the replicated units (an erasure-coded set's zone of copies); stripes: remote_ec.c */
 	uint64_t b, u, units = place_units(&r->place), marked = 0;
 	uint8_t *bufs[PLACE_MAX_REPLICAS];
 	unsigned int k;
 	int rc;
 
-	if (r->info.replicas < 2)
+	if (!remote_redundant(r))
 		return 0;
 	rc = read_maps(r, r->intent_map);
 	for (k = 0; k < PLACE_MAX_REPLICAS; k++)

@@ -28,6 +28,44 @@ static uint64_t clamp_area(uint64_t v, uint64_t lo, uint64_t hi)
 	return v & ~(uint64_t)(LAYOUT_BLOCK - 1);
 }
 
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+	return (v + to - 1) / to * to;
+}
+
+/*
+ * Room for the checkpoint's tail on top of a slot (its worst case: every
+ * data block used, every region hot), so the metadata capacity stays what
+ * format 1 had. Sized for the data blocks there would be after meta_end
+ * without it, an upper bound.
+ */
+static uint64_t slot_tail(uint64_t size, uint64_t meta_end)
+{
+	uint64_t d, regions, tail;
+
+	if (size <= meta_end)
+		return 0;
+	d = (size - meta_end) / LAYOUT_BLOCK;
+	regions = (d + LAYOUT_CSUM_REGION_BLOCKS - 1) / LAYOUT_CSUM_REGION_BLOCKS;
+	tail = layout_csum_section_len(d) + 4 + regions * layout_uv_len(d);
+	return round_up(tail, LAYOUT_BLOCK);
+}
+
+/* the two slots from slot_off[0] on, then the data: the rest of g from slot_len */
+static int place_slots(uint64_t size, struct layout_geom *g)
+{
+	if (g->slot_len > LAYOUT_SLOT_MAX)
+		return -EFBIG;
+	g->slot_off[1] = g->slot_off[0] + g->slot_len;
+	g->data_off = g->slot_off[1] + g->slot_len;
+	if (g->data_off >= size)
+		return -ENOSPC;
+	g->data_blocks = (size - g->data_off) / LAYOUT_BLOCK;
+	if (g->data_blocks < 256)
+		return -ENOSPC;
+	return 0;
+}
+
 int layout_geometry(uint64_t size, struct layout_geom *g)
 {
 	memset(g, 0, sizeof(*g));
@@ -38,31 +76,36 @@ int layout_geometry(uint64_t size, struct layout_geom *g)
 	g->journal_len = clamp_area(size / 64, 1ULL << 20, 64ULL << 20);
 	g->slot_len = clamp_area(size / 32, 1ULL << 20, 256ULL << 20);
 	g->version = LAYOUT_VERSION;
-	/*
-	 * Room for the checkpoint's tail on top (its worst case: every data
-	 * block used, every region hot), so the metadata capacity stays what
-	 * format 1 had. Sized for the data blocks there would be without it,
-	 * an upper bound.
-	 */
-	if (size > g->journal_off + g->journal_len + 2 * g->slot_len) {
-		uint64_t d = (size - g->journal_off - g->journal_len - 2 * g->slot_len) /
-			     LAYOUT_BLOCK;
-		uint64_t regions = (d + LAYOUT_CSUM_REGION_BLOCKS - 1) / LAYOUT_CSUM_REGION_BLOCKS;
-		uint64_t tail = layout_csum_section_len(d) + 4 + regions * layout_uv_len(d);
-
-		g->slot_len += (tail + LAYOUT_BLOCK - 1) & ~(uint64_t)(LAYOUT_BLOCK - 1);
-	}
-	if (g->slot_len > LAYOUT_SLOT_MAX)
-		return -EFBIG;
+	g->slot_len += slot_tail(size, g->journal_off + g->journal_len + 2 * g->slot_len);
 	g->slot_off[0] = g->journal_off + g->journal_len;
-	g->slot_off[1] = g->slot_off[0] + g->slot_len;
-	g->data_off = g->slot_off[1] + g->slot_len;
-	if (g->data_off >= size)
+	return place_slots(size, g);
+}
+
+uint64_t layout_zone_min(uint64_t raw, uint32_t k, uint32_t m)
+{
+	uint64_t coded = raw * k / (k + m);
+
+	return LAYOUT_SB_SIZE + clamp_area(coded / 256, 1ULL << 20, 64ULL << 20);
+}
+
+int layout_geometry_zoned(uint64_t size, uint64_t zone_end, uint64_t stripe,
+			  struct layout_geom *g)
+{
+	uint64_t slot;
+
+	memset(g, 0, sizeof(*g));
+	if (!stripe || stripe % LAYOUT_BLOCK || zone_end % LAYOUT_BLOCK)
+		return -EINVAL;
+	if (size < LAYOUT_MIN_POOL || zone_end < LAYOUT_SB_SIZE + (1ULL << 20) || zone_end >= size)
 		return -ENOSPC;
-	g->data_blocks = (size - g->data_off) / LAYOUT_BLOCK;
-	if (g->data_blocks < 256)
-		return -ENOSPC;
-	return 0;
+	g->fs_size = size;
+	g->journal_off = LAYOUT_SB_SIZE;
+	g->journal_len = zone_end - LAYOUT_SB_SIZE;
+	g->version = LAYOUT_VERSION;
+	slot = clamp_area(size / 256, 1ULL << 20, 256ULL << 20);
+	g->slot_len = round_up(slot + slot_tail(size, zone_end + 2 * slot), stripe);
+	g->slot_off[0] = zone_end;
+	return place_slots(size, g);
 }
 
 void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb)

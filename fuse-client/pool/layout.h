@@ -13,7 +13,8 @@
  *
  * journal_len = clamp(size/64, 1 MiB, 64 MiB), slot_len = clamp(size/32,
  * 1 MiB, 256 MiB) plus room for one checksum per data block (format 2),
- * both multiples of 4 KiB (layout_geometry()).
+ * both multiples of 4 KiB (layout_geometry()). An erasure-coded member set
+ * places them by its zones instead (layout_geometry_zoned()).
  *
  * Fixed-width fields are little-endian. Four superblock words are touched only
  * through 64-bit RDMA atomics (ckpt_gen, lease_owner, lease_heartbeat) or are
@@ -140,6 +141,25 @@ struct layout_geom {
 
 /* compute the geometry for a pool of size bytes; -ENOSPC below LAYOUT_MIN_POOL */
 int layout_geometry(uint64_t size, struct layout_geom *g);
+/*
+ * An erasure-coded member set (remote.h remote_zone): its address space
+ * [0, zone_end) is replicated, [zone_end, size) is stripes of `stripe`
+ * bytes. The superblock and the journal fill the replicated zone (journal
+ * [4 KiB, zone_end), at least 1 MiB); the checkpoint slots start at
+ * zone_end, each clamp(size/256, 1 MiB, 256 MiB) plus the checksum tail,
+ * rounded up to whole stripes, so the slots and the data start on stripes
+ * (counted from zone_end). -ENOSPC when the journal or the data do not fit,
+ * -EFBIG as layout_geometry, -EINVAL for a stripe or zone_end that is not
+ * a multiple of 4 KiB.
+ */
+int layout_geometry_zoned(uint64_t size, uint64_t zone_end, uint64_t stripe,
+			  struct layout_geom *g);
+/*
+ * The least bytes the replicated zone of an ec=k+m set must hold, over raw
+ * bytes of member slots: the superblock and a journal of clamp(S/256,
+ * 1 MiB, 64 MiB), S = raw * k / (k + m) the coded zone's estimated size.
+ */
+uint64_t layout_zone_min(uint64_t raw, uint32_t k, uint32_t m);
 /* fill the static part of *sb (g->version; lease, ckpt_gen, clean left zero) and its crc */
 void layout_sb_pack(const struct layout_geom *g, struct layout_sb *sb);
 

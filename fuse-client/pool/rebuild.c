@@ -226,7 +226,7 @@ static int reconnect(struct remote *r, unsigned int i)
 		member_close(m);
 		return -ESTALE;
 	}
-	member_set_nowait(m, r->info.replicas > 1);
+	member_set_nowait(m, remote_redundant(r));
 	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
 		g_message("%s: the cache arena is not registered: its transfers are copied",
 			  r->info.m[i].addr);

@@ -19,12 +19,14 @@
 
 #include <glib.h>
 
+#include "ec_codec.h"
 #include "net.h"
 
 static_assert(REMOTE_MAX_SERVERS == LAYOUT_SET_MAX, "one limit on members");
 static_assert(PLACE_MAX_MEMBERS == LAYOUT_SET_MAX, "one limit on members");
 
 #define REMOTE_UNIT_SHIFT 18 /* 256 KiB units: see docs/ARCHITECTURE.md "Member sets" */
+#define REMOTE_EC_UNIT_SHIFT 16 /* 64 KiB fragments: an erasure-coded set's units */
 
 void remote_set_msg(char **err_msg, const char *fmt, ...)
 {
@@ -116,6 +118,35 @@ uint64_t remote_usable_units(uint64_t pool_size, unsigned int shift)
 	return pool_size > LAYOUT_SET_DATA_OFF ? (pool_size - LAYOUT_SET_DATA_OFF) >> shift : 0;
 }
 
+static int ec_too_small(const struct remote *r, char **err_msg)
+{
+	remote_set_msg(err_msg, "the members' pools are too small for ec=%u+%u on %u members",
+		       r->info.ec_k, r->info.ec_m, r->info.nmembers);
+	return -ENOSPC;
+}
+
+/*
+ * A new erasure-coded set's replicated zone (the record's rep_units): the
+ * fewest whole placement cycles of ec_m + 1 copies that hold block 0 and
+ * the journal (layout_zone_min). Whether a stripe fits beside it, open_set
+ * finds out.
+ */
+static int ec_zone(struct remote *r, char **err_msg)
+{
+	struct layout_set_info *in = &r->info;
+	uint64_t unit = 1ULL << in->unit_shift, raw, cycles;
+
+	if (place_init(&r->place, in->nmembers, in->replicas, in->member_units) < 0)
+		return ec_too_small(r, err_msg);
+	raw = (uint64_t)in->nmembers * in->member_units * unit;
+	cycles = layout_zone_min(raw, in->ec_k, in->ec_m);
+	cycles = (cycles + r->place.ncomb * unit - 1) / (r->place.ncomb * unit);
+	if (cycles * r->place.per_cycle >= in->member_units)
+		return ec_too_small(r, err_msg);
+	in->rep_units = cycles * r->place.ncomb;
+	return 0;
+}
+
 /* a blank set: places in the order given, every server needed */
 static int new_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
 		   const struct remote_found *f, char **err_msg)
@@ -127,6 +158,12 @@ static int new_set(struct remote *r, const struct remote_config *cfg, struct mem
 	in->nmembers = cfg->nservers;
 	in->replicas = cfg->replicas ? cfg->replicas : (cfg->nservers >= 2 ? 2 : 1);
 	in->unit_shift = REMOTE_UNIT_SHIFT;
+	if (cfg->ec_k) {
+		in->ec_k = cfg->ec_k;
+		in->ec_m = cfg->ec_m;
+		in->replicas = cfg->ec_m + 1; /* the replicated zone's copies */
+		in->unit_shift = REMOTE_EC_UNIT_SHIFT;
+	}
 	if (getrandom(in->set_uuid, sizeof(in->set_uuid), 0) != sizeof(in->set_uuid))
 		for (i = 0; i < sizeof(in->set_uuid); i++)
 			in->set_uuid[i] = (uint8_t)g_random_int();
@@ -151,7 +188,7 @@ static int new_set(struct remote *r, const struct remote_config *cfg, struct mem
 	}
 	in->member_units = units;
 	r->fresh = true;
-	return 0;
+	return in->ec_k ? ec_zone(r, err_msg) : 0;
 }
 
 /* which place of the record holds pool id; -1: none */
@@ -163,6 +200,27 @@ static int place_of(const struct layout_set_info *in, uint64_t pool_id)
 		if (in->m[i].pool_id == pool_id)
 			return (int)i;
 	return -1;
+}
+
+/* the options' replicas= or ec= (if given) is what the set was formatted with */
+static int scheme_check(const struct layout_set_info *in, const struct remote_config *cfg,
+			char **err_msg)
+{
+	if (in->ec_k && cfg->replicas)
+		remote_set_msg(err_msg, "the member set is erasure-coded (ec=%u+%u), not replicas=%u",
+			       in->ec_k, in->ec_m, cfg->replicas);
+	else if (in->ec_k && cfg->ec_k && (cfg->ec_k != in->ec_k || cfg->ec_m != in->ec_m))
+		remote_set_msg(err_msg, "the member set is erasure-coded (ec=%u+%u), not ec=%u+%u",
+			       in->ec_k, in->ec_m, cfg->ec_k, cfg->ec_m);
+	else if (!in->ec_k && cfg->ec_k)
+		remote_set_msg(err_msg, "the member set keeps %u copies of each unit, not ec=%u+%u",
+			       in->replicas, cfg->ec_k, cfg->ec_m);
+	else if (!in->ec_k && cfg->replicas && cfg->replicas != in->replicas)
+		remote_set_msg(err_msg, "the member set keeps %u copies of each unit, not replicas=%u",
+			       in->replicas, cfg->replicas);
+	else
+		return 0;
+	return -EINVAL;
 }
 
 /* the servers hold a set: take the newest record and give each member its place */
@@ -209,12 +267,7 @@ static int join_set(struct remote *r, const struct remote_config *cfg, struct me
 		mem[i] = NULL;
 		g_strlcpy(r->mem[p].name, name, sizeof(r->mem[p].name));
 	}
-	if (cfg->replicas && cfg->replicas != r->info.replicas) {
-		remote_set_msg(err_msg, "the member set keeps %u copies of each unit, not replicas=%u",
-			r->info.replicas, cfg->replicas);
-		return -EINVAL;
-	}
-	return 0;
+	return scheme_check(&r->info, cfg, err_msg);
 }
 
 /* each place's runtime state from the record; names of members not listed */
@@ -240,33 +293,82 @@ static void init_states(struct remote *r, const struct remote_config *cfg)
 				  (guint64)r->info.m[i].pool_id, rm->name,
 				  cfg->nservers < r->n ? "not listed" : "missing");
 		if (rm->m)
-			member_set_nowait(rm->m, r->info.replicas > 1);
+			member_set_nowait(rm->m, remote_redundant(r));
 		if (!atomic_load(&rm->up) && !atomic_load(&rm->recorded))
 			atomic_fetch_add(&r->unrecorded, 1);
 	}
 }
 
-/* does every unit keep a copy on a member that is up? */
+/* does every unit keep a copy on a member that is up, every stripe ec_k fragments? */
 static int check_copies(struct remote *r, char **err_msg)
 {
-	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint64_t u, lost = 0, total = place_units(&r->place);
-	uint32_t k;
+	char *why = NULL;
+	int rc;
 
-	for (u = 0; u < total && u < r->place.ncomb; u++) { /* one cycle shows every pattern */
-		bool any = false;
+	pthread_mutex_lock(&r->set_lock);
+	rc = remote_loss_check(r, &why);
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0)
+		remote_set_msg(err_msg, "too many members are missing or stale: %s", why);
+	g_free(why);
+	return rc;
+}
 
-		place_unit(&r->place, u, c);
-		for (k = 0; k < r->place.r; k++)
-			any = any || atomic_load(&r->mem[c[k].member].up);
-		lost += !any;
+/* a replicated set: every unit's copies (place.h) */
+static int place_copies(struct remote *r, char **err_msg)
+{
+	int rc = place_init(&r->place, r->info.nmembers, r->info.replicas, r->info.member_units);
+
+	if (rc < 0) {
+		remote_set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
+			"given), at most %u servers and 3 copies" : "the members' pools are too "
+			"small for one placement cycle (replicas=%u, %u members, at most %u)",
+			r->info.replicas, r->info.nmembers, PLACE_MAX_MEMBERS);
+		return rc;
 	}
-	if (!lost)
-		return 0;
-	remote_set_msg(err_msg, "too many members are missing or stale: %" G_GUINT64_FORMAT " of every %u "
-		"units have no copy left (replicas=%u)", (guint64)lost, r->place.ncomb,
-		r->place.r);
-	return -EIO;
+	r->unit = 1ULL << r->info.unit_shift;
+	r->size = place_units(&r->place) * r->unit;
+	r->zone_end = r->size;
+	return 0;
+}
+
+/*
+ * An erasure-coded set (remote_int.h): the replicated zone takes the
+ * members' first slots, rep_units units in whole cycles of ec_m + 1
+ * copies; the stripes take the rest.
+ */
+static int place_coded(struct remote *r, char **err_msg)
+{
+	const struct layout_set_info *in = &r->info;
+	uint64_t rep_slots = 0;
+	int rc;
+
+	rc = place_init(&r->place, in->nmembers, in->replicas, in->member_units);
+	if (!rc) {
+		rep_slots = in->rep_units / r->place.ncomb * r->place.per_cycle;
+		rc = place_init(&r->place, in->nmembers, in->replicas, rep_slots);
+	}
+	if (rc < 0 || place_units(&r->place) != in->rep_units || rep_slots >= in->member_units) {
+		remote_set_msg(err_msg, "the member record is damaged: a replicated zone of %"
+			       G_GUINT64_FORMAT " units does not fit ec=%u+%u on %u members",
+			       (guint64)in->rep_units, in->ec_k, in->ec_m, in->nmembers);
+		return -EBADMSG;
+	}
+	r->stripes = g_new0(struct place_stripes, 1);
+	if (place_stripes_init(r->stripes, in->nmembers, in->ec_k + in->ec_m,
+			       in->member_units - rep_slots) < 0)
+		return ec_too_small(r, err_msg);
+	r->ec_k = in->ec_k;
+	r->ec_m = in->ec_m;
+	r->ec_slot0 = rep_slots;
+	r->unit = 1ULL << in->unit_shift;
+	r->zone_end = in->rep_units * r->unit;
+	r->size = r->zone_end + r->stripes->stripes * r->ec_k * r->unit;
+	rc = ec_init(r);
+	if (rc < 0)
+		remote_set_msg(err_msg, "setting up the erasure code (ec=%u+%u): %s", r->ec_k,
+			       r->ec_m, g_strerror(-rc));
+	return rc;
 }
 
 static int open_set(struct remote *r, const struct remote_config *cfg, struct member **mem,
@@ -310,23 +412,9 @@ static int open_set(struct remote *r, const struct remote_config *cfg, struct me
 	rc = any_member ? join_set(r, cfg, mem, f, err_msg) : new_set(r, cfg, mem, f, err_msg);
 	if (rc < 0)
 		goto out;
-	/* (until the erasure-coded I/O exists: mounted as copies, its stripes would read wrong) */
-	if (r->info.ec_k) {
-		remote_set_msg(err_msg, "the member set is erasure-coded (ec=%u+%u); this rmemfs "
-			       "cannot mount it yet", r->info.ec_k, r->info.ec_m);
-		rc = -EPROTONOSUPPORT;
+	rc = r->info.ec_k ? place_coded(r, err_msg) : place_copies(r, err_msg);
+	if (rc < 0)
 		goto out;
-	}
-	rc = place_init(&r->place, r->info.nmembers, r->info.replicas, r->info.member_units);
-	if (rc < 0) {
-		remote_set_msg(err_msg, rc == -EINVAL ? "replicas=%u needs at least as many servers (%u "
-			"given), at most %u servers and 3 copies" : "the members' pools are too "
-			"small for one placement cycle (replicas=%u, %u members, at most %u)",
-			r->info.replicas, r->info.nmembers, PLACE_MAX_MEMBERS);
-		goto out;
-	}
-	r->unit = 1ULL << r->info.unit_shift;
-	r->size = place_units(&r->place) * r->unit;
 	init_states(r, cfg);
 	intent_init(r);
 	rc = lanes_new(r->n, &r->lanes);
@@ -370,6 +458,32 @@ static void set_lock_init(pthread_mutex_t *lock)
 	pthread_mutexattr_destroy(&a);
 }
 
+/* the limits of a configuration, before any server is reached */
+static int config_check(const struct remote_config *cfg, char **err_msg)
+{
+	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX ||
+	    cfg->replicas > REMOTE_MAX_REPLICAS) {
+		remote_set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
+			"copies", cfg->nservers, cfg->replicas, LAYOUT_SET_MAX);
+		return -EINVAL;
+	}
+	if (!cfg->ec_k)
+		return 0;
+	if (cfg->replicas)
+		remote_set_msg(err_msg, "ec= and replicas= exclude each other");
+	else if (cfg->ec_k < EC_MIN_K || cfg->ec_k > EC_MAX_K || cfg->ec_m < EC_MIN_M ||
+		 cfg->ec_m > EC_MAX_M)
+		remote_set_msg(err_msg, "ec=%u+%u: rmemfs takes %u to %u data and %u to %u parity "
+			       "fragments", cfg->ec_k, cfg->ec_m, EC_MIN_K, EC_MAX_K, EC_MIN_M,
+			       EC_MAX_M);
+	else if (cfg->ec_k + cfg->ec_m > cfg->nservers)
+		remote_set_msg(err_msg, "ec=%u+%u needs a member set of at least %u servers",
+			       cfg->ec_k, cfg->ec_m, cfg->ec_k + cfg->ec_m);
+	else
+		return 0;
+	return -EINVAL;
+}
+
 int remote_open(const struct remote_config *cfg, struct remote **out, char **err_msg)
 {
 	struct member *mem[LAYOUT_SET_MAX] = { 0 };
@@ -380,12 +494,9 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	*out = NULL;
 	if (err_msg)
 		*err_msg = NULL;
-	if (!cfg->nservers || cfg->nservers > LAYOUT_SET_MAX ||
-	    cfg->replicas > REMOTE_MAX_REPLICAS) {
-		remote_set_msg(err_msg, "%u servers, replicas=%u: rmemfs takes 1 to %u servers and 1 to 3 "
-			"copies", cfg->nservers, cfg->replicas, LAYOUT_SET_MAX);
-		return -EINVAL;
-	}
+	rc = config_check(cfg, err_msg);
+	if (rc < 0)
+		return rc;
 	r = g_new0(struct remote, 1);
 	set_lock_init(&r->set_lock);
 	rb_lock_init(&r->rb_lock);
@@ -395,6 +506,7 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	r->mcfg.transport = r->transport;
 	r->mcfg.params.host = NULL;
 	r->degraded = cfg->degraded;
+	r->ec_read_extra = cfg->ec_read_extra;
 	r->reconnect_ms = cfg->member.reconnect_timeout_ms;
 	r->client_id = cfg->member.params.client_id ? cfg->member.params.client_id :
 						      proto_client_id_new();
@@ -445,6 +557,8 @@ void remote_close(struct remote *r)
 	lanes_free(r->lanes);
 	if (r->intent_map)
 		intent_free(r);
+	ec_free(r);
+	g_free(r->stripes);
 	for (i = 0; i < LAYOUT_SET_MAX; i++) {
 		member_close(r->mem[i].m);
 		g_free(atomic_load(&r->dirty[i]));
@@ -461,6 +575,15 @@ void remote_close(struct remote *r)
 uint64_t remote_size(const struct remote *r)
 {
 	return r->size;
+}
+
+bool remote_zone(const struct remote *r, uint64_t *zone_end, uint64_t *stripe_bytes)
+{
+	if (!r->set || !r->ec_k)
+		return false;
+	*zone_end = r->zone_end;
+	*stripe_bytes = (uint64_t)r->ec_k * r->unit;
+	return true;
 }
 
 uint64_t remote_client_id(const struct remote *r)
@@ -674,6 +797,8 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 			       G_GUINT64_FORMAT "\n",
 			       r->failure ? "failed" : up < r->n ? "degraded" : "up", r->n, up,
 			       r->info.replicas, (guint64)r->info.events);
+	if (r->ec_k) /* replicas: the copies of the journal's zone */
+		g_string_append_printf(s, "ec %u+%u\n", r->ec_k, r->ec_m);
 	for (i = 0; i < r->n; i++) {
 		g_string_append_printf(s, "member%u %s %s %016" G_GINT64_MODIFIER "x", i,
 				       r->mem[i].name, state_name(r, i),

@@ -55,6 +55,14 @@ struct remote_config {
 	unsigned int nservers;
 	/* copies of each unit for a new set: 0 = 2 with two or more servers, else 1 */
 	unsigned int replicas;
+	/*
+	 * ec_k > 0: an erasure-coded set (-o ec=K+M, instead of replicas):
+	 * stripes of ec_k data and ec_m parity fragments; a new set is
+	 * formatted so, an existing one must be so
+	 */
+	unsigned int ec_k, ec_m;
+	/* -o ec_read=k+1 (1): ask one fragment more than a read needs, use the first ec_k */
+	unsigned int ec_read_extra;
 	/* mount read-write with no majority of the members (risks split brain) */
 	bool degraded;
 	/* a new set may take servers whose block 0 holds something (-o format) */
@@ -75,6 +83,13 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 void remote_close(struct remote *r); /* NULL-tolerant */
 
 uint64_t remote_size(const struct remote *r); /* bytes of the address space */
+/*
+ * An erasure-coded set: true, with the end of its replicated zone (block 0
+ * and the journal live below it) and the bytes of a stripe's data, where
+ * the coded zone [zone_end, size) is cut into stripes (super.c lays the
+ * checkpoints and the data on them). False for a plain pool or copies.
+ */
+bool remote_zone(const struct remote *r, uint64_t *zone_end, uint64_t *stripe_bytes);
 /* the non-zero client id every member's connections present (the lease owner value) */
 uint64_t remote_client_id(const struct remote *r);
 const char *remote_transport(const struct remote *r); /* "tcp" / "rdma" */
@@ -182,7 +197,8 @@ void remote_unregister_arena(struct remote *r);
  * The failed state (member.h member_fail): every request fails with -EIO
  * from now on. remote_state_text renders "name value" lines for the stats
  * xattr: the plain pool's member lines, or for a set its state
- * (up|degraded|failed), replicas, and one line per member.
+ * (up|degraded|failed), replicas (of an erasure-coded set: the replicated
+ * zone's copies, and a line "ec K+M"), and one line per member.
  */
 void remote_fail(struct remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool remote_failed(const struct remote *r);

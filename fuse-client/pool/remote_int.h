@@ -94,6 +94,8 @@ struct remote {
 	struct ec_codec *codec;
 	pthread_mutex_t *ec_locks; /* EC_LOCKS stripe locks, by stripe number (remote_ec.c) */
 	uint8_t *ec_zero; /* a unit of zeroes: what a zero write writes */
+	/* -o ec_read=k+1: 1, a read asks one fragment more than it needs and uses the first ec_k */
+	unsigned int ec_read_extra;
 };
 
 /* where a member keeps the unit in slot `slot` (place.h) */
@@ -145,6 +147,12 @@ void remote_wait_recorded(struct remote *r);
 void remote_track_loss(struct remote *r, unsigned int i);
 /* a write of unit u did not reach member m (down, or not rebuilt that far yet) */
 void remote_note_write(struct remote *r, uint32_t m, uint64_t u);
+/*
+ * set_lock held: does every unit keep a copy on a member that is up, and
+ * (an erasure-coded set) every stripe ec_k fragments? 0, else -EIO with
+ * *why (g_malloc'd) saying which.
+ */
+int remote_loss_check(struct remote *r, char **why);
 
 /* ---- scrub.c ---- */
 

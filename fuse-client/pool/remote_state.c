@@ -81,28 +81,37 @@ int remote_write_records(struct remote *r)
 	return written ? 0 : -EIO;
 }
 
-/* a unit with no copy on a member that is up (set_lock held) */
-static bool copies_lost(struct remote *r)
+int remote_loss_check(struct remote *r, char **why)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint64_t u;
+	uint64_t u, lost = 0;
 	uint32_t k;
 
-	for (u = 0; u < r->place.ncomb; u++) {
+	for (u = 0; u < r->place.ncomb; u++) { /* one cycle shows every pattern */
 		bool any = false;
 
 		place_unit(&r->place, u, c);
 		for (k = 0; k < r->place.r; k++)
 			any = any || atomic_load(&r->mem[c[k].member].up);
-		if (!any)
-			return true;
+		lost += !any;
 	}
-	return false;
+	if (lost) {
+		*why = g_strdup_printf("%" G_GUINT64_FORMAT " of every %u units have no copy left "
+				       "(replicas=%u)", (guint64)lost, r->place.ncomb, r->place.r);
+		return -EIO;
+	}
+	if (r->ec_k && !ec_loss_ok(r)) {
+		*why = g_strdup_printf("some stripes have fewer than %u fragments left (ec=%u+%u)",
+				       r->ec_k, r->ec_k, r->ec_m);
+		return -EIO;
+	}
+	return 0;
 }
 
 int remote_member_lost(struct remote *r, unsigned int i, const char *why)
 {
 	struct remote_member *rm = &r->mem[i];
+	char *lost = NULL;
 	int rc = 0;
 
 	if (!r->set) {
@@ -118,9 +127,10 @@ int remote_member_lost(struct remote *r, unsigned int i, const char *why)
 		g_message("member %u (%s) is lost: %s; the others carry on without it", i, rm->name,
 			  why);
 	}
-	if (copies_lost(r)) {
+	if (remote_loss_check(r, &lost) < 0) {
 		pthread_mutex_unlock(&r->set_lock);
-		remote_fail(r, "lost %s too: some units have no copy left", rm->name);
+		remote_fail(r, "lost %s too: %s", rm->name, lost);
+		g_free(lost);
 		return -EIO;
 	}
 	if (r->claimed && !atomic_load(&rm->recorded))
@@ -191,7 +201,7 @@ bool remote_failed(const struct remote *r)
 
 void remote_track_loss(struct remote *r, unsigned int i)
 {
-	uint64_t words = (place_units(&r->place) + 63) / 64;
+	uint64_t words = (remote_units(r) + 63) / 64;
 
 	r->lost_ns[i] = clock_now_ns();
 	if (!atomic_load(&r->dirty[i]))

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <glib.h>
@@ -116,6 +117,7 @@ static int scrub_block0(struct remote *r, struct remote_scrub *s, uint8_t *ref, 
 int remote_scrub(struct remote *r, struct remote_scrub *s)
 {
 	uint8_t *bufs[PLACE_MAX_REPLICAS];
+	char scheme[64];
 	uint64_t u, total;
 	unsigned int k;
 	int rc = 0;
@@ -135,10 +137,14 @@ int remote_scrub(struct remote *r, struct remote_scrub *s)
 		pthread_rwlock_unlock(&r->rb_lock);
 	for (k = 0; k < PLACE_MAX_REPLICAS; k++)
 		g_free(bufs[k]);
+	if (r->ec_k) /* the stripes are not compared here */
+		snprintf(scheme, sizeof(scheme), "ec %u+%u, the replicated zone's %u copies of",
+			 r->ec_k, r->ec_m, r->place.r);
+	else
+		snprintf(scheme, sizeof(scheme), "replicas %u,", r->place.r);
 	if (rc == 0)
-		say(s, "member set: %u members (%u up), replicas %u, %" G_GUINT64_FORMAT
-		    " units of %" G_GUINT64_FORMAT " KiB compared: %u differ", r->n,
-		    remote_quorum_up(r), r->place.r, (guint64)total, (guint64)(r->unit >> 10),
-		    s->differ);
+		say(s, "member set: %u members (%u up), %s %" G_GUINT64_FORMAT " units of %"
+		    G_GUINT64_FORMAT " KiB compared: %u differ", r->n, remote_quorum_up(r), scheme,
+		    (guint64)total, (guint64)(r->unit >> 10), s->differ);
 	return rc;
 }

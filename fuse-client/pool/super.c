@@ -91,6 +91,22 @@ const struct layout_geom *super_geom(const struct super *s)
 	return &s->g;
 }
 
+/*
+ * An erasure-coded set's superblock: the journal in the replicated zone,
+ * the checkpoint slots and the data on stripes (layout_geometry_zoned).
+ */
+static bool fits_zones(const struct super *s)
+{
+	const struct layout_geom *g = &s->g;
+	uint64_t zone_end, stripe;
+
+	if (!remote_zone(s->r, &zone_end, &stripe))
+		return true;
+	return g->journal_off + g->journal_len <= zone_end && g->slot_off[0] >= zone_end &&
+	       (g->slot_off[0] - zone_end) % stripe == 0 &&
+	       (g->slot_off[1] - zone_end) % stripe == 0 && (g->data_off - zone_end) % stripe == 0;
+}
+
 int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, const char **why)
 {
 	uint8_t *blk = g_malloc(LAYOUT_SB_SIZE);
@@ -104,6 +120,11 @@ int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, c
 	}
 	*kind = layout_sb_classify(blk, remote_size(s->r), &s->g, version, why);
 	g_free(blk);
+	if (*kind == LAYOUT_SB_RMEMFS && !fits_zones(s)) {
+		*kind = LAYOUT_SB_CORRUPT;
+		if (why)
+			*why = "geometry does not fit the member set";
+	}
 	return 0;
 }
 
@@ -490,11 +511,15 @@ int super_lease_release(struct super *s)
 
 int super_format(struct super *s)
 {
+	uint64_t zone_end, stripe;
 	struct layout_sb sb;
 	uint8_t *tail;
 	int rc;
 
-	rc = layout_geometry(remote_size(s->r), &s->g);
+	if (remote_zone(s->r, &zone_end, &stripe))
+		rc = layout_geometry_zoned(remote_size(s->r), zone_end, stripe, &s->g);
+	else
+		rc = layout_geometry(remote_size(s->r), &s->g);
 	if (rc < 0)
 		return rc;
 	random_bytes(s->g.uuid, sizeof(s->g.uuid));

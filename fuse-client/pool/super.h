@@ -32,7 +32,8 @@ void super_destroy(struct super *s);
 
 /*
  * Read block 0 and classify it. Fills the geometry for LAYOUT_SB_RMEMFS.
- * Returns 0 with *kind set, or -errno of the read.
+ * On an erasure-coded set a geometry off its zones (remote_zone) is
+ * LAYOUT_SB_CORRUPT. Returns 0 with *kind set, or -errno of the read.
  */
 int super_probe(struct super *s, enum layout_sb_kind *kind, uint32_t *version, const char **why);
 const struct layout_geom *super_geom(const struct super *s);
@@ -67,7 +68,8 @@ int super_lease_release(struct super *s);
 /*
  * Write a fresh superblock for the whole pool (lease held): new uuid,
  * ckpt_gen 0 (the caller writes checkpoint 1 and commits it), clean 0. The
- * lease area is left alone.
+ * lease area is left alone. An erasure-coded set gets the zoned geometry
+ * (layout_geometry_zoned).
  */
 int super_format(struct super *s);
 

@@ -36,7 +36,8 @@ def test_help_lists_every_option():
                 'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'writeback_cache=',
                 'entry_timeout=',
                 'attr_timeout=', 'allow_other', 'default_permissions', '_netdev',
-                'replicas=', 'degraded', 'SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT'):
+                'replicas=', 'ec=K+M', 'ec_read=', 'degraded',
+                'SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT'):
         assert opt in text, f'--help does not mention {opt}'
     assert run_rmemfs('-h').returncode == 0
 
@@ -85,6 +86,29 @@ def test_member_limits(tmp_path):
     r = run_rmemfs(four, str(tmp_path), '-f', '-o', 'replicas=4')
     assert r.returncode != 0
     assert 'replicas=4: must be 1..3 and at most the number of servers (4)' in r.stderr, r.stderr
+    assert not is_mounted(str(tmp_path))
+
+
+@pytest.mark.parametrize('servers, opts, message', [
+    (3, 'ec=1+1', 'ec=1+1: K (data fragments) must be 2..8 and M (parity fragments) 1..3'),
+    (12, 'ec=9+1', 'ec=9+1: K (data fragments) must be 2..8 and M (parity fragments) 1..3'),
+    (6, 'ec=2+4', 'ec=2+4: K (data fragments) must be 2..8 and M (parity fragments) 1..3'),
+    (3, 'ec=2+1,replicas=2', 'ec= and replicas= exclude each other'),
+    (3, 'ec=4+2', 'ec=4+2 needs at least 6 servers (3 given)'),
+    (5, 'ec=4+2', 'ec=4+2 needs at least 6 servers (5 given)'),
+    (3, 'ec_read=k+1', 'ec_read= is for erasure-coded sets: it needs ec=K+M'),
+    (3, 'ec=2+1,ec_read=k+2', 'ec_read=k+2: expected k or k+1'),
+    (3, 'ec=abc', 'ec=abc: expected K+M, K data and M parity fragments (e.g. 4+2)'),
+    (3, 'ec=2+', 'ec=2+: expected K+M'),
+    (3, 'ec=-2+1', 'ec=-2+1: expected K+M'),
+])
+def test_ec_options(servers, opts, message, tmp_path):
+    """ec=K+M and ec_read= are refused with their own message before any server is reached."""
+    listed = ','.join('127.0.0.1:%d' % (7471 + i) for i in range(servers))
+    r = run_rmemfs(listed, str(tmp_path), '-f', '-o', opts)
+    assert r.returncode != 0
+    assert message in r.stderr, r.stderr
+    assert 'cannot be reached' not in r.stderr, r.stderr
     assert not is_mounted(str(tmp_path))
 
 
