@@ -104,7 +104,7 @@ static int replace(struct remote *r, const char *old, const char *addr, char **e
 	rc = open_blank(r, addr, &m, err_msg);
 	if (rc < 0)
 		return rc;
-	member_set_nowait(m, r->info.replicas > 1);
+	member_set_nowait(m, remote_redundant(r));
 	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
 		g_message("%s: the cache arena is not registered: its transfers are copied", addr);
 	pthread_mutex_lock(&r->set_lock);

@@ -191,7 +191,7 @@ bool remote_failed(const struct remote *r)
 
 void remote_track_loss(struct remote *r, unsigned int i)
 {
-	uint64_t words = (place_units(&r->place) + 63) / 64;
+	uint64_t words = (remote_units(r) + 63) / 64;
 
 	r->lost_ns[i] = clock_now_ns();
 	if (!atomic_load(&r->dirty[i]))
