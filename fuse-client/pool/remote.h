@@ -161,14 +161,18 @@ void remote_quiesce(struct remote *r);
 /*
  * rmemfs-fsck's check of a member set: every unit's copies (and the
  * superblock) compared across the members that are up; with repair the
- * first copy in placement order is written over a differing one. One
- * line per finding through report. A plain pool has nothing to compare: 0.
+ * first copy in placement order is written over a differing one. On an
+ * erasure-coded set every stripe's parity is compared with its data too,
+ * and with repair coded anew from it. One line per finding through report.
+ * A plain pool has nothing to compare: 0.
  */
 struct remote_scrub {
 	bool repair;
 	void (*report)(void *ctx, const char *line);
 	void *ctx;
 	unsigned int differ, repaired; /* out */
+	/* out: stripes with a data fragment down and no spare parity to check its decode */
+	unsigned int unverified;
 };
 int remote_scrub(struct remote *r, struct remote_scrub *s);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */

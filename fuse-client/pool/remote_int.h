@@ -156,8 +156,20 @@ void remote_note_write(struct remote *r, uint32_t m, uint64_t u);
 
 /* ---- scrub.c ---- */
 
-/* make unit u's copies agree (s->repair) or count where they differ; bufs: r copies' room */
+/* room for scrub_unit and scrub_stripe: one unit per copy or fragment, and coded parity */
+uint8_t **scrub_room(struct remote *r);
+void scrub_room_free(uint8_t **bufs);
+/* make unit u's copies agree (s->repair) or count where they differ */
 int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs);
+/*
+ * Compare stripe st's parity with its data (the caller excludes its
+ * writers); with s->repair rewrite a parity that differs. With a data
+ * fragment down the decode from the first parities is checked against the
+ * others; *doubt: it could not be, or they disagree - if a write was cut
+ * short there, the stripe may be torn.
+ */
+int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t **bufs,
+		 bool *doubt);
 
 /* ---- intent.c ---- */
 
