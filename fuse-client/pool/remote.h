@@ -183,7 +183,7 @@ struct remote_scrub {
 	void (*report)(void *ctx, const char *line);
 	void *ctx;
 	unsigned int differ, repaired; /* out */
-	/* out: stripes with a data fragment down and no spare parity to check its decode */
+	/* out: stripes not checked: a data fragment down and no spare parity, or no parity up */
 	unsigned int unverified;
 };
 int remote_scrub(struct remote *r, struct remote_scrub *s);

@@ -212,6 +212,8 @@ int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t 
 		return -EIO; /* more than m members lost: the set has failed */
 	if ((got & data) != data)
 		return check_decode(r, s, st, bufs, got, doubt);
+	if (!(got & ~data))
+		s->unverified++; /* no parity up to compare (it is rebuilt from the data) */
 	ec_codec_encode(r->codec, r->unit, bufs, coded);
 	for (q = 0; q < m; q++) {
 		if (!(got & (1U << (k + q))) || !memcmp(bufs[k + q], coded[q], r->unit))
@@ -246,8 +248,8 @@ static void summary(struct remote *r, struct remote_scrub *s, uint64_t units)
 	    (guint64)(r->unit >> 10), r->ec_k, r->ec_m, (guint64)ec_stripes(r),
 	    (guint64)((r->unit * r->ec_k) >> 10), s->differ);
 	if (s->unverified)
-		say(s, "%u stripes could not be verified: a data fragment is on a member that is "
-		    "down, and no other parity is left to check its decode against", s->unverified);
+		say(s, "%u stripes could not be verified: too few of their fragments are on members "
+		    "that are up", s->unverified);
 }
 
 int remote_scrub(struct remote *r, struct remote_scrub *s)
