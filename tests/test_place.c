@@ -218,6 +218,78 @@ static void test_stripes(void)
 			check_stripes(n, w);
 }
 
+/*
+ * A rebuild of lost member `lost` over `stripes` stripes: each survivor's
+ * reads (place_stripe_sources) into reads[]; k of the others, never the lost
+ * fragment, only fragments up.
+ */
+static void sources_walk(const struct place_stripes *p, uint32_t k, uint32_t lost,
+			 uint64_t stripes, uint64_t *reads)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint32_t i, fl, all = (1U << p->w) - 1, src;
+	uint64_t s;
+
+	for (s = 0; s < stripes; s++) {
+		place_stripe(p, s, f);
+		for (fl = 0; fl < p->w && f[fl].member != lost; fl++)
+			;
+		if (fl == p->w)
+			continue;
+		src = place_stripe_sources(p, s, fl, k, all & ~(1U << fl));
+		g_assert_cmpint(__builtin_popcount(src), ==, k);
+		g_assert_false(src & (1U << fl));
+		for (i = 0; i < p->w; i++)
+			if (src & (1U << i))
+				reads[f[i].member]++;
+		/* another fragment down too: still k, from those up */
+		if (p->w - 2 >= k) {
+			uint32_t up = all & ~(1U << fl) & ~(1U << ((fl + 1) % p->w));
+
+			src = place_stripe_sources(p, s, fl, k, up);
+			g_assert_cmpint(__builtin_popcount(src), ==, k);
+			g_assert_cmpuint(src & ~up, ==, 0);
+		}
+	}
+}
+
+/* every survivor of a lost member reads about as much as another (data first would not) */
+static void check_sources(uint32_t n, uint32_t w, uint32_t k)
+{
+	struct place_stripes p;
+	uint64_t reads[PLACE_MAX_MEMBERS], lo, hi, cycle;
+	uint32_t lost, i;
+
+	g_assert_cmpint(place_stripes_init(&p, n, w, UINT32_MAX), ==, 0);
+	cycle = (uint64_t)p.ncomb * w;
+	for (lost = 0; lost < n; lost++) {
+		memset(reads, 0, sizeof(reads));
+		/* whole cycles, at least four and 4096 stripes */
+		sources_walk(&p, k, lost, MAX(4, (4096 + cycle - 1) / cycle) * cycle, reads);
+		lo = UINT64_MAX;
+		hi = 0;
+		for (i = 0; i < n; i++) {
+			if (i == lost)
+				continue;
+			lo = MIN(lo, reads[i]);
+			hi = MAX(hi, reads[i]);
+		}
+		g_assert_cmpuint(lo, >, 0);
+		g_assert_cmpuint(hi - lo, <=, hi / 6);
+	}
+	g_assert_cmpuint(place_stripe_sources(&p, 0, 0, k, 1U << 1), ==, 0); /* one up: too few */
+}
+
+static void test_stripe_sources(void)
+{
+	uint32_t n, w, k;
+
+	for (n = 3; n <= PLACE_MAX_MEMBERS; n++)
+		for (w = 3; w <= MIN(n, PLACE_STRIPE_MAX_WIDTH); w++)
+			for (k = MAX(2, w - 3); k < w && k <= 8; k++)
+				check_sources(n, w, k);
+}
+
 static void test_stripe_limits(void)
 {
 	struct place_stripes p;
@@ -480,6 +552,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/place/limits", test_limits);
 	g_test_add_func("/place/stripes", test_stripes);
 	g_test_add_func("/place/stripe-limits", test_stripe_limits);
+	g_test_add_func("/place/stripe-sources", test_stripe_sources);
 	g_test_add_func("/place/record", test_record);
 	g_test_add_func("/place/record-versions", test_record_versions);
 	g_test_add_func("/place/record-refusals", test_record_refusals);

@@ -214,7 +214,9 @@ static int bad_block(struct verify *v, uint64_t ino, uint64_t foff, uint64_t pb,
  * Read block pb (file ino at foff) into blk and check it against crc, under
  * its stripe (no write of this client is in flight on it). On a member set
  * every copy is read: the first that matches is the data, and each copy
- * that does not is rewritten from it (counted in *fixed, if not NULL). 0,
+ * that does not is rewritten from it (counted in *fixed, if not NULL). In
+ * an erasure-coded set's stripes the alternatives past the first are
+ * decodes of ec_k reads each: they are read only when the first is bad. 0,
  * or -EIO when no copy matches.
  */
 static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t pb, uint32_t crc,
@@ -225,6 +227,7 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 	int rcs[REMOTE_MAX_SERVERS] = { 0 }, rc = 0;
 	unsigned int n = v->follower ? 1 : MIN(remote_copies(v->r), REMOTE_MAX_SERVERS), k;
 	unsigned int good = n;
+	bool lazy = remote_copy_decodes(v->r, off);
 
 	if (n == 1) {
 		rc = remote_read(v->r, off, blk, BS);
@@ -232,12 +235,14 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 			rc = bad_block(v, ino, foff, pb, crc, blk);
 		return rc;
 	}
-	for (k = 0; k < n; k++) {
+	for (k = 0; k < n && !(lazy && good == 0); k++) {
 		copy[k] = g_malloc(BS);
 		rcs[k] = remote_read_copy(v->r, off, copy[k], BS, k);
 		if (rcs[k] == 0 && good == n && block_crc(copy[k]) == crc)
 			good = k;
 	}
+	if (good == 0 && lazy)
+		n = 1; /* the data fragment is good: the decodes were not read */
 	if (good == n) {
 		/* what the first copy that answered holds, for the line */
 		for (k = 0; k < n && rcs[k]; k++)
@@ -256,8 +261,8 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 		if (fixed)
 			(*fixed)++;
 		g_message("checksum mismatch: inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT
-			  " (pool block %" G_GUINT64_FORMAT "): the copy on %s was bad (computed "
-			  "%08x, stored %08x); rewritten from the copy on %s",
+			  " (pool block %" G_GUINT64_FORMAT "): the %s was bad (computed "
+			  "%08x, stored %08x); rewritten from the %s",
 			  (guint64)ino, (guint64)foff, (guint64)pb,
 			  remote_copy_name(v->r, off, k), block_crc(copy[k]), crc,
 			  remote_copy_name(v->r, off, good));

@@ -263,9 +263,10 @@ static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb
 	uint64_t off = extent_pool_off(k->m, pb);
 	unsigned int n = MIN(remote_copies(k->m->r), LAYOUT_SET_MAX), c, good = n;
 	bool hot = csum_hot(k->m->csum, pb / REGION);
+	bool lazy = remote_copy_decodes(k->m->r, off); /* decodes: only if the data is bad */
 	int rcs[LAYOUT_SET_MAX];
 
-	for (c = 0; c < n; c++) {
+	for (c = 0; c < n && !(lazy && good == 0); c++) {
 		rcs[c] = remote_read_copy(k->m->r, off, k->copy[c], LAYOUT_BLOCK, c);
 		if (rcs[c] == -EHOSTDOWN)
 			continue;
@@ -274,6 +275,8 @@ static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb
 		if (good == n && layout_crc(k->copy[c], LAYOUT_BLOCK) == crc)
 			good = c;
 	}
+	if (good == 0 && lazy)
+		return 0;
 	for (c = 0; c < n; c++) {
 		uint32_t got;
 
@@ -290,17 +293,17 @@ static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb
 			say(k, "inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT " (data block %"
 			    G_GUINT64_FORMAT "%s%s): does not match its checksum (stored %08x, "
 			    "computed %08x)%s", (guint64)ino, (guint64)foff, (guint64)pb,
-			    n > 1 ? ", copy on " : "", n > 1 ? remote_copy_name(k->m->r, off, c) : "",
+			    n > 1 ? ", " : "", n > 1 ? remote_copy_name(k->m->r, off, c) : "",
 			    crc, got, n > 1 ? "; no copy matches" : "");
 			continue;
 		}
 		if (k->repair && remote_write_copy(k->m->r, off, k->copy[good], LAYOUT_BLOCK, c) == 0)
 			k->repaired++;
 		say(k, "inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT " (data block %"
-		    G_GUINT64_FORMAT "): the copy on %s does not match its checksum (stored %08x, "
+		    G_GUINT64_FORMAT "): the %s does not match its checksum (stored %08x, "
 		    "computed %08x)%s%s", (guint64)ino, (guint64)foff, (guint64)pb,
 		    remote_copy_name(k->m->r, off, c), crc, got,
-		    k->repair ? "; rewritten from the copy on " : "",
+		    k->repair ? "; rewritten from the " : "",
 		    k->repair ? remote_copy_name(k->m->r, off, good) : "");
 	}
 	return 0;

@@ -175,3 +175,25 @@ void place_stripe(const struct place_stripes *p, uint64_t s, struct place_copy *
 		frags[i].slot = cycle * p->per_cycle + stripe_slot(p, c, t, pos);
 	}
 }
+
+uint32_t place_stripe_sources(const struct place_stripes *p, uint64_t s, uint32_t f, uint32_t k,
+			      uint32_t up)
+{
+	/* consecutive within a combination's w rotations, scattered between combinations */
+	uint64_t mix = s / p->w;
+	uint32_t start, src = 0, have = 0, j, i;
+
+	mix = (mix ^ (mix >> 33)) * 0xff51afd7ed558ccdULL; /* MurmurHash3's fmix64 */
+	mix = (mix ^ (mix >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+	start = (uint32_t)((s + (mix ^ (mix >> 33))) % (p->w - 1));
+
+	/* the others, f + 1 on around: number j of them is fragment (f + 1 + j) % w */
+	for (j = 0; j < p->w - 1 && have < k; j++) {
+		i = (f + 1 + (start + j) % (p->w - 1)) % p->w;
+		if (i != f && (up & (1U << i))) {
+			src |= 1U << i;
+			have++;
+		}
+	}
+	return have == k ? src : 0;
+}

@@ -88,5 +88,14 @@ struct place_stripes {
 int place_stripes_init(struct place_stripes *p, uint32_t n, uint32_t w, uint64_t member_units);
 /* the w fragments of stripe s (s < p->stripes): fragment i in frags[i] */
 void place_stripe(const struct place_stripes *p, uint64_t s, struct place_copy *frags);
+/*
+ * The k fragments a rebuild of fragment f of stripe s reads, among those in
+ * up (bit i: fragment i): the first k up in turn after f, starting one
+ * further along with each stripe. As the stripes of a combination rotate
+ * their roles, every survivor of a lost member reads an equal share (within
+ * one fragment per combination visited). 0 if fewer than k are up.
+ */
+uint32_t place_stripe_sources(const struct place_stripes *p, uint64_t s, uint32_t f, uint32_t k,
+			      uint32_t up);
 
 #endif /* RMEM_PLACE_H */

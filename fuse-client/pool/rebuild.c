@@ -16,6 +16,13 @@
  * checkpoint generation; not the lease words) is copied and the member is
  * let in, still under rb_lock, and the records say it is in sync.
  *
+ * On an erasure-coded set the stripes follow the replicated zone: the
+ * member's fragment of each is decoded from k others that are up (every
+ * survivor reads an equal share: place_stripe_sources) and written to its
+ * slot, under rb_lock held for writing, which keeps every writer out of the
+ * stripes. The cursor stays in units: past stripe s it is the first unit of
+ * stripe s + 1, the unit rebuild_takes and the dirty maps use for s.
+ *
  * Resync: from the moment this mount loses a member it notes every unit
  * written without it (the dirty map, in RAM: writes it skipped, and the
  * shares that failed on it). If the member answers again within
@@ -38,6 +45,7 @@
 #include <glib.h>
 
 #include "clock.h"
+#include "ec_codec.h"
 #include "net.h"
 
 #define REBUILD_RECORD_MS 1000
@@ -156,46 +164,133 @@ static bool dirty_bit(struct remote *r, unsigned int i, uint64_t u)
 	return !map || (__atomic_load_n(&map[u / 64], __ATOMIC_SEQ_CST) >> (u % 64)) & 1;
 }
 
-/* rebuild member r->rb_member; 0, -ECANCELED (stopping) or why it failed */
-static int rebuild_run(struct remote *r)
+/* member i's fragment of stripe s, or -1 */
+static int frag_on(const struct remote *r, uint64_t s, unsigned int i)
 {
-	unsigned int i = (unsigned int)atomic_load(&r->rb_member);
-	uint64_t u, slot, total = place_units(&r->place), t0, last = clock_now_ms();
-	bool resync = atomic_load(&r->rb_resync);
-	uint8_t *buf = g_malloc(r->unit);
+	struct place_copy f[EC_MAX_FRAGS];
+	unsigned int j;
+
+	place_stripe(r->stripes, s, f);
+	for (j = 0; j < r->ec_k + r->ec_m; j++)
+		if (f[j].member == i)
+			return (int)j;
+	return -1;
+}
+
+/* the first stripe the cursor has not passed (0 on a replicated set) */
+static uint64_t stripe_from(const struct remote *r, uint64_t cursor)
+{
+	uint64_t rep = remote_rep_units(r);
+
+	return r->ec_k && cursor > rep ? (cursor - rep + r->ec_k - 1) / r->ec_k : 0;
+}
+
+/*
+ * Decode member i's fragment f of stripe s from k fragments that are up
+ * (place_stripe_sources: every survivor reads its share) and write it to
+ * its slot (rb_lock held for writing: no writer is in the stripe). A source
+ * that fails is dropped and others are picked; fewer than k: -EIO.
+ */
+static int rebuild_frag(struct remote *r, unsigned int i, uint64_t s, uint32_t f,
+			uint8_t *const col[])
+{
+	unsigned int round;
+	uint32_t src, got, m;
+	uint64_t moff;
+	int rc;
+
+	for (round = 0;; round++) {
+		src = place_stripe_sources(r->stripes, s, f, r->ec_k, ec_frags_up(r, s));
+		if (!src || round > r->ec_m)
+			return -EIO;
+		rc = ec_frags_read(r, s, src, 0, (uint32_t)r->unit, col, &got);
+		if (rc < 0)
+			return rc;
+		if (got == src)
+			break;
+	}
+	rc = ec_codec_decode(r->codec, r->unit, col, got, 1U << f);
+	if (rc < 0)
+		return rc;
+	ec_frag(r, s, f, &m, &moff);
+	return member_write(r->mem[i].m, moff, col[f], r->unit);
+}
+
+/* one rebuild's state between its steps */
+struct rebuild_pass {
+	unsigned int i; /* the member */
+	bool resync;
+	uint64_t last; /* when the progress was recorded last (ms) */
+	uint8_t *col[EC_MAX_FRAGS]; /* a unit each: col[0] for a copy, a stripe's fragments */
+};
+
+/*
+ * One step, under rb_lock held for writing: unit u's copy into member
+ * pb->i's slot (frag < 0), or its fragment frag of the stripe starting at
+ * unit u. Then the cursor moves to next, the progress is recorded once a
+ * second, and the thread rests as long as the step took.
+ */
+static int rebuild_step(struct remote *r, struct rebuild_pass *pb, uint64_t u, uint64_t next,
+			uint64_t slot, int frag)
+{
+	uint64_t t0 = clock_now_us();
 	int rc = 0;
 
-	for (u = atomic_load(&r->rb_cursor); u < total && !rc; u++) {
-		if (!place_unit_on(&r->place, u, i, &slot))
-			continue;
-		t0 = clock_now_us();
-		pthread_rwlock_wrlock(&r->rb_lock);
-		if (!resync || dirty_bit(r, i, u)) {
-			rc = copy_unit(r, i, u, slot, buf);
-			if (++r->rb_done_units > r->rb_total_units)
-				r->rb_total_units = r->rb_done_units; /* written meanwhile */
-		}
-		if (!rc)
-			atomic_store(&r->rb_cursor, u + 1);
-		pthread_rwlock_unlock(&r->rb_lock);
-		if (!rc && clock_now_ms() - last >= REBUILD_RECORD_MS) {
-			record_progress(r, i, u + 1);
-			last = clock_now_ms();
-		}
-		/* throttle: as long idle as busy */
-		if (!rc && worker_wait(&r->keeper, (int)((clock_now_us() - t0) / 1000)) < 0)
-			rc = -ECANCELED;
+	pthread_rwlock_wrlock(&r->rb_lock);
+	if (!pb->resync || dirty_bit(r, pb->i, u)) {
+		rc = frag < 0 ? copy_unit(r, pb->i, u, slot, pb->col[0]) :
+				rebuild_frag(r, pb->i, ec_stripe_of(r, u), (uint32_t)frag, pb->col);
+		if (++r->rb_done_units > r->rb_total_units)
+			r->rb_total_units = r->rb_done_units; /* written meanwhile */
+	}
+	if (!rc)
+		atomic_store(&r->rb_cursor, next);
+	pthread_rwlock_unlock(&r->rb_lock);
+	if (!rc && clock_now_ms() - pb->last >= REBUILD_RECORD_MS) {
+		record_progress(r, pb->i, next);
+		pb->last = clock_now_ms();
+	}
+	/* throttle: as long idle as busy */
+	if (!rc && worker_wait(&r->keeper, (int)((clock_now_us() - t0) / 1000)) < 0)
+		rc = -ECANCELED;
+	return rc;
+}
+
+/*
+ * Rebuild member r->rb_member: the replicated zone unit by unit, then the
+ * stripes (cursor past stripe s: its next stripe's first unit); 0,
+ * -ECANCELED (stopping) or why it failed.
+ */
+static int rebuild_run(struct remote *r)
+{
+	struct rebuild_pass pb = { .i = (unsigned int)atomic_load(&r->rb_member),
+				   .resync = atomic_load(&r->rb_resync), .last = clock_now_ms() };
+	uint64_t u, s, slot, cursor = atomic_load(&r->rb_cursor), rep = remote_rep_units(r);
+	unsigned int j, cols = MAX(r->ec_k + r->ec_m, 1U);
+	uint8_t *buf = g_malloc(r->unit * cols);
+	int f, rc = 0;
+
+	for (j = 0; j < cols; j++)
+		pb.col[j] = buf + j * r->unit;
+	for (u = cursor; u < rep && !rc; u++)
+		if (place_unit_on(&r->place, u, pb.i, &slot))
+			rc = rebuild_step(r, &pb, u, u + 1, slot, -1);
+	for (s = stripe_from(r, cursor); s < ec_stripes(r) && !rc; s++) {
+		u = ec_stripe_unit(r, s);
+		f = frag_on(r, s, pb.i);
+		if (f >= 0)
+			rc = rebuild_step(r, &pb, u, ec_stripe_unit(r, s + 1), 0, f);
 	}
 	if (!rc) {
-		atomic_store(&r->rb_cursor, total);
+		atomic_store(&r->rb_cursor, remote_units(r));
 		pthread_rwlock_wrlock(&r->rb_lock);
-		rc = finish(r, i, buf);
+		rc = finish(r, pb.i, buf);
 		pthread_rwlock_unlock(&r->rb_lock);
 	}
-	if (rc == -ECANCELED && !resync)
-		record_progress(r, i, atomic_load(&r->rb_cursor));
+	if (rc == -ECANCELED && !pb.resync)
+		record_progress(r, pb.i, atomic_load(&r->rb_cursor));
 	if (rc < 0)
-		give_up(r, i, rc);
+		give_up(r, pb.i, rc);
 	g_free(buf);
 	return rc;
 }
@@ -308,21 +403,30 @@ int rebuild_keeper_start(struct remote *r)
 	return worker_start(&r->keeper, "keeper", keeper_main, r);
 }
 
+/* a unit (or stripe, from unit u) the rebuild of member i from unit from on has to do */
+static void count_todo(struct remote *r, unsigned int i, uint64_t u, uint64_t from)
+{
+	if (dirty_bit(r, i, u)) {
+		r->rb_total_units++;
+		r->rb_done_units += u < from;
+	}
+}
+
 int rebuild_start(struct remote *r, unsigned int i, uint64_t from, bool resync)
 {
-	uint64_t u, slot, total = place_units(&r->place);
+	uint64_t u, s, slot, rep = remote_rep_units(r);
 
 	if (atomic_load(&r->rb_member) >= 0)
 		return -EBUSY;
 	if (!resync)
 		g_free(atomic_exchange(&r->dirty[i], NULL));
 	r->rb_done_units = r->rb_total_units = 0;
-	for (u = 0; u < total; u++) {
-		if (place_unit_on(&r->place, u, i, &slot) && dirty_bit(r, i, u)) {
-			r->rb_total_units++;
-			r->rb_done_units += u < from;
-		}
-	}
+	for (u = 0; u < rep; u++)
+		if (place_unit_on(&r->place, u, i, &slot))
+			count_todo(r, i, u, from);
+	for (s = 0; s < ec_stripes(r); s++)
+		if (frag_on(r, s, i) >= 0)
+			count_todo(r, i, ec_stripe_unit(r, s), from);
 	atomic_store(&r->rb_resync, resync);
 	atomic_store(&r->rb_cursor, from);
 	atomic_store(&r->rb_member, (int)i);

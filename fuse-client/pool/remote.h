@@ -119,11 +119,23 @@ int remote_zero(struct remote *r, uint64_t off, uint64_t len);
  * one, the pool. -EHOSTDOWN when that copy's member is not up, -EINVAL for
  * a range outside one unit or block 0. remote_write_copy notes the write in
  * the intent map first, as every write to a set does.
+ *
+ * In an erasure-coded set's stripes (remote_copy_decodes) the copies are
+ * alternatives: 0 is the data fragment, k >= 1 the range decoded from the
+ * other data fragments and parity k - 1 alone (so a bad parity shows as the
+ * one alternative that does not match). Each decode reads ec_k fragments:
+ * read 0 first, and the others only if it is bad. remote_write_copy(0)
+ * writes the data fragment; k >= 1 codes parity k - 1 anew over the range
+ * from the bytes given and the other data fragments.
  */
 unsigned int remote_copies(const struct remote *r);
+bool remote_copy_decodes(const struct remote *r, uint64_t off);
 int remote_read_copy(struct remote *r, uint64_t off, void *buf, size_t len, unsigned int k);
 int remote_write_copy(struct remote *r, uint64_t off, const void *buf, size_t len, unsigned int k);
-/* the member holding copy k of off, for messages */
+/*
+ * What copy k of off is, for messages: "copy on HOST", in the stripes "data
+ * fragment on HOST" or "decode with the parity on HOST" (a string that stays).
+ */
 const char *remote_copy_name(struct remote *r, uint64_t off, unsigned int k);
 
 /*
@@ -176,14 +188,18 @@ void remote_quiesce(struct remote *r);
 /*
  * rmemfs-fsck's check of a member set: every unit's copies (and the
  * superblock) compared across the members that are up; with repair the
- * first copy in placement order is written over a differing one. One
- * line per finding through report. A plain pool has nothing to compare: 0.
+ * first copy in placement order is written over a differing one. On an
+ * erasure-coded set every stripe's parity is compared with its data too,
+ * and with repair coded anew from it. One line per finding through report.
+ * A plain pool has nothing to compare: 0.
  */
 struct remote_scrub {
 	bool repair;
 	void (*report)(void *ctx, const char *line);
 	void *ctx;
 	unsigned int differ, repaired; /* out */
+	/* out: stripes not checked: a data fragment down and no spare parity, or no parity up */
+	unsigned int unverified;
 };
 int remote_scrub(struct remote *r, struct remote_scrub *s);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */

@@ -30,6 +30,10 @@
  * other writer of it (two write-backs on different blocks of one stripe
  * would otherwise both update the old parity) and against degraded reads,
  * which decode from fragments that must agree. Healthy reads take none.
+ *
+ * The rebuild, the resync after a crash, scrub and the checksums'
+ * alternatives work on whole fragments of one stripe at a time: they read
+ * and write through ec_frags_read/ec_frags_write, the same rounds.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -128,10 +132,13 @@ void ec_frag(const struct remote *r, uint64_t s, unsigned int i, uint32_t *membe
 	*moff = remote_slot_off(r, r->ec_slot0 + f[i].slot);
 }
 
-/* the first unit of stripe s (its dirty bit, its intent mark, the rebuild's cursor) */
-static uint64_t stripe_unit(const struct remote *r, uint64_t s)
+void ec_locate(const struct remote *r, uint64_t off, uint64_t *s, uint32_t *j, uint32_t *o)
 {
-	return r->zone_end / r->unit + s * r->ec_k;
+	uint64_t d = off - r->zone_end, fu = d / r->unit;
+
+	*s = fu / r->ec_k;
+	*j = (uint32_t)(fu % r->ec_k);
+	*o = (uint32_t)(d % r->unit);
 }
 
 static uint64_t frag_moff(const struct remote *r, const struct ec_stripe *st, unsigned int i)
@@ -324,12 +331,9 @@ static struct ec_piece *cut(struct remote *r, const uint64_t *offs, const struct
 		size_t pos = 0;
 
 		while (pos < iov[i].iov_len) {
-			uint64_t d = offs[i] + pos - r->zone_end, fu = d / r->unit;
 			struct ec_piece *q = &p[n++];
 
-			q->s = fu / r->ec_k;
-			q->j = (uint32_t)(fu % r->ec_k);
-			q->o = (uint32_t)(d % r->unit);
+			ec_locate(r, offs[i] + pos, &q->s, &q->j, &q->o);
 			q->len = (uint32_t)MIN((uint64_t)(iov[i].iov_len - pos), r->unit - q->o);
 			q->buf = iov[i].iov_base ? (uint8_t *)iov[i].iov_base + pos : zero + q->o;
 			pos += q->len;
@@ -444,7 +448,7 @@ static int gather(struct remote *r, struct ec_stripe *st, unsigned int n, struct
 /* which fragments of stripe t are on members up, and take writes */
 static void stripe_members(struct remote *r, struct ec_stripe *t)
 {
-	uint64_t u = stripe_unit(r, t->s);
+	uint64_t u = ec_stripe_unit(r, t->s);
 	unsigned int i, w = r->ec_k + r->ec_m;
 
 	place_stripe(r->stripes, t->s, t->f);
@@ -718,7 +722,7 @@ static void write_gone(struct ec_round *rd, struct ec_io *io, void *ctx)
 	struct write_ctx *c = ctx;
 
 	(void)rd;
-	remote_note_write(c->r, io->m, stripe_unit(c->r, c->st[io->st].s));
+	remote_note_write(c->r, io->m, ec_stripe_unit(c->r, c->st[io->st].s));
 }
 
 /* test knob: the Nth write round sends its data but not its parity, and the client dies */
@@ -754,7 +758,7 @@ static int write_out(struct remote *r, struct ec_stripe *st, unsigned int n, str
 					  t->hi - t->lo, k, i);
 		for (i = 0; i < w; i++)
 			if (!(t->writable & (1U << i)) && (i >= r->ec_k || (t->touched & (1U << i))))
-				remote_note_write(r, t->f[i].member, stripe_unit(r, t->s));
+				remote_note_write(r, t->f[i].member, ec_stripe_unit(r, t->s));
 	}
 	round_send(&rd);
 	if (tear) {
@@ -767,19 +771,22 @@ static int write_out(struct remote *r, struct ec_stripe *st, unsigned int n, str
 	return rc;
 }
 
-/* mark the intent map for every stripe of the request (a stripe may span two regions) */
+int ec_intent_mark(struct remote *r, uint64_t s)
+{
+	int rc = intent_mark(r, ec_stripe_unit(r, s));
+
+	return rc ? rc : intent_mark(r, ec_stripe_unit(r, s) + r->ec_k - 1);
+}
+
+/* mark the intent map for every stripe of the request */
 static int mark_intent(struct remote *r, const struct ec_piece *p, unsigned int np)
 {
 	unsigned int i;
 	int rc = 0;
 
-	for (i = 0; i < np && !rc; i++) {
-		if (i && p[i].s == p[i - 1].s)
-			continue;
-		rc = intent_mark(r, stripe_unit(r, p[i].s));
-		if (!rc)
-			rc = intent_mark(r, stripe_unit(r, p[i].s) + r->ec_k - 1);
-	}
+	for (i = 0; i < np && !rc; i++)
+		if (!i || p[i].s != p[i - 1].s)
+			rc = ec_intent_mark(r, p[i].s);
 	return rc;
 }
 
@@ -836,6 +843,55 @@ int ec_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
 	p = cut(r, offs, iov, cnt, r->ec_zero, &np);
 	rc = type == XPORT_READ ? ec_read(r, p, np) : ec_write(r, p, np);
 	g_free(p);
+	return rc;
+}
+
+/* ---- whole fragments: the rebuild, the resync, scrub, the checksums' alternatives ---- */
+
+uint32_t ec_frags_up(struct remote *r, uint64_t s)
+{
+	struct ec_stripe t = { .s = s };
+
+	stripe_members(r, &t);
+	return t.up;
+}
+
+int ec_frags_read(struct remote *r, uint64_t s, uint32_t want, uint32_t off, uint32_t len,
+		  uint8_t *const col[], uint32_t *got)
+{
+	struct ec_stripe t = { .s = s, .lo = off, .hi = off + len, .how = EC_DECODE };
+	int rc;
+
+	stripe_members(r, &t);
+	t.want = want & t.up;
+	memcpy(t.col, col, (r->ec_k + r->ec_m) * sizeof(*col));
+	rc = gather(r, &t, 1, NULL);
+	*got = rc ? 0 : t.got;
+	return rc;
+}
+
+int ec_frags_write(struct remote *r, uint64_t s, uint32_t which, uint32_t off, uint32_t len,
+		   uint8_t *const col[])
+{
+	struct ec_stripe t = { .s = s };
+	struct write_ctx ctx = { .r = r, .st = &t };
+	unsigned int i, w = r->ec_k + r->ec_m;
+	struct ec_round rd;
+	int rc;
+
+	stripe_members(r, &t);
+	round_init(&rd, r, XPORT_WRITE, w);
+	for (i = 0; i < w; i++) {
+		if (!(which & (1U << i)))
+			continue;
+		if (t.writable & (1U << i))
+			round_add(&rd, t.f[i].member, frag_moff(r, &t, i) + off, col[i], len, 0, i);
+		else
+			remote_note_write(r, t.f[i].member, ec_stripe_unit(r, s));
+	}
+	round_send(&rd);
+	rc = round_result(&rd, write_gone, &ctx);
+	round_clear(&rd);
 	return rc;
 }
 

@@ -8,9 +8,11 @@
  * records are written; the data path reads it with atomics and takes
  * set_lock only to wait for a loss to be recorded. Every write to a set
  * holds rb_lock for reading; the rebuild holds it for writing while it
- * copies one unit and when it lets the member in, so no write lands on a
- * unit between the copy's read and its write. Lock order: rb_lock, then
- * intent_lock, then set_lock, then the members' own locks (member.h).
+ * copies one unit (or decodes one stripe's fragment) and when it lets the
+ * member in, so no write lands on a unit between the copy's read and its
+ * write. Lock order: rb_lock, then intent_lock, then the stripe locks
+ * (remote_ec.c, ascending), then set_lock, then the members' own locks
+ * (member.h).
  */
 #ifndef RMEM_REMOTE_INT_H
 #define RMEM_REMOTE_INT_H
@@ -116,6 +118,12 @@ static inline bool remote_redundant(const struct remote *r)
 	return r->set && r->place.r > 1;
 }
 
+/* units of the replicated zone [0, zone_end): all of a replicated set's */
+static inline uint64_t remote_rep_units(const struct remote *r)
+{
+	return r->ec_k ? r->zone_end / r->unit : place_units(&r->place);
+}
+
 /* ---- remote.c, for the rest of the set's code ---- */
 
 /* what one server's record slots hold */
@@ -156,8 +164,20 @@ int remote_loss_check(struct remote *r, char **why);
 
 /* ---- scrub.c ---- */
 
-/* make unit u's copies agree (s->repair) or count where they differ; bufs: r copies' room */
+/* room for scrub_unit and scrub_stripe: one unit per copy or fragment, and coded parity */
+uint8_t **scrub_room(struct remote *r);
+void scrub_room_free(uint8_t **bufs);
+/* make unit u's copies agree (s->repair) or count where they differ */
 int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs);
+/*
+ * Compare stripe st's parity with its data (the caller excludes its
+ * writers); with s->repair rewrite a parity that differs. With a data
+ * fragment down the decode from the first parities is checked against the
+ * others; *doubt: it could not be, or they disagree - if a write was cut
+ * short there, the stripe may be torn.
+ */
+int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t **bufs,
+		 bool *doubt);
 
 /* ---- intent.c ---- */
 
@@ -215,5 +235,35 @@ void ec_lock(struct remote *r, uint64_t s);
 void ec_unlock(struct remote *r, uint64_t s);
 /* set_lock held: does every stripe keep at least ec_k fragments on members up? */
 bool ec_loss_ok(struct remote *r);
+
+/* the first unit of stripe s: its dirty bit, its intent mark, the rebuild's cursor past it */
+static inline uint64_t ec_stripe_unit(const struct remote *r, uint64_t s)
+{
+	return r->zone_end / r->unit + s * r->ec_k;
+}
+
+/* where offset off (>= zone_end) lies: stripe *s, data fragment *j, *o bytes into it */
+void ec_locate(const struct remote *r, uint64_t off, uint64_t *s, uint32_t *j, uint32_t *o);
+/* the intent map marked for stripe s (its units may lie in two regions): 0 or -errno */
+int ec_intent_mark(struct remote *r, uint64_t s);
+/*
+ * Whole fragments, for the rebuild, the resync after a crash, scrub and the
+ * checksums' alternatives; the caller holds what excludes the writers of
+ * stripe s (its stripe lock, or rb_lock for writing). Fragment masks have
+ * bit i for fragment i, col[i] is fragment i's buffer (len bytes).
+ *
+ * ec_frags_up: the fragments on members that are up.
+ * ec_frags_read: [off, off + len) of the fragments in want that are up, the
+ * members at once; *got: those read (a member that failed is dropped and
+ * its fragment left out). 0 or -errno.
+ * ec_frags_write: the same range of the fragments in which, to those whose
+ * members are up (or being rebuilt past s); a fragment not written goes to
+ * its member's dirty map. 0 or -errno.
+ */
+uint32_t ec_frags_up(struct remote *r, uint64_t s);
+int ec_frags_read(struct remote *r, uint64_t s, uint32_t want, uint32_t off, uint32_t len,
+		  uint8_t *const col[], uint32_t *got);
+int ec_frags_write(struct remote *r, uint64_t s, uint32_t which, uint32_t off, uint32_t len,
+		   uint8_t *const col[]);
 
 #endif /* RMEM_REMOTE_INT_H */

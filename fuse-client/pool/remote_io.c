@@ -28,6 +28,8 @@
 
 #include <glib.h>
 
+#include "ec_codec.h"
+
 struct seg {
 	uint64_t off; /* address space offset */
 	uint8_t *buf; /* NULL: zeroes */
@@ -555,12 +557,22 @@ unsigned int remote_copies(const struct remote *r)
 	return r->set ? r->place.r : 1;
 }
 
-/* where copy k of [off, off+len) lives: its member and the offset there; false if it cannot */
+bool remote_copy_decodes(const struct remote *r, uint64_t off)
+{
+	return r->set && r->ec_k && off >= r->zone_end;
+}
+
+/*
+ * Where copy k of [off, off+len) lives: its member and the offset there;
+ * false if it cannot. In the EC zone, alternative 0 is the data fragment
+ * and alternative k the decode with parity k - 1: the parity's place.
+ */
 static bool copy_at(struct remote *r, uint64_t off, size_t len, unsigned int k, unsigned int *m,
 		    uint64_t *moff)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint64_t u;
+	uint64_t u, s;
+	uint32_t j, o;
 
 	if (!r->set) { /* a plain pool: one copy, no units (r->unit is 0) */
 		*m = 0;
@@ -571,6 +583,12 @@ static bool copy_at(struct remote *r, uint64_t off, size_t len, unsigned int k, 
 	if (k >= r->place.r || off < LAYOUT_SB_SIZE || off + len > r->size ||
 	    (off + len - 1) / r->unit != u)
 		return false;
+	if (remote_copy_decodes(r, off)) {
+		ec_locate(r, off, &s, &j, &o);
+		ec_frag(r, s, k ? r->ec_k + k - 1 : j, m, moff);
+		*moff += o;
+		return true;
+	}
 	place_unit(&r->place, u, c);
 	*m = c[k].member;
 	*moff = remote_slot_off(r, c[k].slot) + off % r->unit;
@@ -579,10 +597,53 @@ static bool copy_at(struct remote *r, uint64_t off, size_t len, unsigned int k, 
 
 const char *remote_copy_name(struct remote *r, uint64_t off, unsigned int k)
 {
+	const char *name;
 	unsigned int m;
 	uint64_t moff;
+	char *what;
 
-	return copy_at(r, off, 1, k, &m, &moff) ? r->mem[m].name : "?";
+	if (!copy_at(r, off, 1, k, &m, &moff))
+		return "?";
+	if (!remote_copy_decodes(r, off))
+		what = g_strdup_printf("copy on %s", r->mem[m].name);
+	else if (k)
+		what = g_strdup_printf("decode with the parity on %s", r->mem[m].name);
+	else
+		what = g_strdup_printf("data fragment on %s", r->mem[m].name);
+	/* a string of its own that stays (one per member name and kind) */
+	name = g_intern_string(what);
+	g_free(what);
+	return name;
+}
+
+/*
+ * Alternative q + 1 of [off, off+len) in the EC zone: decoded from the
+ * other data fragments and parity q alone, under the stripe lock (no write
+ * is half-way through the stripe). -EHOSTDOWN when one of them is not up.
+ */
+static int read_decode(struct remote *r, uint64_t off, void *buf, size_t len, unsigned int q)
+{
+	uint8_t *col[EC_MAX_FRAGS] = { NULL }, *scratch = g_malloc(len * r->ec_k);
+	unsigned int i, n = 0;
+	uint32_t j, o, want, got;
+	uint64_t s;
+	int rc;
+
+	ec_locate(r, off, &s, &j, &o);
+	want = (((1U << r->ec_k) - 1) & ~(1U << j)) | 1U << (r->ec_k + q);
+	for (i = 0; i < r->ec_k + r->ec_m; i++)
+		if (want & (1U << i))
+			col[i] = scratch + len * n++;
+	col[j] = buf;
+	ec_lock(r, s);
+	rc = ec_frags_read(r, s, want, o, (uint32_t)len, col, &got);
+	if (!rc && got != want)
+		rc = -EHOSTDOWN;
+	if (!rc)
+		rc = ec_codec_decode(r->codec, len, col, got, 1U << j);
+	ec_unlock(r, s);
+	g_free(scratch);
+	return rc;
 }
 
 int remote_read_copy(struct remote *r, uint64_t off, void *buf, size_t len, unsigned int k)
@@ -594,15 +655,52 @@ int remote_read_copy(struct remote *r, uint64_t off, void *buf, size_t len, unsi
 		return -EINVAL;
 	if (!r->set)
 		return member_read(r->mem[0].m, moff, buf, len);
+	if (k && remote_copy_decodes(r, off))
+		return read_decode(r, off, buf, len, k - 1);
 	if (!remote_member_up(r, m))
 		return -EHOSTDOWN;
 	return member_rc(r, m, member_read(r->mem[m].m, moff, buf, len));
 }
 
+/*
+ * Alternative k of [off, off+len) in the EC zone (stripe s, data fragment
+ * j, o bytes in) from the good bytes buf, with the stripe lock held: k = 0
+ * the data fragment itself (the alternative that matched proved that the
+ * parity agrees with buf), else parity k - 1 coded anew over the range
+ * from buf and the other data fragments.
+ */
+static int write_coded(struct remote *r, uint64_t s, uint32_t j, uint32_t o, const void *buf,
+		       size_t len, unsigned int k)
+{
+	uint32_t others = ((1U << r->ec_k) - 1) & ~(1U << j), got;
+	unsigned int i, w = r->ec_k + r->ec_m;
+	uint8_t *col[EC_MAX_FRAGS], *scratch;
+	int rc;
+
+	if (!k) {
+		col[j] = (uint8_t *)buf;
+		return ec_frags_write(r, s, 1U << j, o, (uint32_t)len, col);
+	}
+	scratch = g_malloc(len * w);
+	for (i = 0; i < w; i++)
+		col[i] = scratch + len * i;
+	col[j] = (uint8_t *)buf;
+	rc = ec_frags_read(r, s, others, o, (uint32_t)len, col, &got);
+	if (!rc && got != others)
+		rc = -EHOSTDOWN;
+	if (!rc) {
+		ec_codec_encode(r->codec, len, col, col + r->ec_k);
+		rc = ec_frags_write(r, s, 1U << (r->ec_k + k - 1), o, (uint32_t)len, col);
+	}
+	g_free(scratch);
+	return rc;
+}
+
 int remote_write_copy(struct remote *r, uint64_t off, const void *buf, size_t len, unsigned int k)
 {
 	unsigned int m;
-	uint64_t moff;
+	uint64_t moff, s;
+	uint32_t j, o;
 	int rc;
 
 	if (!copy_at(r, off, len, k, &m, &moff))
@@ -613,11 +711,23 @@ int remote_write_copy(struct remote *r, uint64_t off, const void *buf, size_t le
 		return -EHOSTDOWN;
 	/* like any write to the set: the intent map covers a crash half-way */
 	pthread_rwlock_rdlock(&r->rb_lock);
-	rc = intent_mark(r, off / r->unit);
-	if (!rc)
-		rc = member_rc(r, m, member_write(r->mem[m].m, moff, buf, len));
+	if (!remote_copy_decodes(r, off)) {
+		rc = intent_mark(r, off / r->unit);
+		if (!rc)
+			rc = member_rc(r, m, member_write(r->mem[m].m, moff, buf, len));
+		pthread_rwlock_unlock(&r->rb_lock);
+		return rc;
+	}
+	ec_locate(r, off, &s, &j, &o);
+	rc = ec_intent_mark(r, s);
+	if (!rc) {
+		ec_lock(r, s);
+		rc = write_coded(r, s, j, o, buf, len, k);
+		ec_unlock(r, s);
+	}
 	pthread_rwlock_unlock(&r->rb_lock);
-	return rc;
+	/* a member dropped under the write: its dirty map has it */
+	return !rc && !remote_member_up(r, m) ? -EHOSTDOWN : rc;
 }
 
 /* ---- each member's own block 0 ---- */

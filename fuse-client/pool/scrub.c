@@ -13,6 +13,12 @@
  * agree again, and every read returns the same bytes. (rmemfs-fsck checks
  * the data blocks against their checksums before this, and rewrites a bad
  * copy from a good one: what differs here is then what no checksum covers.)
+ *
+ * An erasure-coded set's stripes: the parity is coded from the data
+ * fragments and compared with the parity fragments; the repair writes it
+ * over one that differs (the data is the truth: the checksums vouched for
+ * it first). With a data fragment down, its decode from the first parities
+ * is checked against the parities left over, if any.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -20,10 +26,11 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <glib.h>
+
+#include "ec_codec.h"
 
 static void say(struct remote_scrub *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -114,37 +121,164 @@ static int scrub_block0(struct remote *r, struct remote_scrub *s, uint8_t *ref, 
 	return 0;
 }
 
+uint8_t **scrub_room(struct remote *r)
+{
+	unsigned int k, n = MAX(PLACE_MAX_REPLICAS, r->ec_k + 2 * r->ec_m);
+	uint8_t **bufs = g_new0(uint8_t *, n + 1);
+
+	for (k = 0; k < n; k++)
+		bufs[k] = g_malloc(r->unit);
+	return bufs;
+}
+
+void scrub_room_free(uint8_t **bufs)
+{
+	unsigned int k;
+
+	for (k = 0; bufs && bufs[k]; k++)
+		g_free(bufs[k]);
+	g_free(bufs);
+}
+
+/* the member holding fragment i of stripe st, for messages */
+static const char *frag_host(struct remote *r, uint64_t st, unsigned int i)
+{
+	uint64_t moff;
+	uint32_t m;
+
+	ec_frag(r, st, i, &m, &moff);
+	return r->mem[m].name;
+}
+
+#define STRIPE_FMT \
+	"stripe %" G_GUINT64_FORMAT " (bytes %" G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT ")"
+#define STRIPE_ARGS(r, st) (guint64)(st), (guint64)(ec_stripe_unit(r, st) * (r)->unit), \
+	(guint64)(ec_stripe_unit(r, (st) + 1) * (r)->unit - 1)
+
+/*
+ * A data fragment of stripe st was not read (its member is down): decode
+ * it from the data read and the first parities read, code the parity from
+ * that, and compare it with the parities left over. None left: it cannot
+ * be verified. A parity that disagrees: which side is right cannot be told.
+ */
+static int check_decode(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t **bufs,
+			uint32_t got, bool *doubt)
+{
+	unsigned int k = r->ec_k, m = r->ec_m, q, down, checked = 0;
+	uint32_t data = (1U << k) - 1, src = got & data;
+	uint8_t **coded = bufs + k + m;
+	int rc;
+
+	for (q = 0; q < m && (unsigned int)__builtin_popcount(src) < k; q++)
+		src |= got & (1U << (k + q));
+	rc = ec_codec_decode(r->codec, r->unit, bufs, src, data);
+	if (rc < 0)
+		return rc;
+	ec_codec_encode(r->codec, r->unit, bufs, coded);
+	down = (unsigned int)__builtin_ctz(data & ~got);
+	for (q = 0; q < m; q++) {
+		if (!(got & ~src & (1U << (k + q))))
+			continue;
+		checked++;
+		if (!memcmp(bufs[k + q], coded[q], r->unit))
+			continue;
+		*doubt = true;
+		s->differ++;
+		say(s, STRIPE_FMT ": the data fragment on %s is down, and the parity on %s "
+		    "disagrees with its decode from the others: which is right cannot be told",
+		    STRIPE_ARGS(r, st), frag_host(r, st, down), frag_host(r, st, k + q));
+	}
+	if (!checked) {
+		*doubt = true;
+		s->unverified++;
+	}
+	return 0;
+}
+
+int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t **bufs,
+		 bool *doubt)
+{
+	unsigned int k = r->ec_k, m = r->ec_m, q;
+	uint32_t data = (1U << k) - 1, got, differ = 0;
+	uint8_t *out[EC_MAX_FRAGS] = { NULL };
+	uint8_t **coded = bufs + k + m;
+	int rc;
+
+	*doubt = false;
+	rc = ec_frags_read(r, st, ec_frags_up(r, st), 0, (uint32_t)r->unit, bufs, &got);
+	if (rc < 0)
+		return rc;
+	if ((unsigned int)__builtin_popcount(got) < k)
+		return -EIO; /* more than m members lost: the set has failed */
+	if ((got & data) != data)
+		return check_decode(r, s, st, bufs, got, doubt);
+	if (!(got & ~data))
+		s->unverified++; /* no parity up to compare (it is rebuilt from the data) */
+	ec_codec_encode(r->codec, r->unit, bufs, coded);
+	for (q = 0; q < m; q++) {
+		if (!(got & (1U << (k + q))) || !memcmp(bufs[k + q], coded[q], r->unit))
+			continue;
+		differ |= 1U << (k + q);
+		out[k + q] = coded[q];
+		s->differ++;
+		say(s, STRIPE_FMT ": the parity on %s differs from the data%s", STRIPE_ARGS(r, st),
+		    frag_host(r, st, k + q), s->repair ? ": coded anew from it" : "");
+	}
+	if (!differ || !s->repair)
+		return 0;
+	rc = ec_frags_write(r, st, differ, 0, (uint32_t)r->unit, out);
+	if (!rc)
+		s->repaired += (unsigned int)__builtin_popcount(differ);
+	return rc;
+}
+
+/* the last line: what was compared */
+static void summary(struct remote *r, struct remote_scrub *s, uint64_t units)
+{
+	if (!r->ec_k) {
+		say(s, "member set: %u members (%u up), replicas %u, %" G_GUINT64_FORMAT
+		    " units of %" G_GUINT64_FORMAT " KiB compared: %u differ", r->n,
+		    remote_quorum_up(r), r->place.r, (guint64)units, (guint64)(r->unit >> 10),
+		    s->differ);
+		return;
+	}
+	say(s, "member set: %u members (%u up), replicas %u, %" G_GUINT64_FORMAT " units of %"
+	    G_GUINT64_FORMAT " KiB, ec %u+%u, %" G_GUINT64_FORMAT " stripes of %" G_GUINT64_FORMAT
+	    " KiB compared: %u differ", r->n, remote_quorum_up(r), r->place.r, (guint64)units,
+	    (guint64)(r->unit >> 10), r->ec_k, r->ec_m, (guint64)ec_stripes(r),
+	    (guint64)((r->unit * r->ec_k) >> 10), s->differ);
+	if (s->unverified)
+		say(s, "%u stripes could not be verified: too few of their fragments are on members "
+		    "that are up", s->unverified);
+}
+
 int remote_scrub(struct remote *r, struct remote_scrub *s)
 {
-	uint8_t *bufs[PLACE_MAX_REPLICAS];
-	char scheme[64];
-	uint64_t u, total;
-	unsigned int k;
+	uint64_t u, st, total;
+	uint8_t **bufs;
+	bool doubt;
 	int rc = 0;
 
-	s->differ = s->repaired = 0;
+	s->differ = s->repaired = s->unverified = 0;
 	if (!r->set)
 		return 0;
-	total = place_units(&r->place);
-	for (k = 0; k < PLACE_MAX_REPLICAS; k++)
-		bufs[k] = g_malloc(r->unit);
+	total = remote_rep_units(r);
+	bufs = scrub_room(r);
 	if (s->repair)
 		pthread_rwlock_rdlock(&r->rb_lock);
 	rc = scrub_block0(r, s, bufs[0], bufs[1]);
 	for (u = 0; u < total && !rc; u++)
 		rc = scrub_unit(r, s, u, bufs);
+	/* a stripe's lock keeps this process's writers out of it (another's it cannot) */
+	for (st = 0; st < ec_stripes(r) && !rc; st++) {
+		ec_lock(r, st);
+		rc = scrub_stripe(r, s, st, bufs, &doubt);
+		ec_unlock(r, st);
+	}
 	if (s->repair)
 		pthread_rwlock_unlock(&r->rb_lock);
-	for (k = 0; k < PLACE_MAX_REPLICAS; k++)
-		g_free(bufs[k]);
-	if (r->ec_k) /* the stripes are not compared here */
-		snprintf(scheme, sizeof(scheme), "ec %u+%u, the replicated zone's %u copies of",
-			 r->ec_k, r->ec_m, r->place.r);
-	else
-		snprintf(scheme, sizeof(scheme), "replicas %u,", r->place.r);
+	scrub_room_free(bufs);
 	if (rc == 0)
-		say(s, "member set: %u members (%u up), %s %" G_GUINT64_FORMAT " units of %"
-		    G_GUINT64_FORMAT " KiB compared: %u differ", r->n, remote_quorum_up(r), scheme,
-		    (guint64)total, (guint64)(r->unit >> 10), s->differ);
+		summary(r, s, total);
 	return rc;
 }
