@@ -114,7 +114,12 @@ def pread_all(fd, drop_cache=True):
     first, so the read asks the daemon)."""
     if drop_cache:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    parts, off = [], 0
+    return pread_all_from(fd, 0)
+
+
+def pread_all_from(fd, off):
+    """What fd holds from off on, read a MiB at a time until a pread returns nothing."""
+    parts = []
     while True:
         chunk = os.pread(fd, MIB, off)
         if not chunk:
@@ -364,17 +369,18 @@ class Churn:
     def _nblocks(self):
         return 0 if self.rng.random() < 0.05 else self.rng.randint(1, self.max_blocks)
 
-    def create(self, name):
+    def create(self, name, nblocks=None):
         self.seq += 1
-        st = (self._fid(), self.seq, self._nblocks())
+        st = (self._fid(), self.seq, self._nblocks() if nblocks is None else nblocks)
         idx = self._begin({name: st}, 'create')
         write_synced(self.path(name), file_bytes(*st), os.O_CREAT | os.O_EXCL)
         fsync_dir(os.path.dirname(self.path(name)))
         self._durable({name: st}, idx)
 
-    def rewrite_truncate(self, name):
+    def rewrite_truncate(self, name, nblocks=None):
         self.seq += 1
-        st = (self.cur[name][0], self.seq, self._nblocks())      # the same inode
+        st = (self.cur[name][0], self.seq,                       # the same inode
+              self._nblocks() if nblocks is None else nblocks)
         idx = self._begin({name: st}, 'rewrite_truncate')
         write_synced(self.path(name), file_bytes(*st), os.O_TRUNC)
         self._durable({name: st}, idx)
@@ -389,9 +395,11 @@ class Churn:
         fsync_dir(os.path.dirname(tmp))
         self._durable({name: st}, idx)
 
-    def truncate(self, name):
+    def truncate(self, name, nblocks=None):
         fid, ver, n = self.cur[name]
-        st = (fid, ver, self.rng.randrange(n) if n else 0)
+        if nblocks is None:
+            nblocks = self.rng.randrange(n) if n else 0
+        st = (fid, ver, nblocks)
         idx = self._begin({name: st}, 'truncate')
         fd = os.open(self.path(name), os.O_WRONLY)
         try:
@@ -454,16 +462,16 @@ class Churn:
 
     def match(self, name, state, t1):
         """The latest change of name begun by t1 whose state the observation
-        fits: state None (absent), ('file', fid, ver, blocks seen) or
-        ('any', blocks seen) for an empty file or one whose first block is a
-        hole. Returns (index, the next change's durable time or None), or
-        None if name never was in such a state.
+        fits: state None (absent), ('file', fid, ver, blocks of that version
+        seen: see ChurnReader.verify) or ('any', blocks seen) for an empty
+        file or one whose first block is a hole. Returns (index, the next
+        change's durable time or None), or None if name never was in such a
+        state.
 
         Tried in turn: that version with at least the blocks seen; that
-        version (a read the kernel split in requests on both sides of a
-        refresh may end with blocks of the next version); that file in any
-        version (the open found the name's inode, which was rewritten in
-        place under another name before the read)."""
+        version whatever its size; that file in any version (the open found
+        the name's inode, which was rewritten in place under another name
+        before the read)."""
         if state is None:
             tries = [lambda st: st is None]
         elif state[0] == 'file':
@@ -562,8 +570,17 @@ class ChurnReader:
     def verify(self, name, data, t1, via, fd_fid=None):
         """Check every block of one read: each a block of a file the name
         held (through a kept fd: of the fd's file), all of one file. Returns
-        (state for match, file id, holes), or None after wrong bytes."""
+        (state for match, file id, holes), or None after wrong bytes.
+
+        A read that straddles a change of the file shows the state it began
+        in and then blocks of the next version: pread_all's preads (or the
+        kernel's requests of one pread) on both sides of the refresh that
+        applied it, as on any filesystem. The state returned is the one it
+        began in: its blocks up to the first of another version, not the
+        whole read (which an older and longer state of that version would
+        fit, superseded long ago)."""
         fids, vers, first, holes = set(), set(), None, 0
+        n = (len(data) + BLOCK - 1) // BLOCK     # blocks of the state it began in
         for i in range(0, len(data), BLOCK):
             v = check_block(data[i:i + BLOCK], i // BLOCK)
             self.blocks += 1
@@ -593,12 +610,13 @@ class ChurnReader:
             vers.add(ver)
             if first is None:
                 first = (fid, ver)
+            elif ver != first[1]:
+                n = min(n, i // BLOCK)
         if len(vers) > 1:
             self.mixed += 1
         if len(fids) > 1:
             self.bad(f'{name} ({via}): blocks of files {sorted(fids)} in one open file')
             return None
-        n = (len(data) + BLOCK - 1) // BLOCK
         if first and data[:BLOCK] != bytes(min(BLOCK, len(data))):
             return ('file', first[0], first[1], n), first[0], holes
         return ('any', n), first[0] if first else None, holes
@@ -815,6 +833,45 @@ def test_churn_two_readers(env):
                     ['d'])
         st = stats(fs.mountpoint)
         assert st.get('reader_state') == 'live', f'{fs.mountpoint}: {st}'
+
+
+def test_read_straddling_a_change(env):
+    """A whole read whose preads fall on both sides of the refresh that
+    applied a rewrite shows the file as it was, then blocks of the new
+    version (as on any filesystem: nothing holds a file still between two
+    preads). The churn test's reader takes such a read for the state it
+    began in, not for an older and longer state of the same version: the
+    history here is the one a run of test_churn_two_readers failed on (52
+    blocks, truncated to 27 then 17, rewritten in place with 28; the read
+    was matched with the 52 blocks, superseded 12 s before)."""
+    server = env.server('16M')
+    w = env.rmemfs(server).mountpoint
+    fs_r = env.rmemfs(server, options=READER_OPTIONS)
+    churn = Churn(w, [], ['c'], 0, max_blocks=64)
+    churn.create('c', 52)
+    churn.truncate('c', 27)
+    churn.truncate('c', 17)
+    fid, ver, _ = churn.cur['c']
+    reader_sees(fs_r.mountpoint, {'c': file_bytes(fid, ver, 17)}, now() + 30, 'the reader')
+    # the 52 blocks superseded longer than BOUND before the read begins
+    time.sleep(max(0.0, churn.timeline['c'][2][1] + BOUND + 0.2 - now()))
+    reader = ChurnReader('reader', fs_r, churn, 0, False)
+    fd = os.open(os.path.join(fs_r.mountpoint, 'c'), os.O_RDONLY)
+    try:
+        t0 = now()
+        head = os.pread(fd, MIB, 0)
+        churn.rewrite_truncate('c', 28)
+        new = churn.cur['c']
+        reader_sees(fs_r.mountpoint, {'c': file_bytes(*new)}, now() + 30, 'the reader')
+        data = head + pread_all_from(fd, len(head))
+    finally:
+        os.close(fd)
+    t1 = now()
+    assert fids_in(data) == {f'file {fid} v{ver}': 17, f'file {fid} v{new[1]}': 11}
+    v = reader.verify('c', data, t1, 'path')
+    assert v is not None and reader.mixed == 1, reader.wrong
+    reader.note('c', v[0], v[2], t0, t1, data)
+    assert reader.nwrong == 0 and not reader.stale, reader.wrong + reader.stale
 
 
 # ---- 3. a stopped reader ----
