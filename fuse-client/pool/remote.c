@@ -797,8 +797,10 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 			       G_GUINT64_FORMAT "\n",
 			       r->failure ? "failed" : up < r->n ? "degraded" : "up", r->n, up,
 			       r->info.replicas, (guint64)r->info.events);
-	if (r->ec_k) /* replicas: the copies of the journal's zone */
+	if (r->ec_k) { /* replicas: the copies of the journal's zone */
 		g_string_append_printf(s, "ec %u+%u\n", r->ec_k, r->ec_m);
+		g_string_append_printf(s, "ec_decoded_reads %lu\n", atomic_load(&r->ec_decoded));
+	}
 	for (i = 0; i < r->n; i++) {
 		g_string_append_printf(s, "member%u %s %s %016" G_GINT64_MODIFIER "x", i,
 				       r->mem[i].name, state_name(r, i),

@@ -46,6 +46,7 @@
 
 #include <glib.h>
 
+#include "clock.h"
 #include "ec_codec.h"
 
 #define EC_LOCKS 1024U
@@ -53,6 +54,17 @@
 #define EC_BATCH_SCRATCH (8U << 20)
 /* rounds of reads a stripe may need when members drop out under it */
 #define EC_MAX_ROUNDS (EC_MAX_M + 2U)
+/*
+ * A slow member: reads of its fragments are decoded from k others instead.
+ * Reads up to EC_SMALL_READ feed each member's average; a member whose
+ * average is EC_SLOW_TIMES the typical member's (the median), and at least
+ * EC_SLOW_NS more, is slow; one read in EC_SLOW_PROBE still goes to it, so
+ * that the average sees it recover.
+ */
+#define EC_SMALL_READ (64U << 10)
+#define EC_SLOW_TIMES 4U
+#define EC_SLOW_NS 500000U
+#define EC_SLOW_PROBE 64U
 
 enum ec_how { EC_FULL, EC_RMW, EC_RCW, EC_DECODE };
 
@@ -194,6 +206,55 @@ static void lock_stripes(struct remote *r, const struct ec_stripe *st, unsigned 
 	}
 }
 
+/* ---- slow members ---- */
+
+/* average in a small read's time (racy updates lose a sample, no more) */
+static void note_read_time(struct remote_member *rm, uint64_t ns)
+{
+	uint64_t avg = atomic_load(&rm->read_ns);
+
+	atomic_store(&rm->read_ns, avg ? avg - avg / 8 + ns / 8 : ns);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the members up whose reads are slow against the typical member's */
+static uint32_t slow_members(struct remote *r)
+{
+	uint64_t ns[LAYOUT_SET_MAX], typical;
+	unsigned int i, n = 0;
+	uint32_t slow = 0;
+
+	for (i = 0; i < r->n; i++)
+		if (atomic_load(&r->mem[i].up) && atomic_load(&r->mem[i].read_ns))
+			ns[n++] = atomic_load(&r->mem[i].read_ns);
+	if (n < 2)
+		return 0;
+	qsort(ns, n, sizeof(ns[0]), u64_cmp);
+	typical = ns[(n - 1) / 2];
+	for (i = 0; i < r->n; i++) {
+		uint64_t t = atomic_load(&r->mem[i].read_ns);
+
+		if (atomic_load(&r->mem[i].up) && t > EC_SLOW_TIMES * typical &&
+		    t > typical + EC_SLOW_NS)
+			slow |= 1U << i;
+	}
+	return slow;
+}
+
+/* does a read of a fragment on member m go there, or is it decoded from others? */
+static bool read_there(struct remote *r, uint32_t m, uint32_t slow)
+{
+	if (!atomic_load(&r->mem[m].up))
+		return false;
+	return !(slow & (1U << m)) || atomic_fetch_add(&r->mem[m].probe, 1) % EC_SLOW_PROBE == 0;
+}
+
 /* ---- rounds ---- */
 
 static void round_init(struct ec_round *rd, struct remote *r, enum xport_op_type type,
@@ -237,6 +298,9 @@ static int share_run(void *arg)
 	struct ec_share *sh = arg;
 	struct ec_round *rd = sh->rd;
 	struct remote_member *rm = &rd->r->mem[sh->m];
+	uint64_t t0 = clock_now_ns();
+	size_t bytes = 0;
+	unsigned int e;
 	int rc;
 
 	atomic_fetch_add(&rm->inflight, 1);
@@ -245,6 +309,10 @@ static int share_run(void *arg)
 	else
 		rc = member_writev(rm->m, rd->offs + sh->first, rd->iov + sh->first, (int)sh->n);
 	atomic_fetch_sub(&rm->inflight, 1);
+	for (e = sh->first; e < sh->first + sh->n; e++)
+		bytes += rd->iov[e].iov_len;
+	if (rd->type == XPORT_READ && !rc && bytes <= EC_SMALL_READ)
+		note_read_time(rm, clock_now_ns() - t0);
 	return rc;
 }
 
@@ -510,8 +578,24 @@ static size_t batch_scratch(struct remote *r, const struct ec_stripe *st, unsign
 	return bytes;
 }
 
-/* decode the pieces of t (their data members are down) from k fragments that are up */
-static int decode_pieces(struct remote *r, struct ec_stripe *t, struct ec_piece *p)
+/* the fragments of t on the members in mask */
+static uint32_t frags_on(const struct remote *r, const struct ec_stripe *t, uint32_t mask)
+{
+	unsigned int i, w = r->ec_k + r->ec_m;
+	uint32_t f = 0;
+
+	for (i = 0; i < w; i++)
+		if (mask & (1U << t->f[i].member))
+			f |= 1U << i;
+	return f;
+}
+
+/*
+ * Decode the pieces of t not read yet (their data members are down, or
+ * slow) from k fragments that are up, none on a slow member if it can be.
+ */
+static int decode_pieces(struct remote *r, struct ec_stripe *t, struct ec_piece *p,
+			 uint32_t slow)
 {
 	uint8_t *scratch = g_malloc(cols_bytes(r, t));
 	uint8_t *pool = scratch;
@@ -525,9 +609,12 @@ static int decode_pieces(struct remote *r, struct ec_stripe *t, struct ec_piece 
 		if (!p[i].done)
 			want |= 1U << p[i].j;
 	ec_lock(r, t->s);
+	atomic_fetch_add(&r->ec_decoded, 1);
 	for (round = 0;; round++) {
 		stripe_members(r, t);
-		t->want = pick_sources(r, t, 0);
+		t->want = pick_sources(r, t, frags_on(r, t, slow));
+		if (!t->want)
+			t->want = pick_sources(r, t, 0);
 		if (!t->want || round == EC_MAX_ROUNDS) {
 			rc = no_fragments(r, t);
 			break;
@@ -549,8 +636,8 @@ static int decode_pieces(struct remote *r, struct ec_stripe *t, struct ec_piece 
 	return rc;
 }
 
-/* the direct reads: every piece whose data member is up, straight into its buffer */
-static int read_direct(struct remote *r, struct ec_piece *p, unsigned int np)
+/* the direct reads: every piece whose data member is up and not slow, into its buffer */
+static int read_direct(struct remote *r, struct ec_piece *p, unsigned int np, uint32_t slow)
 {
 	struct ec_round rd;
 	unsigned int i;
@@ -561,7 +648,7 @@ static int read_direct(struct remote *r, struct ec_piece *p, unsigned int np)
 	round_init(&rd, r, XPORT_READ, np);
 	for (i = 0; i < np; i++) {
 		ec_frag(r, p[i].s, p[i].j, &m, &moff);
-		if (!atomic_load(&r->mem[m].up))
+		if (!read_there(r, m, slow))
 			continue;
 		round_add(&rd, m, moff + p[i].o, p[i].buf, p[i].len, i, p[i].j);
 		p[i].done = true;
@@ -574,11 +661,12 @@ static int read_direct(struct remote *r, struct ec_piece *p, unsigned int np)
 
 static int ec_read(struct remote *r, struct ec_piece *p, unsigned int np)
 {
+	uint32_t slow = slow_members(r);
 	struct ec_stripe t;
 	unsigned int i = 0, n;
 	int rc;
 
-	rc = read_direct(r, p, np);
+	rc = read_direct(r, p, np, slow);
 	while (!rc && i < np) {
 		/* the pieces of one stripe, and whether any is left to decode */
 		bool left = false;
@@ -597,7 +685,7 @@ static int ec_read(struct remote *r, struct ec_piece *p, unsigned int np)
 			t.lo = MIN(t.lo, p[n].o);
 			t.hi = MAX(t.hi, p[n].o + p[n].len);
 		}
-		rc = decode_pieces(r, &t, p);
+		rc = decode_pieces(r, &t, p, slow);
 	}
 	return rc;
 }

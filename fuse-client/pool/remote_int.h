@@ -34,6 +34,9 @@ struct remote_member {
 	atomic_bool up; /* connected and in sync: read and written */
 	atomic_bool recorded; /* not up, and the records say so */
 	atomic_uint inflight; /* requests on it now: reads go to the least busy copy */
+	/* an erasure-coded set: the time of a small read, averaged (ns), and a probe count */
+	_Atomic uint64_t read_ns;
+	atomic_uint probe;
 };
 
 struct remote {
@@ -98,6 +101,7 @@ struct remote {
 	uint8_t *ec_zero; /* a unit of zeroes: what a zero write writes */
 	/* -o ec_read=k+1: 1, a read asks one fragment more than it needs and uses the first ec_k */
 	unsigned int ec_read_extra;
+	atomic_ulong ec_decoded; /* reads decoded: a member down, or slow (remote_ec.c) */
 };
 
 /* where a member keeps the unit in slot `slot` (place.h) */
