@@ -1,9 +1,10 @@
 #!/bin/bash
 # scaleout.sh - the scale-out benchmark of rmemfs over several memservers (scripts/bench.sh
 # --scale-out runs it): does one filesystem get faster with more members, what do replicas
-# cost, and what does losing a member mid-job cost.
+# cost, and what does losing a member mid-job cost. With --ec, the other mode: erasure-coded
+# member sets (issue 24) against copies on six members.
 #
-# usage: scripts/bench.sh --scale-out [OPTIONS]        (as root: namespaces, tc, mounts)
+# usage: scripts/bench.sh --scale-out [--ec] [OPTIONS]   (as root: namespaces, tc, mounts)
 #
 # Topology: each memserver runs in its own network namespace behind a veth pair whose two
 # ends are rate-limited with tc (tbf, --rate each way): the namespaces stand in for machines
@@ -25,22 +26,50 @@
 # member's share of the throughput.
 # Ratios are against one member, replicas 1, in the same run.
 #
+# --ec (erasure coding, issue 24): --members members (default 6), three configurations in
+# the same run, each on fresh memservers: -o ec=4+2, replicas=3 (both survive two lost
+# members) and replicas=1. For each: the capacity statfs reports right after the format
+# (f_blocks x f_frsize, as a fraction of the raw pool bytes of all members), then the three
+# jobs above. Then the slow member, with ec=4+2 and (for comparison) replicas=3: the p99 of
+# 4 KiB random reads (O_DIRECT, fio's lat, --runtime seconds each) at QD1 (psync) and QD32
+# (libaio), healthy, then with the last member's link slowed by `tc netem delay
+# --slow-delay` on the client's end of its veth (what the client sends to that member waits
+# there; tbf stays the root qdisc, netem is its child, so the rate limit holds), checked
+# with ping from the client (the RTT must grow by at least 3/4 of the delay, or the run
+# stops); and the same with -o ec_read=k+1 (late-binding reads) where rmemfs takes it.
+# Where tc has no netem (a kernel without sch_netem) the slowed runs are skipped, said on
+# the terminal and in the report; the healthy ones still run.
+# The report holds the issue's targets, met or missed with the numbers: capacity >= 0.65 of
+# raw (replicas=3 is shown against its 0.33), sequential write >= 1.6x replicas=3,
+# sequential read >= 0.9x replicas=1, random read QD32 >= 0.8x replicas=3, slow-member p99
+# <= 2x the healthy p99. A configuration the mount refuses (an rmemfs without -o ec) is
+# said on the terminal and in the report, the run goes on with the others and exits 1 at
+# the end; a refused -o ec_read is recorded and the run goes on (exit 0).
+# Each member's pool in --ec mode is 3/4 of --size plus 64M: at replicas=3 six members hold
+# two pools' worth (1.5x --size + 128M) less the metadata (journal and checkpoints, about 8%
+# of the filesystem), so the file fits with about a third to spare.
+#
 # Options:
-#   --quick            smoke run: --size 128M, --runtime 3
+#   --quick            smoke run: --size 128M, --runtime 3 (--ec: about 2 minutes)
+#   --ec               the erasure-coding mode above (about 5 minutes at the defaults)
 #   --size SIZE        the sequential file (default 512M)
-#   --runtime SECS     the random-read job (default 10)
+#   --runtime SECS     each random-read job (default 10)
 #   --rate RATE        each link, each way, in tc's units (default 1gbit)
-#   --members N        the most members (default 4; 2..12)
+#   --members N        the most members (default 4; 2..12); --ec: the members (default 6,
+#                      at least 6)
+#   --slow-delay D     --ec: the slowed member's added delay, in ms (default 2ms)
 #   --build-dir DIR    build here (default build-bench/, release)
 #   --no-build         use --build-dir as it is
-#   --out DIR          results directory (default bench-results/scaleout-<timestamp>/)
+#   --out DIR          results directory (default bench-results/scaleout-<timestamp>/, --ec:
+#                      bench-results/ec-<timestamp>/)
 #   --update-docs      write the table into docs/PERFORMANCE.md ("Scale-out") and the chart
-#                      into docs/perf/scaleout.png
+#                      into docs/perf/scaleout.png; --ec: the "Erasure coding" section
+#                      (added at the end of the page the first time) and docs/perf/ec.png
 #   --report-only DIR  no run: the report of results directory DIR again
 #
-# Output: results.txt (the table), results.json, scaleout.png (gnuplot), raw/ (fio JSON,
-# logs, commands). A trap unmounts, stops every memserver and deletes the namespaces (and so
-# the veth pairs) on any exit.
+# Output: results.txt (the table), results.json, scaleout.png or ec.png (gnuplot), raw/ (fio
+# JSON, logs, commands). A trap unmounts, stops every memserver and deletes the namespaces
+# (and so the veth pairs and their qdiscs) on any exit, Ctrl-C included.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -54,10 +83,16 @@ die() { echo "bench --scale-out: $*" >&2; exit 1; }
 # to_mib, build_tree, record_cmd (and lib/proc.sh): the bench's bookkeeping; definitions only
 # shellcheck source-path=SCRIPTDIR source=targets.sh
 . "$HERE/targets.sh"
-SEQ_SIZE="" RUNTIME="" RATE=1gbit MEMBERS=4
-declare -A VALUE_OPTS=([--size]=SEQ_SIZE [--runtime]=RUNTIME [--rate]=RATE [--members]=MEMBERS)
+SEQ_SIZE="" RUNTIME="" RATE=1gbit MEMBERS="" SLOW_DELAY=2ms EC=0
+declare -A VALUE_OPTS=([--size]=SEQ_SIZE [--runtime]=RUNTIME [--rate]=RATE [--members]=MEMBERS
+	[--slow-delay]=SLOW_DELAY)
 REPORT=$HERE/scaleout.py DOC=$ROOT/docs/PERFORMANCE.md DOC_DIR=$ROOT/docs/perf
-cli_parse "$@"
+# --ec is this script's own flag (cli_parse knows the value options and the shared flags)
+args=()
+for a in "$@"; do
+	if [ "$a" = --ec ]; then EC=1; else args+=("$a"); fi
+done
+cli_parse ${args[@]+"${args[@]}"}
 
 if [ $quick = 1 ]; then
 	: "${SEQ_SIZE:=128M}" "${RUNTIME:=3}"
@@ -67,16 +102,35 @@ fi
 if ! [[ $RUNTIME =~ ^[0-9]+$ ]] || [ "$RUNTIME" -lt 1 ]; then
 	die "--runtime: whole seconds, at least 1"
 fi
-if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 12 ]; then
-	die "--members: 2..12"
+if [ $EC = 1 ]; then
+	: "${MEMBERS:=6}"
+	if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 6 ] || [ "$MEMBERS" -gt 12 ]; then
+		die "--members with --ec: 6..12 (ec=4+2 needs six)"
+	fi
+	[[ $SLOW_DELAY =~ ^([0-9]+(\.[0-9]+)?)ms$ ]] || die "--slow-delay: milliseconds, e.g. 2ms"
+	SLOW_MS=${BASH_REMATCH[1]}
+else
+	: "${MEMBERS:=4}"
+	if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 12 ]; then
+		die "--members: 2..12"
+	fi
 fi
 [ "$(id -u)" = 0 ] || die "run as root: it creates network namespaces, veth pairs and mounts"
 for t in fio ip tc; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/deps.sh bench installs it)"
 done
+[ $EC = 0 ] || command -v ping >/dev/null ||
+	die "ping is missing (apt-get install iputils-ping): --ec checks the slowed link with it"
+# the addresses are fixed: two runs at once would route over each other
+if ip -4 -o addr show | grep -q ' 10\.79\.'; then
+	die "10.79.0.0/16 is already in use here (another scale-out run?): $(ip -4 -o addr show |
+		awk '/ 10\.79\./ {print $2; exit}')"
+fi
 
 build=${build:-$ROOT/build-bench}
-[ -n "$out" ] || out=$ROOT/bench-results/scaleout-$(date +%Y%m%d-%H%M%S)
+if [ -z "$out" ]; then
+	out=$ROOT/bench-results/$([ $EC = 1 ] && echo ec || echo scaleout)-$(date +%Y%m%d-%H%M%S)
+fi
 mkdir -p "$out/raw/logs" || die "cannot create $out"
 OUT=$(cd "$out" && pwd)
 RAW=$OUT/raw
@@ -152,15 +206,26 @@ ms_stop() { [ -n "${MS_PIDS[$1]:-}" ] && stop_pid "${MS_PIDS[$1]}" 30; MS_PIDS[$
 # members N: the server list of members 1..N
 members() { local i s=""; for i in $(seq "$1"); do s+="${s:+,}10.79.$i.2:7471"; done; echo "$s"; }
 
-# mount_fs N R: mount members 1..N (a new set with replicas R when they are blank)
-mount_fs()
+# mount_try N OPTS NAME: mount members 1..N with -o OPTS (a new set when they are blank),
+# the client's output appended to raw/logs/client-NAME.log; 1, the daemon gone, if it did
+# not mount within 30 s
+mount_try()
 {
 	local cmd=("$build/fuse-client/rmemfs" "$(members "$1")" "$MNT" -f
-		-o "token_file=$WORK/token,transport=tcp,replicas=$2,cache_size=$CACHE")
-	record_cmd scaleout "mount-$1-$2" "${cmd[@]}"
-	"${cmd[@]}" >>"$RAW/logs/client-$1-$2.log" 2>&1 &
+		-o "token_file=$WORK/token,transport=tcp,cache_size=$CACHE,$2")
+	record_cmd scaleout "mount-$3" "${cmd[@]}"
+	"${cmd[@]}" >>"$RAW/logs/client-$3.log" 2>&1 &
 	FS_PID=$!
 	wait_mount "$MNT" "$FS_PID" 300 && return 0
+	stop_pid "$FS_PID" 50
+	FS_PID=""
+	return 1
+}
+
+# mount_fs N R: mount members 1..N (a new set with replicas R when they are blank), or die
+mount_fs()
+{
+	mount_try "$1" "replicas=$2" "$1-$2" && return 0
 	tail -20 "$RAW/logs/client-$1-$2.log" >&2
 	die "mounting $1 members, replicas $2 failed"
 }
@@ -259,6 +324,180 @@ kill_run()
 	umount_fs
 }
 
+# ---- --ec: erasure coding against copies ----
+
+# what --ec measures for each configuration, and where (raw/ec/TAG/): TAG and its -o options
+EC_CONFIGS=("ec4+2 ec=4+2" "r3 replicas=3" "r1 replicas=1")
+EC_NOT_MEASURED=()
+
+# ec_mount TAG OPTS WHAT: mount the members with -o OPTS for configuration TAG; when the
+# mount fails, its reason (the client's last lines) goes to raw/ec/TAG/refused.tsv with WHAT
+# (format, remount, ec_read) and onto the terminal, and the status is 1
+ec_mount()
+{
+	local log=$RAW/logs/client-$1.log at why
+	at=$(stat -c %s "$log" 2>/dev/null || echo 0)
+	mount_try "$MEMBERS" "$2" "$1" && return 0
+	why=$(tail -c +"$((at + 1))" "$log" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -3 |
+		paste -sd' ')
+	: "${why:=the daemon exited without a message (raw/logs/client-$1.log)}"
+	printf '%s\t%s\t%s\n' "$3" "$2" "$why" >>"$RAW/ec/$1/refused.tsv"
+	printf '  %-22s REFUSED: rmemfs -o %s: %s\n' "mount ($3)" "$2" "$why"
+	return 1
+}
+
+# ec_remount TAG OPTS: unmount and mount again (the client cache cold)
+ec_remount() { umount_fs; ec_mount "$1" "$2" remount; }
+
+# ec_job TAG JOB: one job of --ec on the mounted configuration TAG, into raw/ec/TAG/JOB.json;
+# p99-qd1-* and p99-qd32-* are the slow-member jobs (with latency percentiles)
+ec_job()
+{
+	local tag=$1 job=$2 json=$RAW/ec/$1/$2.json rc
+	local rnd=(--rw=randread --bs=4k --size="$SEQ_SIZE" --direct=1 --time_based
+		--runtime="$RUNTIME")
+	local lat=(--lat_percentiles=1 --percentile_list=50:99:99.9)
+	case $job in
+	seq-write-1m) fio_job "$job" "$json" --rw=write --bs=1M --size="$SEQ_SIZE" --end_fsync=1 ;;
+	seq-read-1m) fio_job "$job" "$json" --rw=read --bs=1M --size="$SEQ_SIZE" ;;
+	randread-4k-qd32) fio_job "$job" "$json" "${rnd[@]}" --ioengine=libaio --iodepth=32 ;;
+	p99-qd1-*) fio_job "$job" "$json" "${rnd[@]}" --ioengine=psync "${lat[@]}" ;;
+	p99-qd32-*) fio_job "$job" "$json" "${rnd[@]}" --ioengine=libaio --iodepth=32 "${lat[@]}" ;;
+	*) die "ec_job: no job $job" ;;
+	esac
+	rc=$?
+	printf '  %-22s %s\n' "$job" "$("$PY" "$REPORT" fio-line "$json" "$rc")"
+}
+
+# slow_link I on|off: the client's end of member I's link (what the client sends to the
+# member) gets tc netem delay SLOW_DELAY as the child of its tbf (on), or its plain tbf back
+# (off); the qdiscs are logged to raw/logs/qdiscs.log
+slow_link()
+{
+	local dev=${TAG}h$1
+	tc qdisc del dev "$dev" root 2>/dev/null
+	tc qdisc add dev "$dev" root handle 1: tbf rate "$RATE" burst 256kb latency 50ms ||
+		die "tc tbf on $dev failed"
+	if [ "$2" = on ]; then
+		tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$SLOW_DELAY" limit 100000 ||
+			die "tc netem on $dev failed"
+	fi
+	{ echo "# member $1 $2"; tc qdisc show dev "$dev"; } >>"$RAW/logs/qdiscs.log"
+}
+
+# netem_probe: NETEM_WHY empty when tc netem works under tbf on this kernel, else why not (the
+# slowed runs are then skipped, and the report says why)
+NETEM_WHY=""
+netem_probe()
+{
+	local dev=${TAG}h$MEMBERS err
+	slow_link "$MEMBERS" off
+	if ! err=$(tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$SLOW_DELAY" 2>&1); then
+		NETEM_WHY="tc netem is not available here (no sch_netem in this kernel?): tc says: $err"
+	fi
+	slow_link "$MEMBERS" off
+}
+
+# rtt_ms ADDR: "MIN AVG" round-trip ms of 20 pings from the client to ADDR (nothing if none
+# came back)
+rtt_ms()
+{
+	timeout -k 2 20 ping -n -q -c 20 -i 0.05 -W 2 "$1" 2>/dev/null |
+		sed -n 's|^rtt [^=]*= \([0-9.]*\)/\([0-9.]*\)/.*|\1 \2|p'
+}
+
+# ec_slow TAG: the p99 of 4 KiB random reads at QD1 and QD32 on the mounted configuration,
+# healthy, then with the last member's link slowed; the pings before and after into
+# raw/ec/TAG/rtt.tsv
+ec_slow()
+{
+	local tag=$1 m=$MEMBERS addr=10.79.$MEMBERS.2 healthy slow
+	ec_job "$tag" p99-qd1-healthy
+	ec_job "$tag" p99-qd32-healthy
+	if [ -n "$NETEM_WHY" ]; then
+		echo "$NETEM_WHY" >"$RAW/ec/$tag/slow-skipped.txt"
+		printf '  %-22s SKIPPED: %s\n' "slowed member $m" "$NETEM_WHY"
+		return 0
+	fi
+	healthy=$(rtt_ms "$addr")
+	slow_link "$m" on
+	slow=$(rtt_ms "$addr")
+	if [ -z "$healthy" ] || [ -z "$slow" ]; then
+		die "ping to member $m ($addr) got no answer"
+	fi
+	printf 'healthy\t%s\nslow\t%s\n' "$healthy" "$slow" >"$RAW/ec/$tag/rtt.tsv"
+	printf '  %-22s RTT min/avg %s ms healthy, %s ms with netem delay %s\n' "ping member $m" \
+		"${healthy/ //}" "${slow/ //}" "$SLOW_DELAY"
+	# the minimum RTTs: the delay is in effect when they differ by 3/4 of it or more
+	awk -v h="${healthy%% *}" -v s="${slow%% *}" -v d="$SLOW_MS" \
+		'BEGIN { exit !(s - h >= 0.75 * d) }' ||
+		die "netem delay $SLOW_DELAY is not in effect on member $m's link (min RTT $healthy -> $slow ms)"
+	ec_job "$tag" p99-qd1-slow
+	ec_job "$tag" p99-qd32-slow
+	slow_link "$m" off
+}
+
+# ec_statfs TAG: the capacity right after the format into raw/ec/TAG/statfs.txt ("f_blocks
+# f_bsize f_frsize"), and on the terminal
+ec_statfs()
+{
+	local f=$RAW/ec/$1/statfs.txt
+	stat -f -c '%b %s %S' "$MNT" >"$f" || { echo "  statfs failed"; rm -f "$f"; return 1; }
+	awk -v raw=$((MEMBERS * POOL_MIB)) '{ c = $1 * $3 / 1048576
+		printf "  %-22s %.1f MiB, %.3f of the raw %d MiB\n", "capacity (statfs)", c, c / raw, raw }' "$f"
+}
+
+# ec_config_run TAG OPTS: one configuration on fresh members: capacity, the three jobs, and
+# for ec=4+2 and replicas=3 the slow member (ec=4+2 also with -o ec_read=k+1)
+ec_config_run()
+{
+	local tag=$1 opts=$2 i
+	step "$MEMBERS members, -o $opts"
+	mkdir -p "$RAW/ec/$tag"
+	config "opts:$tag" "$opts"
+	for i in $(seq "$MEMBERS"); do ms_stop "$i"; ms_start "$i"; done
+	ec_mount "$tag" "$opts" format || { EC_NOT_MEASURED+=("$opts"); return 1; }
+	ec_statfs "$tag"
+	ec_job "$tag" seq-write-1m
+	ec_remount "$tag" "$opts" || { EC_NOT_MEASURED+=("$opts (remount)"); return 1; }
+	ec_job "$tag" seq-read-1m
+	ec_remount "$tag" "$opts" || { EC_NOT_MEASURED+=("$opts (remount)"); return 1; }
+	ec_job "$tag" randread-4k-qd32
+	[ "$tag" = r1 ] || ec_slow "$tag"
+	umount_fs
+	[ "$tag" = ec4+2 ] || return 0
+	# late-binding reads: the same set, remounted with ec_read=k+1 (a refusal is recorded)
+	local k1=ec4+2-k1
+	mkdir -p "$RAW/ec/$k1"
+	config "opts:$k1" "$opts,ec_read=k+1"
+	step "$MEMBERS members, -o $opts,ec_read=k+1 (the same set)"
+	ec_mount "$k1" "$opts,ec_read=k+1" ec_read || return 0
+	ec_slow "$k1"
+	umount_fs
+}
+
+# ec_main: the --ec run and its report; 1 when a configuration could not be measured
+ec_main()
+{
+	local c
+	step "network: $MEMBERS namespaces, veth pairs at $RATE each way"
+	net_up
+	netem_probe
+	config netem "${NETEM_WHY:-yes}"
+	[ -z "$NETEM_WHY" ] || echo "slow member: SKIPPED in every configuration: $NETEM_WHY"
+	for c in "${EC_CONFIGS[@]}"; do
+		# shellcheck disable=SC2086 # "TAG OPTS"
+		ec_config_run $c
+	done
+	step "report"
+	report "$OUT"
+	cat "$OUT/results.txt"
+	[ ${#EC_NOT_MEASURED[@]} = 0 ] && return 0
+	echo "bench --scale-out --ec: not measured: ${EC_NOT_MEASURED[*]} (the mount refused;" \
+		"see above and $OUT/raw/ec/*/refused.tsv)" >&2
+	return 1
+}
+
 # link_mibs RATE: tc's RATE in MiB/s (bit, kbit, mbit, gbit; k/m/g are 1000s as tc's are)
 link_mibs()
 {
@@ -276,7 +515,13 @@ link_mibs()
 SEQ_MIB=$(to_mib "$SEQ_SIZE") || exit 2
 [ "$SEQ_MIB" -ge 16 ] || die "--size: at least 16M"
 LINK_MIBS=$(link_mibs "$RATE")
-POOL="$(( SEQ_MIB * 2 + 256 ))M"
+if [ $EC = 1 ]; then
+	# the file under replicas=3: MEMBERS/3 pools' worth less about 8% of metadata (the help)
+	POOL_MIB=$(( SEQ_MIB * 3 / 4 + 64 ))
+else
+	POOL_MIB=$(( SEQ_MIB * 2 + 256 ))
+fi
+POOL=${POOL_MIB}M
 CACHE=$(( SEQ_MIB / 8 < 64 ? 64 : SEQ_MIB / 8 ))M
 head -c 32 /dev/urandom | base64 >"$WORK/token"
 chmod 600 "$WORK/token"
@@ -290,17 +535,28 @@ for b in memserver/memserver fuse-client/rmemfs; do
 	[ -x "$build/$b" ] || die "$build/$b is not built"
 done
 
+config quick "$quick"
 config size "$SEQ_SIZE"
 config runtime "$RUNTIME"
 config rate "$RATE"
 config members "$MEMBERS"
 config pool "$POOL"
+config pool_mib "$POOL_MIB"
 config cache_size "$CACHE"
 config commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 config kernel "$(uname -r)"
 config cpus "$(nproc)"
 config date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
+if [ $EC = 1 ]; then
+	config mode ec
+	config slow_member "$MEMBERS"
+	config slow_delay "$SLOW_DELAY"
+	config slow_where "netem under the tbf of the client's end of its veth (requests wait)"
+	ec_main
+	exit
+fi
+config mode scaleout
 step "network: $MEMBERS namespaces, veth pairs at $RATE each way"
 net_up
 for n in $(seq "$MEMBERS"); do
