@@ -222,7 +222,8 @@ members; a buffered 1 MiB sequential write (fsync at the end); the file read bac
 remount; 4 KiB random reads at QD32 (O_DIRECT, after another remount). Then the slow member:
 the p99 of 4 KiB random reads at QD1 and QD32, healthy and with one member's link delayed by
 `tc netem delay 2ms` (on the client's end of its link, under the rate limit; ping checks the
-delay), for ec=4+2 as it reads by default, with `-o ec_read=k+1` (late-binding reads), and for
+delay; on a kernel without sch_netem, a userspace relay in its place that adds the same 2 ms to
+the RTT, checked with rmem-perf: `scripts/bench/scaleout.sh --help`), for ec=4+2 as it reads by default, with `-o ec_read=k+1` (late-binding reads), and for
 replicas=3 for comparison. The targets are issue 24's, each against the other configurations
 of the same run.
 
@@ -395,12 +396,18 @@ def ec_table(cfg, configs, slow, targets):
         cells.append(f'{r["iops"]:9.0f}' if r else f'{"-":>9}')
         cells.append(f'{errs:>6}')
         L.append(f'{c["opts"]:<20} ' + ' '.join(cells))
+    relay = cfg.get('slow_mode') == 'relay'
+    if relay:
+        how = (f'delayed {cfg.get("slow_delay")} by a userspace relay (netem missing in this '
+               f'kernel, see below); healthy and slowed each on a fresh mount')
+    else:
+        how = f'tc netem delay {cfg.get("slow_delay")} ({cfg.get("slow_where")})'
     L += ['',
-          f'slow member: member {cfg.get("slow_member")}, tc netem delay '
-          f'{cfg.get("slow_delay")} ({cfg.get("slow_where")}); 4 KiB random reads, O_DIRECT, '
-          f'{cfg.get("runtime")} s each, p99 of the total latency (fio lat)',
+          f'slow member: member {cfg.get("slow_member")}, {how}; 4 KiB random reads, O_DIRECT, '
+          f'{cfg.get("runtime")} s each, p99 of the total latency (fio lat); RTT: '
+          f'{cfg.get("slow_check", "ping from the client, min RTT")}',
           f'{"config":<20} {"QD":>3} {"healthy p99 us":>14} {"slow p99 us":>11} '
-          f'{"slow/healthy":>12} {"healthy IOPS":>12} {"slow IOPS":>9} {"ping min ms":>16}']
+          f'{"slow/healthy":>12} {"healthy IOPS":>12} {"slow IOPS":>9} {"RTT min ms":>16}']
     for qd in (1, 32):
         for c in slow:
             if not c['mounted']:
@@ -430,6 +437,9 @@ def ec_table(cfg, configs, slow, targets):
              for c in configs + slow[1:2] for r in c['refused']]
     skipped = sorted({c['slow_skipped'] for c in slow if c.get('slow_skipped')})
     notes += [f'slowed runs skipped: {w}' for w in skipped]
+    if relay:
+        notes.append(f'member {cfg.get("slow_member")} slowed: {cfg.get("slow_where")}; '
+                     f'{cfg.get("netem")}')
     if notes:
         L += [''] + notes
     return '\n'.join(L) + '\n'

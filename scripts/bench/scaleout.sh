@@ -37,8 +37,20 @@
 # there; tbf stays the root qdisc, netem is its child, so the rate limit holds), checked
 # with ping from the client (the RTT must grow by at least 3/4 of the delay, or the run
 # stops); and the same with -o ec_read=k+1 (late-binding reads) where rmemfs takes it.
-# Where tc has no netem (a kernel without sch_netem) the slowed runs are skipped, said on
-# the terminal and in the report; the healthy ones still run.
+# Where tc has no netem (a kernel without sch_netem; fq and etf are often missing too, so no
+# EDT delay either) the member is slowed by a userspace relay instead, said on the terminal
+# and in the report: scripts/bench/delayrelay.c (built with cc into BUILD/bench/), in the
+# root namespace at the client's end of the member's link (10.79.N.1, where netem would sit;
+# the member's namespace and memserver stay as they are), holding each chunk the client sends
+# to the member --slow-delay before passing it on, replies not held: netem on the client's
+# end delays the requests only, and adds its delay once to the RTT (ping, min RTT 0.31 ->
+# 2.39 ms with 2ms in the soft-RoCE VM). Many requests in flight are each delayed, not
+# serialised. The set is formatted with the direct addresses; the slowed runs remount it
+# listing the relay's address in the member's place (rmemfs finds a member by its pool id,
+# not its address). ping cannot see a TCP relay: the check is the QD1 4 KiB read latency of
+# rmem-perf (tools/rmem-perf) to the member, direct and through the relay, against the same
+# 3/4 of the delay. The healthy runs are then on a fresh mount too (direct), so both start
+# with the client's cache cold.
 # The report holds the issue's targets, met or missed with the numbers: capacity >= 0.65 of
 # raw (replicas=3 is shown against its 0.33), sequential write >= 1.6x replicas=3,
 # sequential read >= 0.9x replicas=1, random read QD32 >= 0.8x replicas=3, slow-member p99
@@ -109,6 +121,7 @@ if [ $EC = 1 ]; then
 	fi
 	[[ $SLOW_DELAY =~ ^([0-9]+(\.[0-9]+)?)ms$ ]] || die "--slow-delay: milliseconds, e.g. 2ms"
 	SLOW_MS=${BASH_REMATCH[1]}
+	SLOW_US=$(awk -v d="$SLOW_MS" 'BEGIN { printf "%d", d * 1000 + 0.5 }')
 else
 	: "${MEMBERS:=4}"
 	if ! [[ $MEMBERS =~ ^[0-9]+$ ]] || [ "$MEMBERS" -lt 2 ] || [ "$MEMBERS" -gt 12 ]; then
@@ -119,8 +132,6 @@ fi
 for t in fio ip tc; do
 	command -v "$t" >/dev/null || die "$t is missing (scripts/deps.sh bench installs it)"
 done
-[ $EC = 0 ] || command -v ping >/dev/null ||
-	die "ping is missing (apt-get install iputils-ping): --ec checks the slowed link with it"
 # the addresses are fixed: two runs at once would route over each other
 if ip -4 -o addr show | grep -q ' 10\.79\.'; then
 	die "10.79.0.0/16 is already in use here (another scale-out run?): $(ip -4 -o addr show |
@@ -141,7 +152,9 @@ mkdir -p "$MNT"
 : >"$RAW/commands.tsv"
 : >"$RAW/config.tsv"
 declare -a MS_PIDS=()
-FS_PID=""
+FS_PID="" RELAY_PID=""
+# members' addresses in place of 10.79.N.2:7471 (--ec: the slowed member through the relay)
+declare -A MEMBER_ADDR=()
 
 cleanup()
 {
@@ -152,6 +165,7 @@ cleanup()
 	for pid in "${MS_PIDS[@]}"; do
 		[ -n "$pid" ] && stop_pid "$pid" 30
 	done
+	[ -n "$RELAY_PID" ] && stop_pid "$RELAY_PID" 30
 	for i in $(seq "$MEMBERS"); do
 		ip netns del "$TAG-$i" 2>/dev/null
 	done
@@ -203,8 +217,13 @@ ms_start()
 
 ms_stop() { [ -n "${MS_PIDS[$1]:-}" ] && stop_pid "${MS_PIDS[$1]}" 30; MS_PIDS[$1]=""; }
 
-# members N: the server list of members 1..N
-members() { local i s=""; for i in $(seq "$1"); do s+="${s:+,}10.79.$i.2:7471"; done; echo "$s"; }
+# members N: the server list of members 1..N (MEMBER_ADDR[i] in place of member i's own)
+members()
+{
+	local i s=""
+	for i in $(seq "$1"); do s+="${s:+,}${MEMBER_ADDR[$i]:-10.79.$i.2:7471}"; done
+	echo "$s"
+}
 
 # mount_try N OPTS NAME: mount members 1..N with -o OPTS (a new set when they are blank),
 # the client's output appended to raw/logs/client-NAME.log; 1, the daemon gone, if it did
@@ -385,15 +404,16 @@ slow_link()
 	{ echo "# member $1 $2"; tc qdisc show dev "$dev"; } >>"$RAW/logs/qdiscs.log"
 }
 
-# netem_probe: NETEM_WHY empty when tc netem works under tbf on this kernel, else why not (the
-# slowed runs are then skipped, and the report says why)
-NETEM_WHY=""
+# netem_probe: NETEM_WHY empty when tc netem works under tbf on this kernel, else why not;
+# SLOW_MODE netem, or relay (the slowed runs go through delayrelay, the report says why)
+NETEM_WHY="" SLOW_MODE=netem
 netem_probe()
 {
 	local dev=${TAG}h$MEMBERS err
 	slow_link "$MEMBERS" off
 	if ! err=$(tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$SLOW_DELAY" 2>&1); then
 		NETEM_WHY="tc netem is not available here (no sch_netem in this kernel?): tc says: $err"
+		SLOW_MODE=relay
 	fi
 	slow_link "$MEMBERS" off
 }
@@ -406,35 +426,94 @@ rtt_ms()
 		sed -n 's|^rtt [^=]*= \([0-9.]*\)/\([0-9.]*\)/.*|\1 \2|p'
 }
 
-# ec_slow TAG: the p99 of 4 KiB random reads at QD1 and QD32 on the mounted configuration,
-# healthy, then with the last member's link slowed; the pings before and after into
-# raw/ec/TAG/rtt.tsv
-ec_slow()
+# read_rtt_ms ADDR:PORT NAME: "MIN MEDIAN" ms of 4 KiB reads at QD1 (rmem-perf, 300 of them)
+# from the client to the memserver at ADDR:PORT, its output in raw/logs/rmem-perf-NAME.txt;
+# nothing if it failed. They read the pool, never write it: safe on a member of the set.
+read_rtt_ms()
 {
-	local tag=$1 m=$MEMBERS addr=10.79.$MEMBERS.2 healthy slow
-	ec_job "$tag" p99-qd1-healthy
-	ec_job "$tag" p99-qd32-healthy
-	if [ -n "$NETEM_WHY" ]; then
-		echo "$NETEM_WHY" >"$RAW/ec/$tag/slow-skipped.txt"
-		printf '  %-22s SKIPPED: %s\n' "slowed member $m" "$NETEM_WHY"
-		return 0
-	fi
-	healthy=$(rtt_ms "$addr")
-	slow_link "$m" on
-	slow=$(rtt_ms "$addr")
+	local log=$RAW/logs/rmem-perf-$2.txt
+	local cmd=("$build/tools/rmem-perf" "$1" --transport tcp --token-file "$WORK/token"
+		--op read --size 4K --qd 1 --iters 300 --poll event)
+	record_cmd scaleout "rmem-perf-$2" "${cmd[@]}"
+	timeout -k 5 60 "${cmd[@]}" >"$log" 2>&1 || return 0
+	awk '$1 == "read" && NF >= 9 { printf "%.3f %.3f\n", $8 / 1000, $9 / 1000 }' "$log"
+}
+
+# relay_start I NAME: delayrelay at the client's end of member I's link, to member I, holding
+# what the client sends SLOW_US us; RELAY_PID, and RELAY_PORT its port; output in
+# raw/logs/relay-NAME.{out,err}
+relay_start()
+{
+	local out=$RAW/logs/relay-$2.out
+	local cmd=("$RELAY_BIN" --listen "10.79.$1.1:0" --to "10.79.$1.2:7471"
+		--delay-us "$SLOW_US")
+	record_cmd scaleout "relay-$2" "${cmd[@]}"
+	"${cmd[@]}" >"$out" 2>"$RAW/logs/relay-$2.err" &
+	RELAY_PID=$!
+	RELAY_PORT=$(ready_port "$out" "$RELAY_PID" 50) ||
+		{ cat "$RAW/logs/relay-$2.err" >&2; die "delayrelay for member $1 did not start"; }
+}
+
+relay_stop() { [ -n "$RELAY_PID" ] && stop_pid "$RELAY_PID" 30; RELAY_PID=""; }
+
+# rtt_check TAG M HEALTHY SLOW WHAT: the RTTs to member M ("MIN AVG" ms, measured with WHAT)
+# into raw/ec/TAG/rtt.tsv and onto the terminal; dies unless the minimum grew by 3/4 of the
+# delay or more (the delay is in effect)
+rtt_check()
+{
+	local tag=$1 m=$2 healthy=$3 slow=$4 what=$5
 	if [ -z "$healthy" ] || [ -z "$slow" ]; then
-		die "ping to member $m ($addr) got no answer"
+		die "$what to member $m got no answer (raw/logs/)"
 	fi
 	printf 'healthy\t%s\nslow\t%s\n' "$healthy" "$slow" >"$RAW/ec/$tag/rtt.tsv"
-	printf '  %-22s RTT min/avg %s ms healthy, %s ms with netem delay %s\n' "ping member $m" \
-		"${healthy/ //}" "${slow/ //}" "$SLOW_DELAY"
-	# the minimum RTTs: the delay is in effect when they differ by 3/4 of it or more
+	printf '  %-22s RTT min/%s %s ms healthy, %s ms slowed\n' "$what member $m" \
+		"$([ "$SLOW_MODE" = netem ] && echo avg || echo median)" "${healthy/ //}" \
+		"${slow/ //}"
 	awk -v h="${healthy%% *}" -v s="${slow%% *}" -v d="$SLOW_MS" \
 		'BEGIN { exit !(s - h >= 0.75 * d) }' ||
-		die "netem delay $SLOW_DELAY is not in effect on member $m's link (min RTT $healthy -> $slow ms)"
+		die "the $SLOW_DELAY delay ($SLOW_MODE) is not in effect on member $m's link (min RTT $healthy -> $slow ms)"
+}
+
+# ec_slow TAG OPTS: the p99 of 4 KiB random reads at QD1 and QD32 on the mounted
+# configuration TAG (-o OPTS), healthy, then with the last member slowed (netem on its link,
+# or the relay in its place: then both on a fresh mount); the RTTs before and after into
+# raw/ec/TAG/rtt.tsv. Ends with nothing mounted.
+ec_slow()
+{
+	local tag=$1 opts=$2 m=$MEMBERS addr=10.79.$MEMBERS.2 healthy slow
+	if [ "$SLOW_MODE" = relay ]; then
+		ec_remount "$tag" "$opts" || { EC_NOT_MEASURED+=("$opts (remount)"); return 0; }
+	fi
+	ec_job "$tag" p99-qd1-healthy
+	ec_job "$tag" p99-qd32-healthy
+	if [ "$SLOW_MODE" = netem ]; then
+		healthy=$(rtt_ms "$addr")
+		slow_link "$m" on
+		slow=$(rtt_ms "$addr")
+		rtt_check "$tag" "$m" "$healthy" "$slow" ping
+	else
+		umount_fs
+		healthy=$(read_rtt_ms "$addr:7471" "$tag-direct")
+		relay_start "$m" "$tag"
+		slow=$(read_rtt_ms "10.79.$m.1:$RELAY_PORT" "$tag-relay")
+		rtt_check "$tag" "$m" "$healthy" "$slow" "rmem-perf 4K read"
+		MEMBER_ADDR[$m]=10.79.$m.1:$RELAY_PORT
+		if ! ec_mount "$tag" "$opts" remount; then
+			EC_NOT_MEASURED+=("$opts (remount through the relay)")
+			unset "MEMBER_ADDR[$m]"
+			relay_stop
+			return 0
+		fi
+		unset "MEMBER_ADDR[$m]"
+	fi
 	ec_job "$tag" p99-qd1-slow
 	ec_job "$tag" p99-qd32-slow
-	slow_link "$m" off
+	umount_fs
+	if [ "$SLOW_MODE" = netem ]; then
+		slow_link "$m" off
+	else
+		relay_stop
+	fi
 }
 
 # ec_statfs TAG: the capacity right after the format into raw/ec/TAG/statfs.txt ("f_blocks
@@ -463,8 +542,7 @@ ec_config_run()
 	ec_job "$tag" seq-read-1m
 	ec_remount "$tag" "$opts" || { EC_NOT_MEASURED+=("$opts (remount)"); return 1; }
 	ec_job "$tag" randread-4k-qd32
-	[ "$tag" = r1 ] || ec_slow "$tag"
-	umount_fs
+	if [ "$tag" = r1 ]; then umount_fs; else ec_slow "$tag" "$opts"; fi
 	[ "$tag" = ec4+2 ] || return 0
 	# late-binding reads: the same set, remounted with ec_read=k+1 (a refusal is recorded)
 	local k1=ec4+2-k1
@@ -472,8 +550,7 @@ ec_config_run()
 	config "opts:$k1" "$opts,ec_read=k+1"
 	step "$MEMBERS members, -o $opts,ec_read=k+1 (the same set)"
 	ec_mount "$k1" "$opts,ec_read=k+1" ec_read || return 0
-	ec_slow "$k1"
-	umount_fs
+	ec_slow "$k1" "$opts,ec_read=k+1"
 }
 
 # ec_main: the --ec run and its report; 1 when a configuration could not be measured
@@ -484,7 +561,21 @@ ec_main()
 	net_up
 	netem_probe
 	config netem "${NETEM_WHY:-yes}"
-	[ -z "$NETEM_WHY" ] || echo "slow member: SKIPPED in every configuration: $NETEM_WHY"
+	config slow_mode "$SLOW_MODE"
+	if [ "$SLOW_MODE" = netem ]; then
+		command -v ping >/dev/null ||
+			die "ping is missing (apt-get install iputils-ping): --ec checks the slowed link with it"
+		config slow_where "netem under the tbf of the client's end of its veth (requests wait)"
+		config slow_check "ping from the client, min RTT"
+	else
+		[ -x "$build/tools/rmem-perf" ] ||
+			die "$build/tools/rmem-perf is not built: it checks the relay's delay"
+		echo "netem missing in this kernel: member $MEMBERS slowed by a userspace relay" \
+			"(delayrelay) holding each chunk the client sends it $SLOW_DELAY, replies not held:" \
+			"the RTT grows by $SLOW_DELAY, as with netem on the client's end ($NETEM_WHY)"
+		config slow_where "netem missing in this kernel: a userspace relay (scripts/bench/delayrelay.c) in its place at the client's end of its link, holding each chunk the client sends it $SLOW_DELAY, replies not held (the RTT grows by $SLOW_DELAY, as with netem)"
+		config slow_check "rmem-perf 4 KiB read QD1, direct and through the relay, min latency"
+	fi
 	for c in "${EC_CONFIGS[@]}"; do
 		# shellcheck disable=SC2086 # "TAG OPTS"
 		ec_config_run $c
@@ -529,11 +620,24 @@ chmod 600 "$WORK/token"
 BUILD=$build
 if [ "$no_build" = 0 ]; then
 	step "building $build"
-	build_tree memserver/memserver fuse-client/rmemfs
+	targets=(memserver/memserver fuse-client/rmemfs)
+	# rmem-perf: the check of the relay's delay, where --ec needs the relay
+	[ $EC = 0 ] || targets+=(tools/rmem-perf)
+	build_tree "${targets[@]}"
 fi
 for b in memserver/memserver fuse-client/rmemfs; do
 	[ -x "$build/$b" ] || die "$build/$b is not built"
 done
+if [ $EC = 1 ]; then
+	# the stand-in for netem, where the kernel has none (bench.sh builds metabench the same way)
+	RELAY_BIN=$build/bench/delayrelay
+	relay_cmd=(cc -O2 -Wall -Wextra -o "$RELAY_BIN" "$HERE/delayrelay.c")
+	if [ ! -x "$RELAY_BIN" ] || [ "$HERE/delayrelay.c" -nt "$RELAY_BIN" ]; then
+		mkdir -p "$build/bench" || die "cannot create $build/bench"
+		"${relay_cmd[@]}" || die "building delayrelay failed"
+	fi
+	record_cmd scaleout "build delayrelay" "${relay_cmd[@]}"
+fi
 
 config quick "$quick"
 config size "$SEQ_SIZE"
@@ -552,7 +656,6 @@ if [ $EC = 1 ]; then
 	config mode ec
 	config slow_member "$MEMBERS"
 	config slow_delay "$SLOW_DELAY"
-	config slow_where "netem under the tbf of the client's end of its veth (requests wait)"
 	ec_main
 	exit
 fi
