@@ -74,7 +74,9 @@
 #   --report-only DIR  no run: rebuild the table, JSON and chart of results directory DIR
 #                      (with --update-docs: and the docs)
 #   --scale-out        the other benchmark: one filesystem over 1..4 memservers in network
-#                      namespaces behind rate-limited links (scripts/bench/scaleout.sh --help)
+#                      namespaces behind rate-limited links (scripts/bench/scaleout.sh --help);
+#                      with --ec, erasure coding (issue 24): ec=4+2 against replicas=3 and
+#                      replicas=1 on six members - capacity, throughput, a slowed member's p99
 #
 # Output in the results directory: results.txt (the tables, the -o options of every rmemfs
 # mount), results.json (the same data plus the environment and every exact command line),
