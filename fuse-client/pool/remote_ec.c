@@ -127,23 +127,6 @@ static uint64_t frag_moff(const struct remote *r, const struct ec_stripe *st, un
 	return remote_slot_off(r, r->ec_slot0 + st->f[i].slot);
 }
 
-bool ec_loss_ok(struct remote *r)
-{
-	struct place_copy f[EC_MAX_FRAGS];
-	uint64_t s, n = r->stripes ? MIN(ec_stripes(r), (uint64_t)r->stripes->ncomb * r->stripes->w) : 0;
-	unsigned int i, down;
-
-	/* one cycle shows every combination of members */
-	for (s = 0; s < n; s++) {
-		place_stripe(r->stripes, s, f);
-		for (i = 0, down = 0; i < r->stripes->w; i++)
-			down += !atomic_load(&r->mem[f[i].member].up);
-		if (down > r->ec_m)
-			return false;
-	}
-	return true;
-}
-
 /* ---- locks ---- */
 
 /* the locks of stripes st[0..n) (ascending, each once): whole stripes are ours */

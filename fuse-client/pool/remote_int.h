@@ -218,8 +218,8 @@ void ec_free(struct remote *r); /* a replicated set too */
 int ec_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
 	  const struct iovec *iov, int cnt);
 /*
- * The stripes' geometry and locks are inline: scrub.c and intent.c use them,
- * and remote_ec.c calls intent.c (which calls scrub.c): no file cycle.
+ * The stripes' geometry and locks are inline: scrub.c, intent.c and
+ * remote_state.c use them, and remote_ec.c calls all three: no file cycle.
  */
 #define EC_LOCKS 1024U
 
@@ -255,8 +255,24 @@ static inline void ec_unlock(struct remote *r, uint64_t s)
 {
 	pthread_mutex_unlock(&r->ec_locks[s % EC_LOCKS]);
 }
+
 /* set_lock held: does every stripe keep at least ec_k fragments on members up? */
-bool ec_loss_ok(struct remote *r);
+static inline bool ec_loss_ok(struct remote *r)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint64_t s, cycle = r->stripes ? (uint64_t)r->stripes->ncomb * r->stripes->w : 0;
+	unsigned int i, down;
+
+	/* one cycle shows every combination of members */
+	for (s = 0; s < cycle && s < ec_stripes(r); s++) {
+		place_stripe(r->stripes, s, f);
+		for (i = 0, down = 0; i < r->stripes->w; i++)
+			down += !atomic_load(&r->mem[f[i].member].up);
+		if (down > r->ec_m)
+			return false;
+	}
+	return true;
+}
 
 /* the first unit of stripe s: its dirty bit, its intent mark, the rebuild's cursor past it */
 static inline uint64_t ec_stripe_unit(const struct remote *r, uint64_t s)
