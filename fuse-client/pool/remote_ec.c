@@ -31,9 +31,10 @@
  * would otherwise both update the old parity) and against degraded reads,
  * which decode from fragments that must agree. Healthy reads take none.
  *
- * The rebuild, the resync after a crash, scrub and the checksums'
- * alternatives work on whole fragments of one stripe at a time: they read
- * and write through ec_frags_read/ec_frags_write, the same rounds.
+ * The rebuild and the checksums' alternatives work on whole fragments of
+ * one stripe at a time: they read and write through ec_frags_read and
+ * ec_frags_write, the same rounds. (scrub.c reads a stripe member by member
+ * as it does copies: it may not call this file, which calls intent.c.)
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -49,7 +50,6 @@
 #include "clock.h"
 #include "ec_codec.h"
 
-#define EC_LOCKS 1024U
 /* scratch per batch of stripes: about this much, but always one stripe */
 #define EC_BATCH_SCRATCH (8U << 20)
 /* rounds of reads a stripe may need when members drop out under it */
@@ -125,25 +125,6 @@ struct ec_round {
 
 /* ---- placement ---- */
 
-uint64_t ec_stripes(const struct remote *r)
-{
-	return r->stripes ? r->stripes->stripes : 0;
-}
-
-uint64_t ec_stripe_of(const struct remote *r, uint64_t u)
-{
-	return (u - r->zone_end / r->unit) / r->ec_k;
-}
-
-void ec_frag(const struct remote *r, uint64_t s, unsigned int i, uint32_t *member, uint64_t *moff)
-{
-	struct place_copy f[EC_MAX_FRAGS];
-
-	place_stripe(r->stripes, s, f);
-	*member = f[i].member;
-	*moff = remote_slot_off(r, r->ec_slot0 + f[i].slot);
-}
-
 void ec_locate(const struct remote *r, uint64_t off, uint64_t *s, uint32_t *j, uint32_t *o)
 {
 	uint64_t d = off - r->zone_end, fu = d / r->unit;
@@ -158,34 +139,7 @@ static uint64_t frag_moff(const struct remote *r, const struct ec_stripe *st, un
 	return remote_slot_off(r, r->ec_slot0 + st->f[i].slot);
 }
 
-bool ec_loss_ok(struct remote *r)
-{
-	struct place_copy f[EC_MAX_FRAGS];
-	uint64_t s, n = r->stripes ? MIN(ec_stripes(r), (uint64_t)r->stripes->ncomb * r->stripes->w) : 0;
-	unsigned int i, down;
-
-	/* one cycle shows every combination of members */
-	for (s = 0; s < n; s++) {
-		place_stripe(r->stripes, s, f);
-		for (i = 0, down = 0; i < r->stripes->w; i++)
-			down += !atomic_load(&r->mem[f[i].member].up);
-		if (down > r->ec_m)
-			return false;
-	}
-	return true;
-}
-
 /* ---- locks ---- */
-
-void ec_lock(struct remote *r, uint64_t s)
-{
-	pthread_mutex_lock(&r->ec_locks[s % EC_LOCKS]);
-}
-
-void ec_unlock(struct remote *r, uint64_t s)
-{
-	pthread_mutex_unlock(&r->ec_locks[s % EC_LOCKS]);
-}
 
 /* the locks of stripes st[0..n) (ascending, each once): whole stripes are ours */
 static void lock_stripes(struct remote *r, const struct ec_stripe *st, unsigned int n, bool on)
@@ -934,7 +888,7 @@ int ec_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
 	return rc;
 }
 
-/* ---- whole fragments: the rebuild, the resync, scrub, the checksums' alternatives ---- */
+/* ---- whole fragments: the rebuild, the checksums' alternatives ---- */
 
 uint32_t ec_frags_up(struct remote *r, uint64_t s)
 {

@@ -229,16 +229,62 @@ void ec_free(struct remote *r); /* a replicated set too */
  */
 int ec_rw(struct remote *r, enum xport_op_type type, const uint64_t *offs,
 	  const struct iovec *iov, int cnt);
+/*
+ * The stripes' geometry and locks are inline: scrub.c, intent.c and
+ * remote_state.c use them, and remote_ec.c calls all three: no file cycle.
+ */
+#define EC_LOCKS 1024U
+
 /* stripes in the EC zone, and the stripe holding unit u (u >= zone_end / unit) */
-uint64_t ec_stripes(const struct remote *r);
-uint64_t ec_stripe_of(const struct remote *r, uint64_t u);
+static inline uint64_t ec_stripes(const struct remote *r)
+{
+	return r->stripes ? r->stripes->stripes : 0;
+}
+
+static inline uint64_t ec_stripe_of(const struct remote *r, uint64_t u)
+{
+	return (u - r->zone_end / r->unit) / r->ec_k;
+}
+
 /* fragment i of stripe s (data i < ec_k, then parity): its member and offset there */
-void ec_frag(const struct remote *r, uint64_t s, unsigned int i, uint32_t *member, uint64_t *moff);
+static inline void ec_frag(const struct remote *r, uint64_t s, unsigned int i, uint32_t *member,
+			   uint64_t *moff)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+
+	place_stripe(r->stripes, s, f);
+	*member = f[i].member;
+	*moff = remote_slot_off(r, r->ec_slot0 + f[i].slot);
+}
+
 /* the stripe lock of stripe s (every writer of a stripe's fragments holds it) */
-void ec_lock(struct remote *r, uint64_t s);
-void ec_unlock(struct remote *r, uint64_t s);
+static inline void ec_lock(struct remote *r, uint64_t s)
+{
+	pthread_mutex_lock(&r->ec_locks[s % EC_LOCKS]);
+}
+
+static inline void ec_unlock(struct remote *r, uint64_t s)
+{
+	pthread_mutex_unlock(&r->ec_locks[s % EC_LOCKS]);
+}
+
 /* set_lock held: does every stripe keep at least ec_k fragments on members up? */
-bool ec_loss_ok(struct remote *r);
+static inline bool ec_loss_ok(struct remote *r)
+{
+	struct place_copy f[PLACE_STRIPE_MAX_WIDTH];
+	uint64_t s, cycle = r->stripes ? (uint64_t)r->stripes->ncomb * r->stripes->w : 0;
+	unsigned int i, down;
+
+	/* one cycle shows every combination of members */
+	for (s = 0; s < cycle && s < ec_stripes(r); s++) {
+		place_stripe(r->stripes, s, f);
+		for (i = 0, down = 0; i < r->stripes->w; i++)
+			down += !atomic_load(&r->mem[f[i].member].up);
+		if (down > r->ec_m)
+			return false;
+	}
+	return true;
+}
 
 /* the first unit of stripe s: its dirty bit, its intent mark, the rebuild's cursor past it */
 static inline uint64_t ec_stripe_unit(const struct remote *r, uint64_t s)
@@ -251,8 +297,8 @@ void ec_locate(const struct remote *r, uint64_t off, uint64_t *s, uint32_t *j, u
 /* the intent map marked for stripe s (its units may lie in two regions): 0 or -errno */
 int ec_intent_mark(struct remote *r, uint64_t s);
 /*
- * Whole fragments, for the rebuild, the resync after a crash, scrub and the
- * checksums' alternatives; the caller holds what excludes the writers of
+ * Whole fragments, for the rebuild and the checksums' alternatives (the
+ * rounds of the data path); the caller holds what excludes the writers of
  * stripe s (its stripe lock, or rb_lock for writing). Fragment masks have
  * bit i for fragment i, col[i] is fragment i's buffer (len bytes).
  *

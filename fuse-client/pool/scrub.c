@@ -140,6 +140,27 @@ void scrub_room_free(uint8_t **bufs)
 	g_free(bufs);
 }
 
+/* the fragments of stripe st on members up, into bufs (a unit each); *got: which */
+static int read_frags(struct remote *r, uint64_t st, uint8_t **bufs, uint32_t *got)
+{
+	unsigned int i, w = r->ec_k + r->ec_m;
+	uint64_t moff;
+	uint32_t m;
+	int rc;
+
+	*got = 0;
+	for (i = 0; i < w; i++) {
+		ec_frag(r, st, i, &m, &moff);
+		if (!atomic_load(&r->mem[m].up))
+			continue;
+		rc = member_read(r->mem[m].m, moff, bufs[i], r->unit);
+		if (rc < 0)
+			return rc;
+		*got |= 1U << i;
+	}
+	return 0;
+}
+
 /* the member holding fragment i of stripe st, for messages */
 static const char *frag_host(struct remote *r, uint64_t st, unsigned int i)
 {
@@ -199,13 +220,13 @@ int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t 
 		 bool *doubt)
 {
 	unsigned int k = r->ec_k, m = r->ec_m, q;
-	uint32_t data = (1U << k) - 1, got, differ = 0;
-	uint8_t *out[EC_MAX_FRAGS] = { NULL };
+	uint32_t data = (1U << k) - 1, got, member;
 	uint8_t **coded = bufs + k + m;
+	uint64_t moff;
 	int rc;
 
 	*doubt = false;
-	rc = ec_frags_read(r, st, ec_frags_up(r, st), 0, (uint32_t)r->unit, bufs, &got);
+	rc = read_frags(r, st, bufs, &got);
 	if (rc < 0)
 		return rc;
 	if ((unsigned int)__builtin_popcount(got) < k)
@@ -218,18 +239,18 @@ int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t 
 	for (q = 0; q < m; q++) {
 		if (!(got & (1U << (k + q))) || !memcmp(bufs[k + q], coded[q], r->unit))
 			continue;
-		differ |= 1U << (k + q);
-		out[k + q] = coded[q];
 		s->differ++;
 		say(s, STRIPE_FMT ": the parity on %s differs from the data%s", STRIPE_ARGS(r, st),
 		    frag_host(r, st, k + q), s->repair ? ": coded anew from it" : "");
+		if (!s->repair)
+			continue;
+		ec_frag(r, st, k + q, &member, &moff);
+		rc = member_write(r->mem[member].m, moff, coded[q], r->unit);
+		if (rc < 0)
+			return rc;
+		s->repaired++;
 	}
-	if (!differ || !s->repair)
-		return 0;
-	rc = ec_frags_write(r, st, differ, 0, (uint32_t)r->unit, out);
-	if (!rc)
-		s->repaired += (unsigned int)__builtin_popcount(differ);
-	return rc;
+	return 0;
 }
 
 /* the last line: what was compared */
