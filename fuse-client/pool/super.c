@@ -435,6 +435,15 @@ static bool beat(struct super *s, unsigned int i)
 	}
 	if (!s->self_fence || owner == s->my_id)
 		return true;
+	/*
+	 * A blank word on a set member: the member was lost and a blank
+	 * replacement took its place between two beats (nobody clears our
+	 * word but us). join() takes it like any member let in.
+	 */
+	if (!owner && remote_is_set(s->r)) {
+		s->held[i] = false;
+		return true;
+	}
 	who = read_holder(s, i);
 	remote_fail(s->r, "LEASE LOST: the pool is now held by %s", who);
 	g_free(who);
