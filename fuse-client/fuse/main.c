@@ -197,7 +197,6 @@ static int remote_config(const struct options *o, struct remote_config *rcfg)
 	rcfg->replicas = o->replicas;
 	rcfg->ec_k = o->ec_k;
 	rcfg->ec_m = o->ec_m;
-	rcfg->ec_read_extra = o->ec_read_extra;
 	rcfg->degraded = o->degraded;
 	rcfg->format = o->format;
 	rcfg->read_only = o->read_only;

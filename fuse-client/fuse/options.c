@@ -55,7 +55,6 @@ static const struct fuse_opt options_table[] = {
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("replicas=%s", replicas_str, 0),
 	OPT("ec=%s", ec_str, 0),
-	OPT("ec_read=%s", ec_read_str, 0),
 	OPT("refresh=%s", refresh_str, 0),
 	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
@@ -184,17 +183,13 @@ static int parse_code(const char *s, uint64_t *k, uint64_t *m)
 	return rc < 0 ? -EINVAL : 0;
 }
 
-/* ec=K+M (the servers parsed) and ec_read= */
+/* ec=K+M (the servers parsed) */
 static int validate_code(struct options *o)
 {
 	uint64_t k, m;
 
-	if (!o->ec_str) {
-		if (!o->ec_read_str)
-			return 0;
-		fprintf(stderr, "rmemfs: ec_read= is for erasure-coded sets: it needs ec=K+M\n");
-		return -EINVAL;
-	}
+	if (!o->ec_str)
+		return 0;
 	if (parse_code(o->ec_str, &k, &m) < 0) {
 		fprintf(stderr, "rmemfs: ec=%s: expected K+M, K data and M parity fragments (e.g. 4+2)\n",
 			o->ec_str);
@@ -212,11 +207,6 @@ static int validate_code(struct options *o)
 	}
 	o->ec_k = (unsigned int)k;
 	o->ec_m = (unsigned int)m;
-	if (o->ec_read_str && strcmp(o->ec_read_str, "k") && strcmp(o->ec_read_str, "k+1")) {
-		fprintf(stderr, "rmemfs: ec_read=%s: expected k or k+1\n", o->ec_read_str);
-		return -EINVAL;
-	}
-	o->ec_read_extra = o->ec_read_str && !strcmp(o->ec_read_str, "k+1");
 	return 0;
 }
 
@@ -502,7 +492,6 @@ void options_free(struct options *o)
 	remote_servers_free(o->servers, o->nservers);
 	free(o->replicas_str);
 	free(o->ec_str);
-	free(o->ec_read_str);
 	free(o->mountpoint);
 	free(o->transport);
 	free(o->token_file);
@@ -577,9 +566,6 @@ void options_print_help(const char *prog)
 	       "                           of each stripe on K+M distinct servers (K 2..8,\n"
 	       "                           M 1..3): survives M lost servers for (K+M)/K the\n"
 	       "                           memory; superblock and journal keep M+1 copies\n"
-	       "    -o ec_read=k|k+1       ec= reads: k (default) asks the k data fragments\n"
-	       "                           needed; k+1 asks one fragment more than needed\n"
-	       "                           and uses the first k to answer\n"
 	       "    -o degraded            mount read-write although only a minority of the\n"
 	       "                           member servers is up. Risk: another client that\n"
 	       "                           reaches the other members may mount them too, and\n"

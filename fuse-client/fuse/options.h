@@ -61,7 +61,6 @@ struct options {
 	char *refresh_str;
 	char *replicas_str;
 	char *ec_str; /* "K+M" */
-	char *ec_read_str; /* "k" | "k+1" */
 	int degraded; /* -o degraded: read-write without a majority of the members */
 	int direct_io;
 	int format;
@@ -86,7 +85,6 @@ struct options {
 	unsigned int refresh_ms; /* -o ro: how often the writer's changes are applied */
 	unsigned int replicas; /* 0: the default (remote.h) */
 	unsigned int ec_k, ec_m; /* -o ec=K+M; 0, 0: none (copies) */
-	unsigned int ec_read_extra; /* -o ec_read=k+1: 1 (remote.h) */
 
 	/* from fuse_parse_cmdline */
 	int foreground;

@@ -506,7 +506,6 @@ int remote_open(const struct remote_config *cfg, struct remote **out, char **err
 	r->mcfg.transport = r->transport;
 	r->mcfg.params.host = NULL;
 	r->degraded = cfg->degraded;
-	r->ec_read_extra = cfg->ec_read_extra;
 	r->reconnect_ms = cfg->member.reconnect_timeout_ms;
 	r->client_id = cfg->member.params.client_id ? cfg->member.params.client_id :
 						      proto_client_id_new();

@@ -61,8 +61,6 @@ struct remote_config {
 	 * formatted so, an existing one must be so
 	 */
 	unsigned int ec_k, ec_m;
-	/* -o ec_read=k+1 (1): ask one fragment more than a read needs, use the first ec_k */
-	unsigned int ec_read_extra;
 	/* mount read-write with no majority of the members (risks split brain) */
 	bool degraded;
 	/* a new set may take servers whose block 0 holds something (-o format) */

@@ -99,8 +99,6 @@ struct remote {
 	struct ec_codec *codec;
 	pthread_mutex_t *ec_locks; /* EC_LOCKS stripe locks, by stripe number (remote_ec.c) */
 	uint8_t *ec_zero; /* a unit of zeroes: what a zero write writes */
-	/* -o ec_read=k+1: 1, a read asks one fragment more than it needs and uses the first ec_k */
-	unsigned int ec_read_extra;
 	atomic_ulong ec_decoded; /* reads decoded: a member down, or slow (remote_ec.c) */
 };
 

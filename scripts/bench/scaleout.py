@@ -207,7 +207,7 @@ def update_docs(d, doc, docdir):
 # (results name under raw/ec/, the -o options the script mounts it with)
 EC_CONFIGS = [('ec4+2', 'ec=4+2'), ('r3', 'replicas=3'), ('r1', 'replicas=1')]
 # the slow-member runs: ec=4+2 as it reads by default, with late-binding reads, and copies
-EC_SLOW = [('ec4+2', 'ec=4+2'), ('ec4+2-k1', 'ec=4+2,ec_read=k+1'), ('r3', 'replicas=3')]
+EC_SLOW = [('ec4+2', 'ec=4+2'), ('r3', 'replicas=3')]
 EC_BEGIN, EC_END = '<!-- ec:begin -->', '<!-- ec:end -->'
 # the section update-docs adds at the end of the page the first time
 EC_SECTION = f"""
@@ -223,8 +223,8 @@ remount; 4 KiB random reads at QD32 (O_DIRECT, after another remount). Then the 
 the p99 of 4 KiB random reads at QD1 and QD32, healthy and with one member's link delayed by
 `tc netem delay 2ms` (on the client's end of its link, under the rate limit; ping checks the
 delay; on a kernel without sch_netem, a userspace relay in its place that adds the same 2 ms to
-the RTT, checked with rmem-perf: `scripts/bench/scaleout.sh --help`), for ec=4+2 as it reads by default, with `-o ec_read=k+1` (late-binding reads), and for
-replicas=3 for comparison. The targets are issue 24's, each against the other configurations
+the RTT, checked with rmem-perf: `scripts/bench/scaleout.sh --help`), for ec=4+2 (which reads the fragments of a member it finds slow by decoding them from
+the others) and for replicas=3 for comparison. The targets are issue 24's, each against the other configurations
 of the same run.
 
 ```sh
@@ -257,9 +257,8 @@ def ec_load(d):
                     c['refused'].append({'when': what, 'opts': o, 'why': why})
         except OSError:
             pass
-        # measured: the first mount (format, or the remount with ec_read) worked
-        c['mounted'] = c['run'] and not any(r['when'] in ('format', 'ec_read')
-                                            for r in c['refused'])
+        # measured: the first mount (the format) worked
+        c['mounted'] = c['run'] and not any(r['when'] == 'format' for r in c['refused'])
         return c, here
 
     configs = []
@@ -309,7 +308,7 @@ def ec_why_not(c, what=None):
     if not c['run']:
         return f'{c["opts"]} did not run'
     if not c['mounted']:
-        r = next(r for r in c['refused'] if r['when'] in ('format', 'ec_read'))
+        r = next(r for r in c['refused'] if r['when'] == 'format')
         return f'the mount refused -o {r["opts"]}: {r["why"]}'
     if c['refused']:
         return f'a remount of {c["opts"]} failed: {c["refused"][0]["why"]}'
@@ -355,7 +354,7 @@ def ec_targets(configs, slow):
         why = ec_why_not(e, job) if not re_ else ec_why_not(b, job)
         add(f'{job} {e["opts"]} / {b["opts"]}', f'>= {goal}x', v, detail,
             lambda x, g=goal: x >= g, why)
-    for tag in ('ec4+2', 'ec4+2-k1'):
+    for tag in ('ec4+2',):
         c = sl[tag]
         for qd in (1, 32):
             h, s = c['p99'][f'qd{qd}-healthy'], c['p99'][f'qd{qd}-slow']
@@ -464,7 +463,7 @@ def ec_chart(d, configs, slow):
                 for state in ('healthy', 'slow'):
                     r = c['p99'][f'qd{qd}-{state}']
                     vals.append(r['p99_us'] if r and 'p99_us' in r else float('nan'))
-                f.write(f'"{c["opts"].replace(",ec_read=", " ")} QD{qd}" '
+                f.write(f'"{c["opts"]} QD{qd}" '
                         + ' '.join(f'{v:.0f}' for v in vals) + '\n')
     png = os.path.join(d, 'ec.png')
     bars = ', '.join(f"'{tput}' using {i + 2}{':xtic(1)' if i == 0 else ''} "

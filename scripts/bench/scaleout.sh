@@ -36,7 +36,8 @@
 # --slow-delay` on the client's end of its veth (what the client sends to that member waits
 # there; tbf stays the root qdisc, netem is its child, so the rate limit holds), checked
 # with ping from the client (the RTT must grow by at least 3/4 of the delay, or the run
-# stops); and the same with -o ec_read=k+1 (late-binding reads) where rmemfs takes it.
+# stops). An erasure-coded set reads a slow member's fragments by decoding them from the
+# others (fuse-client/pool/remote_ec.c); no option is involved.
 # Where tc has no netem (a kernel without sch_netem; fq and etf are often missing too, so no
 # EDT delay either) the member is slowed by a userspace relay instead, said on the terminal
 # and in the report: scripts/bench/delayrelay.c (built with cc into BUILD/bench/), in the
@@ -56,7 +57,7 @@
 # sequential read >= 0.9x replicas=1, random read QD32 >= 0.8x replicas=3, slow-member p99
 # <= 2x the healthy p99. A configuration the mount refuses (an rmemfs without -o ec) is
 # said on the terminal and in the report, the run goes on with the others and exits 1 at
-# the end; a refused -o ec_read is recorded and the run goes on (exit 0).
+# the end.
 # Each member's pool in --ec mode is 3/4 of --size plus 64M: at replicas=3 six members hold
 # two pools' worth (1.5x --size + 128M) less the metadata (journal and checkpoints, about 8%
 # of the filesystem), so the file fits with about a third to spare.
@@ -351,7 +352,7 @@ EC_NOT_MEASURED=()
 
 # ec_mount TAG OPTS WHAT: mount the members with -o OPTS for configuration TAG; when the
 # mount fails, its reason (the client's last lines) goes to raw/ec/TAG/refused.tsv with WHAT
-# (format, remount, ec_read) and onto the terminal, and the status is 1
+# (format, remount) and onto the terminal, and the status is 1
 ec_mount()
 {
 	local log=$RAW/logs/client-$1.log at why
@@ -527,7 +528,7 @@ ec_statfs()
 }
 
 # ec_config_run TAG OPTS: one configuration on fresh members: capacity, the three jobs, and
-# for ec=4+2 and replicas=3 the slow member (ec=4+2 also with -o ec_read=k+1)
+# for ec=4+2 and replicas=3 the slow member
 ec_config_run()
 {
 	local tag=$1 opts=$2 i
@@ -543,14 +544,6 @@ ec_config_run()
 	ec_remount "$tag" "$opts" || { EC_NOT_MEASURED+=("$opts (remount)"); return 1; }
 	ec_job "$tag" randread-4k-qd32
 	if [ "$tag" = r1 ]; then umount_fs; else ec_slow "$tag" "$opts"; fi
-	[ "$tag" = ec4+2 ] || return 0
-	# late-binding reads: the same set, remounted with ec_read=k+1 (a refusal is recorded)
-	local k1=ec4+2-k1
-	mkdir -p "$RAW/ec/$k1"
-	config "opts:$k1" "$opts,ec_read=k+1"
-	step "$MEMBERS members, -o $opts,ec_read=k+1 (the same set)"
-	ec_mount "$k1" "$opts,ec_read=k+1" ec_read || return 0
-	ec_slow "$k1" "$opts,ec_read=k+1"
 }
 
 # ec_main: the --ec run and its report; 1 when a configuration could not be measured

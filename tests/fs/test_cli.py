@@ -36,7 +36,7 @@ def test_help_lists_every_option():
                 'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'writeback_cache=',
                 'entry_timeout=',
                 'attr_timeout=', 'allow_other', 'default_permissions', '_netdev',
-                'replicas=', 'ec=K+M', 'ec_read=', 'degraded',
+                'replicas=', 'ec=K+M', 'degraded',
                 'SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT'):
         assert opt in text, f'--help does not mention {opt}'
     assert run_rmemfs('-h').returncode == 0
@@ -96,14 +96,12 @@ def test_member_limits(tmp_path):
     (3, 'ec=2+1,replicas=2', 'ec= and replicas= exclude each other'),
     (3, 'ec=4+2', 'ec=4+2 needs at least 6 servers (3 given)'),
     (5, 'ec=4+2', 'ec=4+2 needs at least 6 servers (5 given)'),
-    (3, 'ec_read=k+1', 'ec_read= is for erasure-coded sets: it needs ec=K+M'),
-    (3, 'ec=2+1,ec_read=k+2', 'ec_read=k+2: expected k or k+1'),
     (3, 'ec=abc', 'ec=abc: expected K+M, K data and M parity fragments (e.g. 4+2)'),
     (3, 'ec=2+', 'ec=2+: expected K+M'),
     (3, 'ec=-2+1', 'ec=-2+1: expected K+M'),
 ])
 def test_ec_options(servers, opts, message, tmp_path):
-    """ec=K+M and ec_read= are refused with their own message before any server is reached."""
+    """ec=K+M is refused with their own message before any server is reached."""
     listed = ','.join('127.0.0.1:%d' % (7471 + i) for i in range(servers))
     r = run_rmemfs(listed, str(tmp_path), '-f', '-o', opts)
     assert r.returncode != 0
