@@ -49,8 +49,9 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # locked memory and the RDMA registrations under mlockall, swap-ins and -outs); the whole suite
 # takes about 20 minutes on emulated rxe. fs-model (the namespace model) ran here until
 # issue 22: its paths are the metadata layer's, the same over either transport, and its
-# 54 s in the guest were what kept CI under 30 minutes (RMEMFS_RDMA_FS=. still runs it)
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap)$}
+# 54 s in the guest were what kept CI under 30 minutes (RMEMFS_RDMA_FS=. still runs it).
+# fs-ec runs here only its stripes' I/O, losses and rebuild (test_ec.py: pool_logic_only)
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest
