@@ -28,6 +28,8 @@
 
 struct ec_codec;
 
+#define EC_SPARES 2U /* an erasure-coded set's write scratch buffers kept (remote_ec.c) */
+
 struct remote_member {
 	struct member *m; /* NULL: never reached */
 	char name[LAYOUT_SET_ADDR_LEN]; /* "host:port" */
@@ -99,6 +101,9 @@ struct remote {
 	struct ec_codec *codec;
 	pthread_mutex_t *ec_locks; /* EC_LOCKS stripe locks, by stripe number (remote_ec.c) */
 	uint8_t *ec_zero; /* a unit of zeroes: what a zero write writes */
+	/* big write scratch kept between batches (remote_ec.c scratch_get); under the lock */
+	pthread_mutex_t ec_spare_lock;
+	uint8_t *ec_spare[EC_SPARES];
 	atomic_ulong ec_decoded; /* reads decoded: a member down, or slow (remote_ec.c) */
 };
 
