@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import (EXIT_TIMEOUT, MOUNT_TIMEOUT, MemberSet, MountFailed, binary, ctl,
-                      is_mounted, scaled)
+                      is_mounted, pool_logic_only, scaled)
 
 MIB = 1 << 20
 UNIT = 256 << 10            # placement unit (remote.c REMOTE_UNIT_SHIFT)
@@ -194,6 +194,7 @@ def test_ctl_status_and_bad_replace(env):
     assert ctl(fs.mountpoint, 'bogus').returncode == 2
 
 
+@pool_logic_only
 def test_two_members_one_down(env):
     """2 members, replicas=2, one down: a plain mount is refused with the
     majority explanation; -o degraded mounts and the data is all there."""
@@ -313,6 +314,7 @@ def test_newer_record_is_refused(env):
     assert fs3.unmount() == 0
 
 
+@pool_logic_only
 def test_order_and_non_member(env):
     """Members listed in another order mount the same filesystem; a server
     that is no member is refused by name; replicas= must match the set."""
@@ -351,6 +353,7 @@ def flip_a_byte(img_path, data, at, xor):
         f.write(bytes([img[where + at] ^ xor]))
 
 
+@pool_logic_only
 def test_fsck_member_set(env):
     """rmemfs-fsck takes the member list like rmemfs and compares the copies:
     a copy damaged behind the filesystem's back is found, and --repair makes
@@ -426,6 +429,7 @@ def test_member_back_is_resynced(env):
 INTENT_OFF = 12 << 10       # the write-intent map on each member (layout.h)
 
 
+@pool_logic_only
 def test_write_intent_after_a_crash(env):
     """The write-intent map: set while writing, clear after a clean unmount;
     a client killed with writes in flight leaves bits set, and the next mount
