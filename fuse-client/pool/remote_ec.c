@@ -867,6 +867,7 @@ static uint8_t *scratch_get(struct remote *r, size_t len)
 
 	if (len < EC_SPARE_MIN)
 		return g_malloc(len);
+	g_assert(len <= EC_BATCH_SCRATCH); /* take_stripes' bound; one stripe is at most 1.3 MiB */
 	pthread_mutex_lock(&r->ec_spare_lock);
 	for (i = 0; i < EC_SPARES && !buf; i++) {
 		buf = r->ec_spare[i];
