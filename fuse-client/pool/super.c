@@ -253,44 +253,108 @@ static int take_from(struct super *s, unsigned int i, uint64_t me, uint64_t x,
 	return rc < 0 ? cas_failed(rc, err_msg) : taken_over(s, i, me, x, holder, err_msg);
 }
 
-/* held by x: wait until it is free (ours), x falls silent (take it), or x proves alive */
-static int watch_holder(struct super *s, unsigned int i, uint64_t me, uint64_t x,
-			const char *holder, char **err_msg)
+/*
+ * SUPER_LEASE_WAIT: a member whose lease word another holder keeps, watched
+ * until the word is free (ours), the holder falls silent for takeover_ms
+ * (take it), or its heartbeat moves (it is alive: -EBUSY). The members of a
+ * set are watched side by side, so a crashed holder costs one takeover
+ * window, not one per member; each member still needs its own silent window,
+ * so a holder cut off from some members but beating others is never taken.
+ */
+struct watch {
+	bool on;
+	uint64_t x; /* the holder watched; 0: none yet (the next step looks) */
+	uint64_t hb0, since;
+	int rounds; /* holders watched on this member */
+};
+
+/* start watching holder x on member i: 1, or -errno */
+static int watch_start(struct super *s, unsigned int i, struct watch *w, uint64_t x,
+		       char **err_msg)
 {
-	uint64_t old, hb0, hb, since;
 	int rc;
 
-	rc = read_heartbeat(s, i, &hb0);
+	if (++w->rounds > 16) {
+		if (err_msg)
+			*err_msg = g_strdup("pool lease keeps changing hands; try again");
+		return -EBUSY;
+	}
+	rc = read_heartbeat(s, i, &w->hb0);
 	if (rc < 0)
 		return cas_failed(rc, err_msg);
-	since = clock_now_ms();
-	for (;;) {
-		g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
-		rc = owner_cas(s, i, 0, me, &old);
-		if (rc < 0)
-			return cas_failed(rc, err_msg);
-		if (old == 0)
-			return acquired(s, i, me, holder);
-		if (old != x)
-			return -EAGAIN; /* someone else took it meanwhile: watch the new holder */
-		rc = read_heartbeat(s, i, &hb);
-		if (rc < 0)
-			return cas_failed(rc, err_msg);
-		if (hb != hb0) {
-			char *who = read_holder(s, i);
+	w->x = x;
+	w->since = clock_now_ms();
+	return 1;
+}
 
-			if (err_msg)
-				*err_msg = g_strdup_printf("pool is in use: mounted read-write by %s",
-							   who);
-			g_free(who);
-			return -EBUSY;
+/* one look at member i: 1 while it is still watched, 0 once ours, -errno */
+static int watch_step(struct super *s, unsigned int i, struct watch *w, uint64_t me,
+		      const char *holder, char **err_msg)
+{
+	uint64_t old, hb;
+	int rc;
+
+	rc = owner_cas(s, i, 0, me, &old);
+	if (rc < 0)
+		return cas_failed(rc, err_msg);
+	if (old == 0)
+		return acquired(s, i, me, holder);
+	/*
+	 * old == me is another mount of this remote (tests do that), or our
+	 * own CAS applied with its reply lost: either way a holder to watch,
+	 * and a silent one is taken over (no FENCE: our id).
+	 */
+	if (old != w->x)
+		return watch_start(s, i, w, old, err_msg);
+	rc = read_heartbeat(s, i, &hb);
+	if (rc < 0)
+		return cas_failed(rc, err_msg);
+	if (hb != w->hb0) {
+		char *who = read_holder(s, i);
+
+		if (err_msg)
+			*err_msg = g_strdup_printf("pool is in use: mounted read-write by %s", who);
+		g_free(who);
+		return -EBUSY;
+	}
+	if (clock_now_ms() - w->since < (uint64_t)s->takeover_ms)
+		return 1;
+	rc = take_from(s, i, me, w->x, SUPER_LEASE_WAIT, holder, err_msg);
+	if (rc != -EAGAIN)
+		return rc;
+	w->x = 0; /* someone else took it meanwhile: watch the new holder */
+	return 1;
+}
+
+/* take the lease of every member up, waiting out silent holders side by side */
+static int lease_wait_all(struct super *s, uint64_t me, const char *holder, char **err_msg)
+{
+	struct watch w[LAYOUT_SET_MAX] = { 0 };
+	unsigned int i, n = remote_nmembers(s->r), pending;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		w[i].on = remote_member_up(s->r, i);
+	for (;;) {
+		pending = 0;
+		for (i = 0; i < n; i++) {
+			if (!w[i].on)
+				continue;
+			rc = watch_step(s, i, &w[i], me, holder, err_msg);
+			if (rc == -EHOSTDOWN && remote_is_set(s->r))
+				rc = 0; /* gone meanwhile: the quorum counts without it */
+			if (rc < 0)
+				return rc;
+			w[i].on = rc > 0;
+			pending += rc > 0;
 		}
-		if (clock_now_ms() - since >= (uint64_t)s->takeover_ms)
-			return take_from(s, i, me, x, SUPER_LEASE_WAIT, holder, err_msg);
+		if (!pending)
+			return 0;
+		g_usleep((gulong)CLAMP(s->takeover_ms / 20, 10, 250) * 1000);
 	}
 }
 
-/* take member i's lease (see super_lease_acquire) */
+/* take member i's lease by force, or a foreign word (see super_lease_acquire) */
 static int lease_one(struct super *s, unsigned int i, uint64_t me, const char *holder,
 		     enum super_lease_how how, char **err_msg)
 {
@@ -301,17 +365,9 @@ static int lease_one(struct super *s, unsigned int i, uint64_t me, const char *h
 		rc = owner_cas(s, i, 0, me, &old);
 		if (rc < 0)
 			return cas_failed(rc, err_msg);
-		/*
-		 * old == me is another mount of this remote (tests do that), or
-		 * our own CAS applied with its reply lost: either way a holder
-		 * to watch, and a silent one is taken over (no FENCE: our id).
-		 */
 		if (old == 0)
 			return acquired(s, i, me, holder);
-		if (how != SUPER_LEASE_WAIT)
-			rc = take_from(s, i, me, old, how, holder, err_msg);
-		else
-			rc = watch_holder(s, i, me, old, holder, err_msg);
+		rc = take_from(s, i, me, old, how, holder, err_msg);
 		if (rc != -EAGAIN)
 			return rc;
 	}
@@ -357,14 +413,17 @@ int super_lease_acquire(struct super *s, const char *holder, int takeover_ms,
 	set_timing(s, takeover_ms);
 	s->my_id = remote_client_id(s->r);
 	g_strlcpy(s->holder, holder ? holder : "", sizeof(s->holder));
-	for (i = 0; i < remote_nmembers(s->r) && rc >= 0; i++) {
+	if (how == SUPER_LEASE_WAIT)
+		rc = lease_wait_all(s, s->my_id, holder, err_msg);
+	for (i = 0; i < remote_nmembers(s->r) && rc >= 0 && how != SUPER_LEASE_WAIT; i++) {
 		if (!remote_member_up(s->r, i))
 			continue;
 		rc = lease_one(s, i, s->my_id, holder, how, err_msg);
 		if (rc == -EHOSTDOWN && remote_is_set(s->r))
 			rc = 0; /* gone meanwhile: the quorum below counts without it */
-		held += s->held[i];
 	}
+	for (i = 0; i < remote_nmembers(s->r); i++)
+		held += s->held[i];
 	if (rc >= 0)
 		rc = remote_quorum(s->r, held, err_msg);
 	/* the claim may take long (a resync after a crash): the beats keep the deadline ahead */
