@@ -182,25 +182,32 @@ def build(d):
     chart(d, rows)
 
 
-def update_docs(d, doc, docdir):
-    if read_config(d).get('mode') == 'ec':
-        ec_update_docs(d, doc, docdir)
-        return
+def write_doc_block(d, doc, docdir, begin, end, name, title):
+    """results.txt of d between the markers begin/end of doc, with chart name (copied to
+    docdir)."""
     with open(os.path.join(d, 'results.txt')) as f:
         text = f.read()
     with open(doc) as f:
         page = f.read()
-    if BEGIN not in page or END not in page:
-        sys.exit(f'{doc} has no {BEGIN} ... {END} markers')
-    head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    body = f'{BEGIN}\n```\n{text}```\n\n![scale-out](perf/scaleout.png)\n{END}'
+    if page.count(begin) != 1 or page.count(end) != 1:
+        sys.exit(f'{doc}: want one {begin} ... {end} pair')
+    head, rest = page.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    body = f'{begin}\n```\n{text}```\n\n![{title}](perf/{name})\n{end}'
     with open(doc, 'w') as f:
         f.write(head + body + tail)
-    png = os.path.join(d, 'scaleout.png')
+    png = os.path.join(d, name)
     if os.path.exists(png):
         os.makedirs(docdir, exist_ok=True)
-        shutil.copy(png, os.path.join(docdir, 'scaleout.png'))
+        shutil.copy(png, os.path.join(docdir, name))
+
+
+def update_docs(d, doc, docdir):
+    if read_config(d).get('mode') == 'ec':
+        ec_update_docs(d, doc, docdir)
+        return
+    write_doc_block(d, doc, docdir, BEGIN, END, 'scaleout.png', 'scale-out')
+
 
 # ---- --ec: erasure coding against copies (issue 24) ----
 
@@ -501,23 +508,12 @@ def ec_build(d):
 
 
 def ec_update_docs(d, doc, docdir):
-    with open(os.path.join(d, 'results.txt')) as f:
-        text = f.read()
     with open(doc) as f:
         page = f.read()
     if EC_BEGIN not in page and EC_END not in page:
-        page = page.rstrip('\n') + '\n' + EC_SECTION
-    if page.count(EC_BEGIN) != 1 or page.count(EC_END) != 1:
-        sys.exit(f'{doc}: want one {EC_BEGIN} ... {EC_END} pair')
-    head, rest = page.split(EC_BEGIN, 1)
-    _, tail = rest.split(EC_END, 1)
-    body = f'{EC_BEGIN}\n```\n{text}```\n\n![erasure coding](perf/ec.png)\n{EC_END}'
-    with open(doc, 'w') as f:
-        f.write(head + body + tail)
-    png = os.path.join(d, 'ec.png')
-    if os.path.exists(png):
-        os.makedirs(docdir, exist_ok=True)
-        shutil.copy(png, os.path.join(docdir, 'ec.png'))
+        with open(doc, 'w') as f:
+            f.write(page.rstrip('\n') + '\n' + EC_SECTION)
+    write_doc_block(d, doc, docdir, EC_BEGIN, EC_END, 'ec.png', 'erasure coding')
 
 
 def main(argv):

@@ -41,7 +41,7 @@ import pytest
 
 from conftest import (SCALE, MemberSet, MountFailed, ctl, fsck, is_mounted, pattern,
                       pool_logic_only, scaled, stats, wait_for)
-from test_members import mount_set
+from test_members import mount_set, write_file
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -205,13 +205,6 @@ def direct_read(path, chunk=MIB):
     finally:
         buf.close()
         os.close(fd)
-
-
-def write_synced(path, data):
-    with open(path, 'wb') as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def check_direct(path, want):
@@ -448,7 +441,7 @@ def test_refusals(env):
     fs = mount_set(env, six, ['ec=4+2'])
     mnt = fs.mountpoint
     data = pattern(seed_for('refusals'), 3 * MIB + 777)
-    write_synced(os.path.join(mnt, 'f'), data)
+    write_file(os.path.join(mnt, 'f'), data)
     assert fs.unmount() == 0
     for opts, want in ((['replicas=2'], 'the member set is erasure-coded (ec=4+2), not replicas=2'),
                        (['ec=3+1'], 'the member set is erasure-coded (ec=4+2), not ec=3+1'),
@@ -520,12 +513,12 @@ def test_basic(env, n, k, m):
              3 * stripe + 5000, scaled(5 * MIB, 2 * stripe) + 333]
     files = {f's{i}': pattern(seed + i, sz) for i, sz in enumerate(sizes)}
     for name, data in files.items():
-        write_synced(os.path.join(mnt, name), data)
+        write_file(os.path.join(mnt, name), data)
     # small writes over a file that already has stripes: O_DIRECT 4 KiB and partial blocks
     size = scaled(4 * MIB, 2 * stripe) // BS * BS
     model = bytearray(pattern(seed - 1, size))
     path = os.path.join(mnt, 'small')
-    write_synced(path, bytes(model))
+    write_file(path, bytes(model))
     abuf = mmap.mmap(-1, 16 * BS)
     dfd = os.open(path, os.O_RDWR | os.O_DIRECT)
     bfd = os.open(path, os.O_RDWR)
@@ -677,7 +670,7 @@ def test_two_losses_replace_and_two_more(env):
             errors.append(e.errno)
     assert set(errors) <= {errno.EIO}, errors
     with pytest.raises(OSError) as e:
-        write_synced(os.path.join(mnt, 'after'), b'x')
+        write_file(os.path.join(mnt, 'after'), b'x')
     assert e.value.errno == errno.EIO
     fs.unmount()  # a failed mount unmounts at once (its exit status says it failed)
 
@@ -785,7 +778,7 @@ def test_fsck_repairs_parity(env):
     imgs = [mm.backing_file for mm in mset.members]
     fs = mount_set(env, mset, [f'ec={k}+{m}'])
     data = pattern(seed, 4 * MIB)
-    write_synced(os.path.join(fs.mountpoint, 'x'), data)
+    write_file(os.path.join(fs.mountpoint, 'x'), data)
     assert fs.unmount() == 0
     r = fsck(mset)
     assert r.returncode == 0 and 'no problems found' in r.stdout, r.stdout + r.stderr
@@ -876,7 +869,7 @@ def test_degraded_mounts(env):
         files = {f'f{i}': pattern(seed + i, sz) for i, sz in
                  enumerate([5000, FRAG * k + 1, scaled(6 * MIB, MIB) + 4321])}
         for name, data in files.items():
-            write_synced(os.path.join(mnt, name), data)
+            write_file(os.path.join(mnt, name), data)
         assert fs.unmount() == 0
         for i in down:
             mset.members[i].stop(signal.SIGKILL)
@@ -893,7 +886,7 @@ def test_degraded_mounts(env):
         for name, data in files.items():
             check_direct(os.path.join(mnt, name), data)
         new = pattern(seed - 1, scaled(MIB, 256 * KIB) + 99)
-        write_synced(os.path.join(mnt, 'new'), new)
+        write_file(os.path.join(mnt, 'new'), new)
         check_direct(os.path.join(mnt, 'new'), new)
         assert fs.unmount() == 0
         print(f'ec={k}+{m}: members {down} down, every byte decoded')
