@@ -47,8 +47,8 @@ TRANSPORT = os.environ.get('RMEM_TEST_TRANSPORT', 'tcp')
 HOST = os.environ.get('RMEM_TEST_HOST', '127.0.0.1')
 SCALE = float(os.environ.get('RMEM_TEST_SCALE', '1'))
 
-# A set test whose requests are the same over every transport (refusals, capacity, records, a
-# crash's intent map, fsck): over RDMA (scripts/test-rdma.sh, emulated rxe, about 15 times
+# A test whose requests are the same over every transport (a set's refusals, capacity,
+# records, a crash's intent map, fsck; the metadata's remount equality): over RDMA (scripts/test-rdma.sh, emulated rxe, about 15 times
 # slower for a set) it skips, and runs over TCP in the main and the ASan builds.
 pool_logic_only = pytest.mark.skipif(TRANSPORT == 'rdma',
                                      reason='the same code over every transport: runs over TCP')

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import time
 
-from conftest import Rmemfs, fsck, is_mounted, pattern, scaled, unmount
+from conftest import Rmemfs, fsck, is_mounted, pattern, pool_logic_only, scaled, unmount
 
 
 def snapshot_stats(base):
@@ -83,6 +83,7 @@ def build_tree(base):
         f.write(b'after a hole')
 
 
+@pool_logic_only
 def test_remount_equality(mounted):
     build_tree(mounted.path)
     data1 = snapshot_data(mounted.path)
@@ -358,6 +359,7 @@ def test_sigterm_is_a_clean_unmount(env):
         assert f.read() == b'not fsync\'d, but unmounted cleanly'
 
 
+@pool_logic_only
 def test_many_remounts_stay_consistent(mounted):
     expected = {}
     for round_ in range(scaled(4, 2)):
