@@ -12,7 +12,8 @@
 #                   default ^xport) again with RMEM_TEST_TRANSPORT=rdma
 #                   RMEM_TEST_HOST=10.77.0.1
 #   rdma-rerun-oob  the same with RMEM_TEST_RDMA_OOB=1 (QPs brought up by hand, parameters
-#                   exchanged over TCP)
+#                   exchanged over TCP; test-xport then runs only its bring-up and teardown
+#                   cases)
 #   rdma-perf       rmem-perf --transport rdma --verify against a memserver serving RDMA on
 #                   10.77.0.1: READ/WRITE over a size sweep, CAS/FETCH_ADD with 2 threads,
 #                   READ/WRITE with completion events; then the memserver must exit cleanly
