@@ -45,6 +45,21 @@ _Static_assert(sizeof(struct proto_cm_priv_wire) <= 56,
 	       "RC connect private data holds at most 56 bytes");
 _Static_assert(sizeof(struct proto_cm_reject_wire) == 8, "proto_cm_reject_wire must be 8 bytes");
 _Static_assert(sizeof(struct proto_fence_wire) == 8, "proto_fence_wire must be 8 bytes");
+_Static_assert(sizeof(struct proto_pool_sel_wire) == 48, "proto_pool_sel_wire must be 48 bytes");
+_Static_assert(sizeof(struct proto_hello_pool_wire) == 96, "a HELLO with a pool is 96 bytes");
+_Static_assert(sizeof(struct proto_qp_exchange_pool_wire) == 128,
+	       "a QP_EXCHANGE with a pool is 128 bytes");
+_Static_assert(sizeof(struct proto_cm_priv_pool_wire) == 56,
+	       "the pool form of the connect private data fills RC's 56 bytes");
+_Static_assert(sizeof(struct proto_pool_delete_wire) == 40,
+	       "proto_pool_delete_wire must be 40 bytes");
+_Static_assert(sizeof(struct proto_pool_list_wire) == 24, "proto_pool_list_wire must be 24 bytes");
+_Static_assert(sizeof(struct proto_pool_info_wire) == 104,
+	       "proto_pool_info_wire must be 104 bytes");
+_Static_assert(sizeof(struct proto_pool_list_wire) +
+			       PROTO_MAX_POOLS * sizeof(struct proto_pool_info_wire) <=
+		       PROTO_MAX_CTRL,
+	       "a full pool list must fit in PROTO_MAX_CTRL");
 /* the largest pool descriptor must fit a control message */
 _Static_assert(sizeof(struct proto_pool_wire) +
 			       PROTO_MAX_REGIONS * sizeof(struct proto_region_wire) <=
@@ -75,6 +90,11 @@ static const struct proto_status_entry proto_status_table[] = {
 	{ PROTO_E_INTERNAL, EIO, "internal server error" },
 	{ PROTO_E_STATE, EPROTO, "request not valid in this state" },
 	{ PROTO_E_FENCED, EKEYREVOKED, "client fenced: its lease was taken over" },
+	{ PROTO_E_NOSPACE, ENOSPC, "not enough free capacity on the server" },
+	{ PROTO_E_EXIST, EEXIST, "a pool of that name exists" },
+	{ PROTO_E_NOPOOL, ENOENT, "no pool of that name" },
+	{ PROTO_E_BUSY, EBUSY, "the pool has clients" },
+	{ PROTO_E_DENIED, EKEYREJECTED, "this token may not reach that pool" },
 };
 
 _Static_assert(G_N_ELEMENTS(proto_status_table) == PROTO_STATUS_COUNT,
@@ -143,6 +163,12 @@ const char *proto_type_str(uint16_t type)
 		return "QP_EXCHANGE";
 	case PROTO_FENCE:
 		return "FENCE";
+	case PROTO_POOL_LIST:
+		return "POOL_LIST";
+	case PROTO_POOL_CREATE:
+		return "POOL_CREATE";
+	case PROTO_POOL_DELETE:
+		return "POOL_DELETE";
 	default:
 		return "unknown";
 	}
@@ -152,7 +178,7 @@ static bool proto_type_known(uint16_t type)
 {
 	uint16_t base = type & ~PROTO_RESPONSE;
 
-	return base >= PROTO_HELLO && base <= PROTO_FENCE;
+	return base >= PROTO_HELLO && base <= PROTO_POOL_DELETE;
 }
 
 /* ---- header ---- */
@@ -278,23 +304,266 @@ out_close:
 
 /* ---- fixed-size payloads ---- */
 
-void proto_hello_pack(struct proto_hello_wire *w, const struct proto_hello *h)
+/* the base hello; the flag says whether a pool selection follows */
+static void proto_hello_base_pack(struct proto_hello_wire *w, const struct proto_hello *h)
 {
 	memset(w, 0, sizeof(*w));
 	memcpy(w->token_hash, h->token_hash, PROTO_TOKEN_HASH_LEN);
 	w->client_id = htobe64(h->client_id);
+	if (h->pool[0])
+		w->flags = htobe32(PROTO_HELLO_POOL);
+}
+
+size_t proto_hello_pack(struct proto_hello_pool_wire *w, const struct proto_hello *h)
+{
+	proto_hello_base_pack(&w->hello, h);
+	if (!h->pool[0])
+		return sizeof(w->hello);
+	proto_pool_sel_pack(&w->sel, h->pool, h->create_size);
+	return sizeof(*w);
+}
+
+/*
+ * The base hello at buf (which holds at least its size); *has_pool: a pool
+ * selection must follow. -EBADMSG for an unknown flag.
+ */
+static int proto_hello_base_unpack(const void *buf, struct proto_hello *h, bool *has_pool)
+{
+	struct proto_hello_wire w;
+	uint32_t flags;
+
+	memcpy(&w, buf, sizeof(w));
+	flags = be32toh(w.flags);
+	if (flags & ~PROTO_HELLO_POOL)
+		return -EBADMSG;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
+	h->client_id = be64toh(w.client_id);
+	*has_pool = flags & PROTO_HELLO_POOL;
+	return 0;
+}
+
+/* the base at buf, and the selection at buf + base_len if the flag says so; len must fit */
+static int proto_hello_sel_unpack(const uint8_t *buf, size_t len, size_t base_len,
+				  struct proto_hello *h)
+{
+	bool has_pool;
+
+	if (len != base_len && len != base_len + sizeof(struct proto_pool_sel_wire))
+		return -EBADMSG;
+	if (proto_hello_base_unpack(buf, h, &has_pool))
+		return -EBADMSG;
+	if (has_pool != (len != base_len))
+		return -EBADMSG;
+	if (!has_pool)
+		return 0;
+	return proto_pool_sel_unpack(buf + base_len, len - base_len, h->pool, &h->create_size);
 }
 
 int proto_hello_unpack(const void *buf, size_t len, struct proto_hello *h)
 {
-	struct proto_hello_wire w;
+	return proto_hello_sel_unpack(buf, len, sizeof(struct proto_hello_wire), h);
+}
+
+size_t proto_qp_exchange_pack(struct proto_qp_exchange_pool_wire *w, const struct proto_hello *h,
+			      const struct proto_qp_info *qp)
+{
+	proto_hello_base_pack(&w->ex.hello, h);
+	proto_qp_info_pack(&w->ex.qp, qp);
+	if (!h->pool[0])
+		return sizeof(w->ex);
+	proto_pool_sel_pack(&w->sel, h->pool, h->create_size);
+	return sizeof(*w);
+}
+
+int proto_qp_exchange_unpack(const void *buf, size_t len, struct proto_hello *h,
+			     struct proto_qp_info *qp)
+{
+	const size_t hello_len = sizeof(struct proto_hello_wire);
+	const uint8_t *p = buf;
+	int rc;
+
+	rc = proto_hello_sel_unpack(p, len, sizeof(struct proto_qp_exchange_wire), h);
+	if (rc)
+		return rc;
+	return proto_qp_info_unpack(p + hello_len, sizeof(struct proto_qp_info_wire), qp);
+}
+
+/* ---- named pools ---- */
+
+bool proto_pool_name_valid(const char *name)
+{
+	size_t i, n = name ? strnlen(name, PROTO_POOL_NAME_MAX) : 0;
+
+	if (n == 0 || n >= PROTO_POOL_NAME_MAX)
+		return false;
+	if (!g_ascii_isalnum(name[0]) && name[0] != '_')
+		return false;
+	for (i = 0; i < n; i++) {
+		if (!g_ascii_isalnum(name[i]) && !strchr("_.-", name[i]))
+			return false;
+	}
+	return true;
+}
+
+/* a NUL-padded wire name into name[]: -EBADMSG unless valid (or empty, if allowed) */
+static int proto_name_unpack(const char *wire, char name[PROTO_POOL_NAME_MAX], bool empty_ok)
+{
+	if (!memchr(wire, 0, PROTO_POOL_NAME_MAX))
+		return -EBADMSG;
+	memcpy(name, wire, PROTO_POOL_NAME_MAX);
+	if (empty_ok && !name[0])
+		return 0;
+	return proto_pool_name_valid(name) ? 0 : -EBADMSG;
+}
+
+static void proto_name_pack(char wire[PROTO_POOL_NAME_MAX], const char *name)
+{
+	memset(wire, 0, PROTO_POOL_NAME_MAX);
+	if (name)
+		memcpy(wire, name, strnlen(name, PROTO_POOL_NAME_MAX - 1));
+}
+
+void proto_pool_sel_pack(struct proto_pool_sel_wire *w, const char *name, uint64_t create_size)
+{
+	memset(w, 0, sizeof(*w));
+	proto_name_pack(w->name, name);
+	w->create_size = htobe64(create_size);
+}
+
+int proto_pool_sel_unpack(const void *buf, size_t len, char name[PROTO_POOL_NAME_MAX],
+			  uint64_t *create_size)
+{
+	struct proto_pool_sel_wire w;
 
 	if (len != sizeof(w))
 		return -EBADMSG;
 	memcpy(&w, buf, sizeof(w));
-	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
-	h->client_id = be64toh(w.client_id);
+	if (w.flags || proto_name_unpack(w.name, name, false))
+		return -EBADMSG;
+	*create_size = be64toh(w.create_size);
 	return 0;
+}
+
+void proto_pool_delete_pack(struct proto_pool_delete_wire *w, const char *name, uint32_t flags)
+{
+	memset(w, 0, sizeof(*w));
+	proto_name_pack(w->name, name);
+	w->flags = htobe32(flags);
+}
+
+int proto_pool_delete_unpack(const void *buf, size_t len, char name[PROTO_POOL_NAME_MAX],
+			     uint32_t *flags)
+{
+	struct proto_pool_delete_wire w;
+
+	if (len != sizeof(w))
+		return -EBADMSG;
+	memcpy(&w, buf, sizeof(w));
+	*flags = be32toh(w.flags);
+	if (*flags & ~PROTO_POOL_DELETE_FORCE)
+		return -EBADMSG;
+	return proto_name_unpack(w.name, name, false);
+}
+
+size_t proto_pool_list_wire_size(const struct proto_pool_list *l)
+{
+	return sizeof(struct proto_pool_list_wire) +
+	       (size_t)l->npools * sizeof(struct proto_pool_info_wire);
+}
+
+ssize_t proto_pool_list_pack(const struct proto_pool_list *l, void *buf, size_t cap)
+{
+	size_t need = proto_pool_list_wire_size(l);
+	struct proto_pool_list_wire h;
+	uint8_t *p = buf;
+	uint32_t i;
+
+	if (l->npools > PROTO_MAX_POOLS || cap < need)
+		return -EMSGSIZE;
+	memset(&h, 0, sizeof(h));
+	h.capacity = htobe64(l->capacity);
+	h.free = htobe64(l->free);
+	h.npools = htobe32(l->npools);
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	for (i = 0; i < l->npools; i++) {
+		const struct proto_pool_info *in = &l->pools[i];
+		struct proto_pool_info_wire w;
+
+		memset(&w, 0, sizeof(w));
+		proto_name_pack(w.name, in->name);
+		proto_name_pack(w.owner, in->owner);
+		w.size = htobe64(in->size);
+		w.resident = htobe64(in->resident);
+		w.pool_id = htobe64(in->pool_id);
+		w.client_id = htobe64(in->client_id);
+		w.clients = htobe32(in->clients);
+		w.flags = htobe32(in->flags);
+		memcpy(p, &w, sizeof(w));
+		p += sizeof(w);
+	}
+	return (ssize_t)need;
+}
+
+static int proto_pool_info_unpack(const uint8_t *p, struct proto_pool_info *out)
+{
+	struct proto_pool_info_wire w;
+
+	memcpy(&w, p, sizeof(w));
+	if (proto_name_unpack(w.name, out->name, true) ||
+	    proto_name_unpack(w.owner, out->owner, true))
+		return -EBADMSG;
+	out->size = be64toh(w.size);
+	out->resident = be64toh(w.resident);
+	out->pool_id = be64toh(w.pool_id);
+	out->client_id = be64toh(w.client_id);
+	out->clients = be32toh(w.clients);
+	out->flags = be32toh(w.flags);
+	return 0;
+}
+
+int proto_pool_list_unpack(const void *buf, size_t len, struct proto_pool_list *out)
+{
+	const uint8_t *p = buf;
+	struct proto_pool_list_wire h;
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (len < sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, p, sizeof(h));
+	out->capacity = be64toh(h.capacity);
+	out->free = be64toh(h.free);
+	out->npools = be32toh(h.npools);
+	if (out->npools > PROTO_MAX_POOLS || out->free > out->capacity ||
+	    len != proto_pool_list_wire_size(out)) {
+		out->npools = 0;
+		return -EBADMSG;
+	}
+	if (!out->npools)
+		return 0;
+	out->pools = calloc(out->npools, sizeof(*out->pools));
+	if (!out->pools) {
+		out->npools = 0;
+		return -ENOMEM;
+	}
+	for (i = 0; i < out->npools; i++) {
+		if (proto_pool_info_unpack(p + sizeof(h) + i * sizeof(struct proto_pool_info_wire),
+					   &out->pools[i])) {
+			proto_pool_list_clear(out);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+void proto_pool_list_clear(struct proto_pool_list *l)
+{
+	if (!l)
+		return;
+	free(l->pools);
+	memset(l, 0, sizeof(*l));
 }
 
 void proto_fence_pack(struct proto_fence_wire *w, uint64_t client_id)
@@ -428,30 +697,46 @@ int proto_stats_unpack(const void *buf, size_t len, struct proto_stats *s)
 	return 0;
 }
 
-void proto_cm_priv_pack(struct proto_cm_priv_wire *w, const struct proto_hello *h)
+size_t proto_cm_priv_pack(struct proto_cm_priv_pool_wire *w, const struct proto_hello *h)
 {
 	memset(w, 0, sizeof(*w));
-	w->magic = htobe32(PROTO_MAGIC);
-	w->version = htobe16(PROTO_VERSION);
-	memcpy(w->token_hash, h->token_hash, PROTO_TOKEN_HASH_LEN);
-	w->client_id = htobe64(h->client_id);
+	w->base.magic = htobe32(PROTO_MAGIC);
+	w->base.version = htobe16(PROTO_VERSION);
+	memcpy(w->base.token_hash, h->token_hash, PROTO_TOKEN_HASH_LEN);
+	w->base.client_id = htobe64(h->client_id);
+	if (!h->pool_id)
+		return sizeof(w->base);
+	w->base.flags = htobe16(PROTO_CM_POOL_ID);
+	w->pool_id = htobe64(h->pool_id);
+	return sizeof(*w);
 }
 
 /* the CM may pad private data up to the transport's maximum, so accept len >= sizeof */
 int proto_cm_priv_unpack(const void *buf, size_t len, struct proto_hello *h)
 {
-	struct proto_cm_priv_wire w;
+	struct proto_cm_priv_pool_wire w;
+	uint16_t flags;
 
-	if (!buf || len < sizeof(w))
+	if (!buf || len < sizeof(w.base))
 		return -EBADMSG;
-	memcpy(&w, buf, sizeof(w));
-	if (be32toh(w.magic) != PROTO_MAGIC)
+	memset(&w, 0, sizeof(w));
+	memcpy(&w, buf, MIN(len, sizeof(w)));
+	if (be32toh(w.base.magic) != PROTO_MAGIC)
 		return -EBADMSG;
-	if (be16toh(w.version) != PROTO_VERSION)
+	if (be16toh(w.base.version) != PROTO_VERSION)
 		return -EPROTONOSUPPORT;
-	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
-	h->client_id = be64toh(w.client_id);
-	return 0;
+	flags = be16toh(w.base.flags);
+	if (flags & ~PROTO_CM_POOL_ID)
+		return -EBADMSG;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->token_hash, w.base.token_hash, PROTO_TOKEN_HASH_LEN);
+	h->client_id = be64toh(w.base.client_id);
+	if (!(flags & PROTO_CM_POOL_ID))
+		return 0;
+	if (len < sizeof(w))
+		return -EBADMSG;
+	h->pool_id = be64toh(w.pool_id);
+	return h->pool_id ? 0 : -EBADMSG;
 }
 
 /* ---- pool descriptor ---- */

@@ -36,6 +36,12 @@
 #define PROTO_MAX_CTRL (64U << 10) /* largest control-message payload */
 #define PROTO_TOKEN_HASH_LEN 32 /* SHA-256 */
 #define PROTO_MAX_REGIONS 1024 /* regions in one pool descriptor */
+/*
+ * Named pools: a name is 1..31 of [A-Za-z0-9_.-], starting with a letter, digit
+ * or '_' (proto_pool_name_valid); on the wire NUL-padded to 32 bytes.
+ */
+#define PROTO_POOL_NAME_MAX 32
+#define PROTO_MAX_POOLS 512 /* pools one memserver serves (a POOL_LIST fits a message) */
 
 /* message types; a response is the request type | PROTO_RESPONSE */
 enum proto_type {
@@ -48,6 +54,9 @@ enum proto_type {
 	PROTO_STATS = 7, /* req: empty; resp: proto_stats_wire */
 	PROTO_QP_EXCHANGE = 8, /* req: proto_qp_exchange_wire; resp: proto_qp_info_wire + pool */
 	PROTO_FENCE = 9, /* req: proto_fence_wire; resp: empty, once the victim is revoked */
+	PROTO_POOL_LIST = 10, /* req: empty; resp: proto_pool_list_wire + its pools */
+	PROTO_POOL_CREATE = 11, /* req: proto_pool_sel_wire (create_size > 0); resp: empty */
+	PROTO_POOL_DELETE = 12, /* req: proto_pool_delete_wire; resp: empty */
 };
 #define PROTO_RESPONSE 0x8000U
 
@@ -70,6 +79,11 @@ enum proto_status {
 	PROTO_E_INTERNAL = 10, /* -EIO */
 	PROTO_E_STATE = 11, /* -EPROTO: request not valid now (e.g. data op before HELLO) */
 	PROTO_E_FENCED = 12, /* -EKEYREVOKED: this client id was fenced (its lease taken over) */
+	PROTO_E_NOSPACE = 13, /* -ENOSPC: the pool does not fit the server's free capacity */
+	PROTO_E_EXIST = 14, /* -EEXIST: a pool of that name exists (maybe another tenant's) */
+	PROTO_E_NOPOOL = 15, /* -ENOENT: no pool of that name */
+	PROTO_E_BUSY = 16, /* -EBUSY: the pool has clients (delete without force) */
+	PROTO_E_DENIED = 17, /* -EKEYREJECTED: a good token, but not one that may reach that pool */
 	PROTO_STATUS_COUNT
 };
 
@@ -91,9 +105,30 @@ struct proto_hdr {
  */
 struct proto_hello_wire {
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN]; /* SHA-256 of the token; zero if none */
-	__be32 flags; /* reserved, 0 */
+	__be32 flags; /* PROTO_HELLO_* */
 	__be32 reserved;
 	__be64 client_id;
+};
+/*
+ * A proto_pool_sel_wire follows the hello (HELLO; QP_EXCHANGE after the QP
+ * info): the connection is for that named pool. Without it, the server's
+ * default pool. A memserver that predates named pools refuses the longer
+ * message as malformed, so a named pool is never served by the default one.
+ */
+#define PROTO_HELLO_POOL 0x1U
+
+/* which pool, and whether to create it (HELLO, QP_EXCHANGE, POOL_CREATE) */
+struct proto_pool_sel_wire {
+	char name[PROTO_POOL_NAME_MAX]; /* NUL-padded; at least one NUL */
+	__be64 create_size; /* 0: the pool must exist; else create it this size if absent */
+	__be32 flags; /* reserved, 0 */
+	__be32 reserved;
+};
+
+/* HELLO's payload at its longest */
+struct proto_hello_pool_wire {
+	struct proto_hello_wire hello;
+	struct proto_pool_sel_wire sel;
 };
 
 struct proto_region_wire {
@@ -147,6 +182,12 @@ struct proto_qp_exchange_wire {
 	struct proto_qp_info_wire qp;
 };
 
+/* QP_EXCHANGE's payload at its longest (hello.flags has PROTO_HELLO_POOL) */
+struct proto_qp_exchange_pool_wire {
+	struct proto_qp_exchange_wire ex;
+	struct proto_pool_sel_wire sel;
+};
+
 struct proto_stats_wire {
 	__be64 clients_now;
 	__be64 clients_total;
@@ -164,15 +205,56 @@ struct proto_stats_wire {
 struct proto_cm_priv_wire {
 	__be32 magic;
 	__be16 version;
-	__be16 flags; /* reserved, 0 */
+	__be16 flags; /* PROTO_CM_* */
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
 	__be64 client_id;
+};
+/*
+ * A pool name does not fit the 56 bytes, so a client of a named pool first
+ * opens it over TCP (HELLO with the name; that may create it), then connects
+ * with the pool_id the descriptor gave, in the 8 bytes after the base form.
+ * The server finds the pool by id and checks the token may reach it; the QP is
+ * made in that pool's protection domain.
+ */
+#define PROTO_CM_POOL_ID 0x1U
+
+struct proto_cm_priv_pool_wire {
+	struct proto_cm_priv_wire base; /* flags has PROTO_CM_POOL_ID */
+	__be64 pool_id;
 };
 
 /* PROTO_FENCE request */
 struct proto_fence_wire {
 	__be64 client_id; /* the victim; never 0 */
 };
+
+/* PROTO_POOL_DELETE request */
+struct proto_pool_delete_wire {
+	char name[PROTO_POOL_NAME_MAX]; /* NUL-padded */
+	__be32 flags; /* PROTO_POOL_DELETE_* */
+	__be32 reserved;
+};
+#define PROTO_POOL_DELETE_FORCE 0x1U /* cut the pool's clients off instead of refusing */
+
+/* PROTO_POOL_LIST response: this header, then npools proto_pool_info_wire */
+struct proto_pool_list_wire {
+	__be64 capacity; /* bytes the server donates, shared by every pool */
+	__be64 free; /* capacity not given to a pool */
+	__be32 npools; /* the pools the asking token may reach (the admin: all) */
+	__be32 reserved;
+};
+
+struct proto_pool_info_wire {
+	char name[PROTO_POOL_NAME_MAX]; /* "" for the default pool */
+	char owner[PROTO_POOL_NAME_MAX]; /* the tenant; "" for the admin */
+	__be64 size;
+	__be64 resident; /* bytes of the pool this machine's memory holds now */
+	__be64 pool_id;
+	__be64 client_id; /* a connected client's non-zero id (a lease holder), or 0 */
+	__be32 clients; /* connections now */
+	__be32 flags; /* PROTO_POOL_* */
+};
+#define PROTO_POOL_DELETING 0x4U /* deleted; its memory goes when the last client has gone */
 
 /* rdma_reject() private data */
 struct proto_cm_reject_wire {
@@ -186,6 +268,14 @@ struct proto_cm_reject_wire {
 struct proto_hello {
 	uint8_t token_hash[PROTO_TOKEN_HASH_LEN];
 	uint64_t client_id;
+	/*
+	 * The pool: pool[0] == 0 is the server's default pool. HELLO and
+	 * QP_EXCHANGE name it (and may ask to create it, create_size > 0); the
+	 * CM private data carries pool_id instead (0: the default pool).
+	 */
+	char pool[PROTO_POOL_NAME_MAX];
+	uint64_t create_size;
+	uint64_t pool_id;
 };
 
 struct proto_msg {
@@ -230,6 +320,25 @@ struct proto_qp_info {
 	uint16_t lid;
 	uint8_t mtu;
 	uint8_t max_rd_atomic;
+};
+
+/* one pool of PROTO_POOL_LIST */
+struct proto_pool_info {
+	char name[PROTO_POOL_NAME_MAX];
+	char owner[PROTO_POOL_NAME_MAX];
+	uint64_t size;
+	uint64_t resident;
+	uint64_t pool_id;
+	uint64_t client_id;
+	uint32_t clients;
+	uint32_t flags;
+};
+
+struct proto_pool_list {
+	uint64_t capacity;
+	uint64_t free;
+	uint32_t npools;
+	struct proto_pool_info *pools; /* owned; freed by proto_pool_list_clear() */
 };
 
 struct proto_stats {
@@ -292,8 +401,49 @@ int proto_token_load(const char *path, uint8_t out[PROTO_TOKEN_HASH_LEN]);
 
 /* ---- payloads: pack writes exactly sizeof(wire); unpack needs len == sizeof(wire) ---- */
 
-void proto_hello_pack(struct proto_hello_wire *w, const struct proto_hello *h);
+/*
+ * HELLO: packs the hello, and the pool selection after it when h->pool names
+ * one; returns the bytes used (sizeof(proto_hello_wire) or
+ * sizeof(proto_hello_pool_wire)).
+ */
+size_t proto_hello_pack(struct proto_hello_pool_wire *w, const struct proto_hello *h);
+/*
+ * Either form; -EBADMSG for any other length, a flag and length that
+ * disagree, or an invalid pool name (proto_pool_name_valid). pool_id is 0.
+ */
 int proto_hello_unpack(const void *buf, size_t len, struct proto_hello *h);
+
+/* QP_EXCHANGE: the hello (with the pool as HELLO packs it), then the QP; bytes used */
+size_t proto_qp_exchange_pack(struct proto_qp_exchange_pool_wire *w, const struct proto_hello *h,
+			      const struct proto_qp_info *qp);
+/* either form; -EBADMSG as proto_hello_unpack */
+int proto_qp_exchange_unpack(const void *buf, size_t len, struct proto_hello *h,
+			     struct proto_qp_info *qp);
+
+/* 1..31 of [A-Za-z0-9_.-], the first a letter, digit or '_' */
+bool proto_pool_name_valid(const char *name);
+/*
+ * POOL_CREATE's payload (also what HELLO carries): name and size. unpack:
+ * -EBADMSG for a bad length or name; create_size is not checked here.
+ */
+void proto_pool_sel_pack(struct proto_pool_sel_wire *w, const char *name, uint64_t create_size);
+int proto_pool_sel_unpack(const void *buf, size_t len, char name[PROTO_POOL_NAME_MAX],
+			  uint64_t *create_size);
+void proto_pool_delete_pack(struct proto_pool_delete_wire *w, const char *name, uint32_t flags);
+/* -EBADMSG for a bad length, name, or unknown flag */
+int proto_pool_delete_unpack(const void *buf, size_t len, char name[PROTO_POOL_NAME_MAX],
+			     uint32_t *flags);
+/* bytes proto_pool_list_pack() writes */
+size_t proto_pool_list_wire_size(const struct proto_pool_list *l);
+/* bytes written, or -EMSGSIZE if cap is too small (or npools > PROTO_MAX_POOLS) */
+ssize_t proto_pool_list_pack(const struct proto_pool_list *l, void *buf, size_t cap);
+/*
+ * -EBADMSG: npools above PROTO_MAX_POOLS, len not the exact size, a name or
+ * owner without its NUL, free above capacity. -ENOMEM. @out owns its pools.
+ */
+int proto_pool_list_unpack(const void *buf, size_t len, struct proto_pool_list *out);
+/* NULL-tolerant */
+void proto_pool_list_clear(struct proto_pool_list *l);
 
 void proto_rw_pack(struct proto_rw_wire *w, const struct proto_rw *rw);
 /* WRITE requests carry data after the struct: unpack accepts len >= sizeof */
@@ -308,8 +458,12 @@ int proto_qp_info_unpack(const void *buf, size_t len, struct proto_qp_info *qp);
 void proto_stats_pack(struct proto_stats_wire *w, const struct proto_stats *s);
 int proto_stats_unpack(const void *buf, size_t len, struct proto_stats *s);
 
-void proto_cm_priv_pack(struct proto_cm_priv_wire *w, const struct proto_hello *h);
-/* -EBADMSG (short, bad magic) or -EPROTONOSUPPORT (other version) */
+/* with h->pool_id != 0 the pool form (PROTO_CM_POOL_ID); returns the bytes used */
+size_t proto_cm_priv_pack(struct proto_cm_priv_pool_wire *w, const struct proto_hello *h);
+/*
+ * -EBADMSG (short for its flags, bad magic, a pool form with pool_id 0) or
+ * -EPROTONOSUPPORT (other version). h->pool is "" and create_size 0.
+ */
 int proto_cm_priv_unpack(const void *buf, size_t len, struct proto_hello *h);
 
 void proto_fence_pack(struct proto_fence_wire *w, uint64_t client_id);

@@ -25,8 +25,12 @@
 
 void xport_params_hello(const struct xport_params *params, struct proto_hello *hello)
 {
+	memset(hello, 0, sizeof(*hello));
 	memcpy(hello->token_hash, params->token_hash, sizeof(hello->token_hash));
 	hello->client_id = params->client_id;
+	if (params->pool)
+		g_strlcpy(hello->pool, params->pool, sizeof(hello->pool));
+	hello->create_size = params->pool_create_size;
 }
 
 void xport_close(struct xport *x)

@@ -114,6 +114,13 @@ struct xport_params {
 	bool rdma_oob_qp; /* rdma: bring the QP up by hand, parameters over TCP */
 	const char *rdma_dev; /* rdma: device name for the oob path (NULL: first active) */
 	bool quiet; /* log neither what auto picked nor set-up trouble: the caller reports */
+	/*
+	 * The server's named pool to connect to (proto_pool_name_valid); NULL
+	 * or "": its default pool. pool_create_size > 0: create the pool with
+	 * that size if it does not exist (the token's tenant owns it).
+	 */
+	const char *pool;
+	uint64_t pool_create_size;
 };
 
 struct xport;

@@ -1129,7 +1129,7 @@ static int xrdma_cm_qp_up(struct xrdma *x, unsigned int rd_atomic)
 static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 {
 	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
-	struct proto_cm_priv_wire priv;
+	struct proto_cm_priv_pool_wire priv;
 	struct rdma_conn_param param, resp;
 	struct proto_hello h;
 	unsigned int init_depth;
@@ -1168,10 +1168,9 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	init_depth =
 	    (unsigned int)verbs_rd_atomic_depth(x->dev.max_qp_init_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
 	xport_params_hello(p, &h);
-	proto_cm_priv_pack(&priv, &h);
 	memset(&param, 0, sizeof(param));
 	param.private_data = &priv;
-	param.private_data_len = sizeof(priv);
+	param.private_data_len = (uint8_t)proto_cm_priv_pack(&priv, &h);
 	param.initiator_depth = (uint8_t)init_depth;
 	param.responder_resources =
 	    (uint8_t)verbs_rd_atomic_depth(x->dev.max_qp_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
@@ -1206,8 +1205,9 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 {
 	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
-	struct proto_hello_wire hello;
+	struct proto_hello_pool_wire hello;
 	struct proto_hello h;
+	size_t hello_len;
 	uint32_t len = 0;
 	void *buf;
 	int rc;
@@ -1216,8 +1216,8 @@ static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 	if (!buf)
 		return -ENOMEM;
 	xport_params_hello(p, &h);
-	proto_hello_pack(&hello, &h);
-	rc = xrdma_call_rdma(x, PROTO_HELLO, &hello, sizeof(hello), buf, PROTO_MAX_CTRL, &len,
+	hello_len = proto_hello_pack(&hello, &h);
+	rc = xrdma_call_rdma(x, PROTO_HELLO, &hello, (uint32_t)hello_len, buf, PROTO_MAX_CTRL, &len,
 			     deadline);
 	if (rc == 0)
 		rc = proto_pool_unpack(buf, len, &x->base.pool);
@@ -1279,8 +1279,9 @@ static int xrdma_oob_exchange(struct xrdma *x, const struct xport_params *p,
 			      int64_t deadline)
 {
 	const size_t qp_len = sizeof(struct proto_qp_info_wire);
-	struct proto_qp_exchange_wire ex;
+	struct proto_qp_exchange_pool_wire ex;
 	struct proto_hello h;
+	size_t ex_len;
 	struct proto_hdr hdr;
 	struct iovec iov[2];
 	struct proto_msg m;
@@ -1297,9 +1298,8 @@ static int xrdma_oob_exchange(struct xrdma *x, const struct xport_params *p,
 	if (rc)
 		return rc;
 	xport_params_hello(p, &h);
-	proto_hello_pack(&ex.hello, &h);
-	proto_qp_info_pack(&ex.qp, mine);
-	proto_request_iov(&hdr, iov, PROTO_QP_EXCHANGE, &ex, sizeof(ex), ++x->ctrl_id);
+	ex_len = proto_qp_exchange_pack(&ex, &h, mine);
+	proto_request_iov(&hdr, iov, PROTO_QP_EXCHANGE, &ex, (uint32_t)ex_len, ++x->ctrl_id);
 	rc = net_io_full(x->ctrl_fd, iov, 2, true, deadline);
 	if (rc == 0)
 		rc = xrdma_tcp_read_response(x, PROTO_QP_EXCHANGE, x->ctrl_id, &m, &payload,

@@ -537,8 +537,9 @@ static void tcp_free(struct xport_tcp *xt)
 static int tcp_connect(const struct xport_params *p, struct xport **out)
 {
 	struct xport_tcp *xt;
-	struct proto_hello_wire hello;
+	struct proto_hello_pool_wire hello;
 	struct proto_hello h;
+	size_t hello_len;
 	struct proto_msg m;
 	unsigned int depth = p->queue_depth ? p->queue_depth : 128;
 	void *payload;
@@ -579,8 +580,8 @@ static int tcp_connect(const struct xport_params *p, struct xport **out)
 	}
 
 	xport_params_hello(p, &h);
-	proto_hello_pack(&hello, &h);
-	rc = tcp_request(xt, PROTO_HELLO, &hello, sizeof(hello), p->connect_timeout_ms, &m);
+	hello_len = proto_hello_pack(&hello, &h);
+	rc = tcp_request(xt, PROTO_HELLO, &hello, (uint32_t)hello_len, p->connect_timeout_ms, &m);
 	if (rc) {
 		g_debug("%s: hello: %s", xt->base.peer, g_strerror(-rc));
 		goto err_close;

@@ -503,7 +503,6 @@ static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const voi
 
 static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, const uint8_t *p)
 {
-	const size_t hello_len = sizeof(struct proto_hello_wire);
 	struct memserver *ms = c->ms;
 	struct proto_hello h;
 	struct proto_qp_info client, server;
@@ -516,9 +515,7 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 	size_t n;
 	int rc;
 
-	if (m->len != sizeof(struct proto_qp_exchange_wire) ||
-	    proto_hello_unpack(p, hello_len, &h) ||
-	    proto_qp_info_unpack(p + hello_len, m->len - hello_len, &client))
+	if (proto_qp_exchange_unpack(p, m->len, &h, &client))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed QP_EXCHANGE");
 	rc = tcp_auth_admit(c, m, &h);
 	if (rc)

@@ -166,7 +166,7 @@ static void test_hdr_limits(void)
 
 static void test_hdr_malformed(void)
 {
-	static const uint16_t bad_types[] = { 0, 10, 0x7fff, PROTO_RESPONSE, PROTO_RESPONSE | 10,
+	static const uint16_t bad_types[] = { 0, 13, 0x7fff, PROTO_RESPONSE, PROTO_RESPONSE | 13,
 					      0x4002, 0x0102, 0xffff };
 	struct proto_hdr h;
 	struct proto_msg m;
@@ -264,21 +264,178 @@ static void test_type_str(void)
 static void test_hello(void)
 {
 	struct proto_hello in = { .client_id = 0x0102030405060708ULL }, out;
-	struct proto_hello_wire w;
+	struct proto_hello_pool_wire w;
 
 	for (int i = 0; i < PROTO_TOKEN_HASH_LEN; i++)
 		in.token_hash[i] = i * 7 + 1;
-	proto_hello_pack(&w, &in);
-	g_assert_cmpuint(w.flags, ==, 0);
-	g_assert_cmpuint(w.reserved, ==, 0);
-	g_assert_cmpuint(be64toh(w.client_id), ==, in.client_id);
-	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, 0);
-	g_assert_cmpmem(out.token_hash, sizeof(out.token_hash), in.token_hash,
-			sizeof(in.token_hash));
-	g_assert_cmpuint(out.client_id, ==, in.client_id);
+	g_assert_cmpuint(proto_hello_pack(&w, &in), ==, sizeof(w.hello));
+	g_assert_cmpuint(w.hello.flags, ==, 0);
+	g_assert_cmpuint(w.hello.reserved, ==, 0);
+	g_assert_cmpuint(be64toh(w.hello.client_id), ==, in.client_id);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w.hello), &out), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
 	/* a version 1 HELLO (40 bytes, no client id) is refused, never read as id 0 */
+	check_prefixes(&w, sizeof(w.hello), hello_unpack_any, sizeof(out));
+	check_too_long(&w, sizeof(w.hello), hello_unpack_any, sizeof(out));
+	/* the full-length form without the flag is not a pool selection */
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+}
+
+static void test_hello_pool(void)
+{
+	struct proto_hello in = { .client_id = 7, .create_size = 3ULL << 30 }, out;
+	struct proto_hello_pool_wire w;
+
+	g_strlcpy(in.pool, "tenant-a.pool_1", sizeof(in.pool));
+	g_assert_cmpuint(proto_hello_pack(&w, &in), ==, sizeof(w));
+	g_assert_cmpuint(be32toh(w.hello.flags), ==, PROTO_HELLO_POOL);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
 	check_prefixes(&w, sizeof(w), hello_unpack_any, sizeof(out));
 	check_too_long(&w, sizeof(w), hello_unpack_any, sizeof(out));
+	/* the flag without the selection */
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w.hello), &out), ==, -EBADMSG);
+	/* an unknown flag */
+	w.hello.flags = htobe32(PROTO_HELLO_POOL | 0x80);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+	w.hello.flags = htobe32(PROTO_HELLO_POOL);
+	/* a name with no NUL, an empty name, a bad character */
+	memset(w.sel.name, 'a', sizeof(w.sel.name));
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+	memset(w.sel.name, 0, sizeof(w.sel.name));
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+	memcpy(w.sel.name, "a/b", 3);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+}
+
+static void test_pool_names(void)
+{
+	static const char *const good[] = { "a", "_x", "9lives", "pool.v2-b_c",
+					    "abcdefghijklmnopqrstuvwxyz01234" };
+	static const char *const bad[] = { "", ".hidden", "-opt", "a/b", "a b", "caf\xc3\xa9",
+					   "abcdefghijklmnopqrstuvwxyz012345", "x:1" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(good); i++)
+		g_assert_true(proto_pool_name_valid(good[i]));
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+		g_assert_false(proto_pool_name_valid(bad[i]));
+	g_assert_false(proto_pool_name_valid(NULL));
+}
+
+static void test_qp_exchange(void)
+{
+	struct proto_qp_info qp = { .qpn = 0x123456, .psn = 0xabcdef, .lid = 3, .mtu = 4,
+				    .max_rd_atomic = 16 }, qout;
+	struct proto_hello in = { .client_id = 99 }, out;
+	struct proto_qp_exchange_pool_wire w;
+
+	memset(qp.gid, 0xfe, sizeof(qp.gid));
+	g_assert_cmpuint(proto_qp_exchange_pack(&w, &in, &qp), ==, sizeof(w.ex));
+	g_assert_cmpint(proto_qp_exchange_unpack(&w, sizeof(w.ex), &out, &qout), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
+	g_assert_cmpmem(&qout, sizeof(qout), &qp, sizeof(qp));
+	g_assert_cmpint(proto_qp_exchange_unpack(&w, sizeof(w), &out, &qout), ==, -EBADMSG);
+
+	g_strlcpy(in.pool, "p", sizeof(in.pool));
+	g_assert_cmpuint(proto_qp_exchange_pack(&w, &in, &qp), ==, sizeof(w));
+	g_assert_cmpint(proto_qp_exchange_unpack(&w, sizeof(w), &out, &qout), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
+	g_assert_cmpmem(&qout, sizeof(qout), &qp, sizeof(qp));
+	g_assert_cmpint(proto_qp_exchange_unpack(&w, sizeof(w.ex), &out, &qout), ==, -EBADMSG);
+	g_assert_cmpint(proto_qp_exchange_unpack(&w, sizeof(w) - 1, &out, &qout), ==, -EBADMSG);
+}
+
+static int pool_sel_unpack_any(const void *buf, size_t len, void *out)
+{
+	uint64_t size;
+
+	return proto_pool_sel_unpack(buf, len, out, &size);
+}
+
+static int pool_delete_unpack_any(const void *buf, size_t len, void *out)
+{
+	uint32_t flags;
+
+	return proto_pool_delete_unpack(buf, len, out, &flags);
+}
+
+static void test_pool_admin(void)
+{
+	struct proto_pool_sel_wire sw;
+	struct proto_pool_delete_wire dw;
+	char name[PROTO_POOL_NAME_MAX];
+	uint64_t size = 0;
+	uint32_t flags = 0;
+
+	proto_pool_sel_pack(&sw, "scratch", 1ULL << 40);
+	g_assert_cmpint(proto_pool_sel_unpack(&sw, sizeof(sw), name, &size), ==, 0);
+	g_assert_cmpstr(name, ==, "scratch");
+	g_assert_cmpuint(size, ==, 1ULL << 40);
+	check_prefixes(&sw, sizeof(sw), pool_sel_unpack_any, PROTO_POOL_NAME_MAX);
+	check_too_long(&sw, sizeof(sw), pool_sel_unpack_any, PROTO_POOL_NAME_MAX);
+	sw.flags = htobe32(1);
+	g_assert_cmpint(proto_pool_sel_unpack(&sw, sizeof(sw), name, &size), ==, -EBADMSG);
+
+	proto_pool_delete_pack(&dw, "scratch", PROTO_POOL_DELETE_FORCE);
+	g_assert_cmpint(proto_pool_delete_unpack(&dw, sizeof(dw), name, &flags), ==, 0);
+	g_assert_cmpstr(name, ==, "scratch");
+	g_assert_cmpuint(flags, ==, PROTO_POOL_DELETE_FORCE);
+	check_prefixes(&dw, sizeof(dw), pool_delete_unpack_any, PROTO_POOL_NAME_MAX);
+	check_too_long(&dw, sizeof(dw), pool_delete_unpack_any, PROTO_POOL_NAME_MAX);
+	dw.flags = htobe32(2);
+	g_assert_cmpint(proto_pool_delete_unpack(&dw, sizeof(dw), name, &flags), ==, -EBADMSG);
+	proto_pool_delete_pack(&dw, "../etc", 0);
+	g_assert_cmpint(proto_pool_delete_unpack(&dw, sizeof(dw), name, &flags), ==, -EBADMSG);
+}
+
+static int pool_list_unpack_any(const void *buf, size_t len, void *out)
+{
+	int rc = proto_pool_list_unpack(buf, len, out);
+
+	if (rc == 0)
+		proto_pool_list_clear(out);
+	return rc;
+}
+
+static void test_pool_list(void)
+{
+	struct proto_pool_info pools[3] = {
+		{ .name = "", .owner = "", .size = 1ULL << 30, .pool_id = 1, .clients = 2 },
+		{ .name = "a", .owner = "alice", .size = 64ULL << 20, .resident = 4096,
+		  .pool_id = 0xfeedULL, .client_id = 42, .clients = 1, .flags = PROTO_POOL_PERSISTENT },
+		{ .name = "b", .owner = "bob", .size = 1ULL << 20, .flags = PROTO_POOL_DELETING },
+	};
+	struct proto_pool_list in = { .capacity = 4ULL << 30, .free = 1ULL << 30, .npools = 3,
+				      .pools = pools }, out;
+	size_t len = proto_pool_list_wire_size(&in);
+	uint8_t *buf = g_malloc(len);
+	struct proto_pool_list_wire *h = (void *)buf;
+
+	g_assert_cmpint(proto_pool_list_pack(&in, buf, len - 1), ==, -EMSGSIZE);
+	g_assert_cmpint(proto_pool_list_pack(&in, buf, len), ==, (ssize_t)len);
+	g_assert_cmpint(proto_pool_list_unpack(buf, len, &out), ==, 0);
+	g_assert_cmpuint(out.capacity, ==, in.capacity);
+	g_assert_cmpuint(out.free, ==, in.free);
+	g_assert_cmpuint(out.npools, ==, 3);
+	g_assert_cmpmem(out.pools, 3 * sizeof(pools[0]), pools, sizeof(pools));
+	proto_pool_list_clear(&out);
+	proto_pool_list_clear(NULL);
+	check_prefixes(buf, len, pool_list_unpack_any, sizeof(out));
+	check_too_long(buf, len, pool_list_unpack_any, sizeof(out));
+	/* free above capacity; more pools than the limit */
+	h->free = htobe64(8ULL << 30);
+	g_assert_cmpint(proto_pool_list_unpack(buf, len, &out), ==, -EBADMSG);
+	h->free = htobe64(0);
+	h->npools = htobe32(PROTO_MAX_POOLS + 1);
+	g_assert_cmpint(proto_pool_list_unpack(buf, len, &out), ==, -EBADMSG);
+	h->npools = htobe32(3);
+	/* an owner with no NUL */
+	memset(buf + sizeof(*h) + sizeof(struct proto_pool_info_wire) + PROTO_POOL_NAME_MAX, 'x',
+	       PROTO_POOL_NAME_MAX);
+	g_assert_cmpint(proto_pool_list_unpack(buf, len, &out), ==, -EBADMSG);
+	g_free(buf);
+	in.npools = PROTO_MAX_POOLS + 1;
+	g_assert_cmpint(proto_pool_list_pack(&in, NULL, 0), ==, -EMSGSIZE);
 }
 
 static void test_fence(void)
@@ -387,11 +544,13 @@ static void test_stats(void)
 static void test_cm_priv(void)
 {
 	struct proto_hello in = { .client_id = 0xa5a5000011112222ULL }, out;
+	struct proto_cm_priv_pool_wire pw;
 	struct proto_cm_priv_wire w;
 	uint8_t padded[56];
 
 	proto_token_hash("token", 5, in.token_hash);
-	proto_cm_priv_pack(&w, &in);
+	g_assert_cmpuint(proto_cm_priv_pack(&pw, &in), ==, sizeof(w));
+	memcpy(&w, &pw.base, sizeof(w));
 	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, 0);
 	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
 
@@ -412,6 +571,17 @@ static void test_cm_priv(void)
 	w.version = htobe16(PROTO_VERSION);
 	w.magic = htobe32(0x12345678);
 	g_assert_cmpint(proto_cm_priv_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+
+	/* the pool form: 56 bytes, the id after the base; id 0 or a short form refused */
+	in.pool_id = 0x1122334455667788ULL;
+	g_assert_cmpuint(proto_cm_priv_pack(&pw, &in), ==, sizeof(pw));
+	g_assert_cmpint(proto_cm_priv_unpack(&pw, sizeof(pw), &out), ==, 0);
+	g_assert_cmpmem(&out, sizeof(out), &in, sizeof(in));
+	g_assert_cmpint(proto_cm_priv_unpack(&pw, sizeof(pw.base), &out), ==, -EBADMSG);
+	pw.pool_id = 0;
+	g_assert_cmpint(proto_cm_priv_unpack(&pw, sizeof(pw), &out), ==, -EBADMSG);
+	pw.base.flags = htobe16(0x2);
+	g_assert_cmpint(proto_cm_priv_unpack(&pw, sizeof(pw), &out), ==, -EBADMSG);
 }
 
 /* a pool descriptor in wire form, built by hand so malformed ones can be made */
@@ -851,6 +1021,11 @@ int main(int argc, char **argv)
 	g_test_add_func("/proto/status-table", test_status_table);
 	g_test_add_func("/proto/type-str", test_type_str);
 	g_test_add_func("/proto/hello", test_hello);
+	g_test_add_func("/proto/hello-pool", test_hello_pool);
+	g_test_add_func("/proto/pool-names", test_pool_names);
+	g_test_add_func("/proto/qp-exchange", test_qp_exchange);
+	g_test_add_func("/proto/pool-admin", test_pool_admin);
+	g_test_add_func("/proto/pool-list", test_pool_list);
 	g_test_add_func("/proto/fence", test_fence);
 	g_test_add_func("/proto/rw", test_rw);
 	g_test_add_func("/proto/atomic", test_atomic);
