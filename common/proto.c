@@ -312,6 +312,8 @@ static void proto_hello_base_pack(struct proto_hello_wire *w, const struct proto
 	w->client_id = htobe64(h->client_id);
 	if (h->pool[0])
 		w->flags = htobe32(PROTO_HELLO_POOL);
+	else if (h->control)
+		w->flags = htobe32(PROTO_HELLO_CONTROL);
 }
 
 size_t proto_hello_pack(struct proto_hello_pool_wire *w, const struct proto_hello *h)
@@ -325,20 +327,22 @@ size_t proto_hello_pack(struct proto_hello_pool_wire *w, const struct proto_hell
 
 /*
  * The base hello at buf (which holds at least its size); *has_pool: a pool
- * selection must follow. -EBADMSG for an unknown flag.
+ * selection must follow. -EBADMSG for an unknown flag or CONTROL with POOL.
  */
 static int proto_hello_base_unpack(const void *buf, struct proto_hello *h, bool *has_pool)
 {
+	const uint32_t both = PROTO_HELLO_POOL | PROTO_HELLO_CONTROL;
 	struct proto_hello_wire w;
 	uint32_t flags;
 
 	memcpy(&w, buf, sizeof(w));
 	flags = be32toh(w.flags);
-	if (flags & ~PROTO_HELLO_POOL)
+	if ((flags & ~both) || (flags & both) == both)
 		return -EBADMSG;
 	memset(h, 0, sizeof(*h));
 	memcpy(h->token_hash, w.token_hash, PROTO_TOKEN_HASH_LEN);
 	h->client_id = be64toh(w.client_id);
+	h->control = flags & PROTO_HELLO_CONTROL;
 	*has_pool = flags & PROTO_HELLO_POOL;
 	return 0;
 }
@@ -386,6 +390,8 @@ int proto_qp_exchange_unpack(const void *buf, size_t len, struct proto_hello *h,
 	rc = proto_hello_sel_unpack(p, len, sizeof(struct proto_qp_exchange_wire), h);
 	if (rc)
 		return rc;
+	if (h->control)
+		return -EBADMSG;
 	return proto_qp_info_unpack(p + hello_len, sizeof(struct proto_qp_info_wire), qp);
 }
 

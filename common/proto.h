@@ -116,6 +116,14 @@ struct proto_hello_wire {
  * message as malformed, so a named pool is never served by the default one.
  */
 #define PROTO_HELLO_POOL 0x1U
+/*
+ * A control session: authenticate, reach no pool (the HELLO response is
+ * empty). For POOL_LIST/CREATE/DELETE, STATS and PING from tools that serve
+ * no I/O (memserver-ctl, a client choosing donors), and the only way to talk
+ * to a memserver that has no default pool without naming one. Not with
+ * PROTO_HELLO_POOL; HELLO only.
+ */
+#define PROTO_HELLO_CONTROL 0x2U
 
 /* which pool, and whether to create it (HELLO, QP_EXCHANGE, POOL_CREATE) */
 struct proto_pool_sel_wire {
@@ -276,6 +284,7 @@ struct proto_hello {
 	char pool[PROTO_POOL_NAME_MAX];
 	uint64_t create_size;
 	uint64_t pool_id;
+	bool control; /* HELLO only: PROTO_HELLO_CONTROL, no pool (pool[0] must be 0) */
 };
 
 struct proto_msg {
@@ -404,19 +413,20 @@ int proto_token_load(const char *path, uint8_t out[PROTO_TOKEN_HASH_LEN]);
 /*
  * HELLO: packs the hello, and the pool selection after it when h->pool names
  * one; returns the bytes used (sizeof(proto_hello_wire) or
- * sizeof(proto_hello_pool_wire)).
+ * sizeof(proto_hello_pool_wire)). h->control sets PROTO_HELLO_CONTROL.
  */
 size_t proto_hello_pack(struct proto_hello_pool_wire *w, const struct proto_hello *h);
 /*
  * Either form; -EBADMSG for any other length, a flag and length that
- * disagree, or an invalid pool name (proto_pool_name_valid). pool_id is 0.
+ * disagree, CONTROL with POOL, or an invalid pool name
+ * (proto_pool_name_valid). pool_id is 0.
  */
 int proto_hello_unpack(const void *buf, size_t len, struct proto_hello *h);
 
 /* QP_EXCHANGE: the hello (with the pool as HELLO packs it), then the QP; bytes used */
 size_t proto_qp_exchange_pack(struct proto_qp_exchange_pool_wire *w, const struct proto_hello *h,
 			      const struct proto_qp_info *qp);
-/* either form; -EBADMSG as proto_hello_unpack */
+/* either form; -EBADMSG as proto_hello_unpack, and for PROTO_HELLO_CONTROL */
 int proto_qp_exchange_unpack(const void *buf, size_t len, struct proto_hello *h,
 			     struct proto_qp_info *qp);
 

@@ -279,6 +279,13 @@ static void test_hello(void)
 	check_too_long(&w, sizeof(w.hello), hello_unpack_any, sizeof(out));
 	/* the full-length form without the flag is not a pool selection */
 	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+	/* a control session: the flag, no pool */
+	in.control = true;
+	g_assert_cmpuint(proto_hello_pack(&w, &in), ==, sizeof(w.hello));
+	g_assert_cmpuint(be32toh(w.hello.flags), ==, PROTO_HELLO_CONTROL);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w.hello), &out), ==, 0);
+	g_assert_true(out.control);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
 }
 
 static void test_hello_pool(void)
@@ -295,8 +302,10 @@ static void test_hello_pool(void)
 	check_too_long(&w, sizeof(w), hello_unpack_any, sizeof(out));
 	/* the flag without the selection */
 	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w.hello), &out), ==, -EBADMSG);
-	/* an unknown flag */
+	/* an unknown flag; CONTROL with a pool */
 	w.hello.flags = htobe32(PROTO_HELLO_POOL | 0x80);
+	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
+	w.hello.flags = htobe32(PROTO_HELLO_POOL | PROTO_HELLO_CONTROL);
 	g_assert_cmpint(proto_hello_unpack(&w, sizeof(w), &out), ==, -EBADMSG);
 	w.hello.flags = htobe32(PROTO_HELLO_POOL);
 	/* a name with no NUL, an empty name, a bad character */
