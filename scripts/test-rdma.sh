@@ -263,21 +263,9 @@ T0=$(date +%s)
 PASSED=0 FAILED=0 SKIPPED=0
 FAILED_NAMES=()
 
-report()
-{
-	local line="$PASSED passed, $FAILED failed"
-	[ "$SKIPPED" -gt 0 ] && line+=", $SKIPPED skipped"
-	if [ -n "$RESULTS_FILE" ]; then
-		{
-			echo "$PASSED $FAILED $SKIPPED"
-			[ ${#FAILED_NAMES[@]} -gt 0 ] && printf '%s\n' "${FAILED_NAMES[@]}"
-		} >"$RESULTS_FILE"
-	fi
-	echo "test-rdma: done in $(($(date +%s) - T0)) s"
-	echo "$line"
-	[ "$FAILED" = 0 ]
-	exit $?
-}
+# shellcheck source=lib/counts.sh
+. "$ROOT/scripts/lib/counts.sh"
+report() { counts_report test-rdma; }
 
 host_fail()
 {

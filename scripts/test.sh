@@ -1,7 +1,7 @@
 #!/bin/bash
 # test.sh - install what is missing, build, and run every rmemfs test; CI runs this (.ci/run).
 #
-# usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-package] [--no-rdma]
+# usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-package] [--no-systemd] [--no-rdma]
 #
 # Runs, in order (each is one "run" in the summary):
 #   main      build/ (-Dwerror=true): `meson test` of every suite except rdma
@@ -12,10 +12,13 @@
 #             overrides the list), with leak detection and UBSan halting on the first error
 #   package   scripts/package.sh: the Debian packages built with dpkg-buildpackage, their
 #             contents, lintian (no errors) and systemd-analyze verify of memserver@.service
+#   systemd   scripts/test-systemd.sh build/: memserver@main enabled from the packages and an
+#             fstab mount in a qemu guest with systemd as init, across a reboot of the guest
+#             (the packages of the package run when it ran)
 #   rdma      scripts/test-rdma.sh build/: the rdma suite and the transport tests over real
 #             verbs (soft-RoCE) inside a qemu guest; a loud SKIP only where qemu cannot start
-# The counts come from meson's JSON test logs (meson-logs/<run>.json) and from the RDMA run's
-# count file; the last line is `N passed, N failed` (`, N skipped` when something skipped),
+# The counts come from meson's JSON test logs (meson-logs/<run>.json) and from the systemd and
+# RDMA runs' count files; the last line is `N passed, N failed` (`, N skipped` when something skipped),
 # and the exit status is non-zero if any test or build failed. Works from any directory;
 # never prompts (CI=true is honoured by every step).
 set -uo pipefail
@@ -25,12 +28,13 @@ cd "$ROOT" || exit 1
 BUILD=$ROOT/build
 ASAN_BUILD=$ROOT/build-asan
 ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration sets}
-do_asan=1 do_valgrind=1 do_package=1 do_rdma=1
+do_asan=1 do_valgrind=1 do_package=1 do_systemd=1 do_rdma=1
 for arg in "$@"; do
 	case $arg in
 	--no-asan) do_asan=0 ;;
 	--no-valgrind) do_valgrind=0 ;;
 	--no-package) do_package=0 ;;
+	--no-systemd) do_systemd=0 ;;
 	--no-rdma) do_rdma=0 ;;
 	-h | --help) sed -n '2,/^set -uo/p' "$0" | sed -e '/^set -uo/d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "test.sh: unknown argument '$arg'" >&2; exit 2 ;;
@@ -52,6 +56,22 @@ record_fail()
 {
 	echo "$1 0 1 0" >>"$SUMMARY"
 	echo "$1: $2" >>"$FAILURES"
+}
+
+# add_counts RUN FILE RC SCRIPT: add a script's count file ("PASSED FAILED SKIPPED", then one
+# failed test a line) to the summary; SCRIPT exited RC
+add_counts()
+{
+	local p f s
+	if read -r p f s <"$2" 2>/dev/null && [ -n "$s" ]; then
+		echo "$1 $p $f $s" >>"$SUMMARY"
+		tail -n +2 "$2" | sed "s/^/$1: /" >>"$FAILURES"
+		if [ "$f" = 0 ] && [ "$3" != 0 ]; then
+			record_fail "$1" "$4 exited $3 although no test failed"
+		fi
+	else
+		record_fail "$1" "$4 exited $3 without reporting its counts"
+	fi
 }
 
 # count_testlog RUN JSONLOG: add meson's per-test results of one run to the summary
@@ -136,7 +156,7 @@ print("\n".join(sorted(names)))'
 
 banner "dependencies"
 groups=(build test)
-[ $do_rdma = 1 ] && groups+=(vm)
+{ [ $do_rdma = 1 ] || [ $do_systemd = 1 ]; } && groups+=(vm)
 "$ROOT/scripts/deps.sh" "${groups[@]}" || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
 
 banner "build: $BUILD"
@@ -183,28 +203,24 @@ if [ $do_package = 1 ]; then
 	banner "tests: package (Debian packages)"
 	RMEMFS_PACKAGE_RESULTS=$WORK/package.counts "$ROOT/scripts/package.sh" --out "$ROOT/build-deb"
 	rc=$?
-	if read -r p f s <"$WORK/package.counts" 2>/dev/null && [ -n "$s" ]; then
-		echo "package $p $f $s" >>"$SUMMARY"
-		tail -n +2 "$WORK/package.counts" | sed 's/^/package: /' >>"$FAILURES"
-	else
-		record_fail package "package.sh exited $rc without reporting its counts"
-	fi
+	add_counts package "$WORK/package.counts" $rc package.sh
+fi
+
+if [ $do_systemd = 1 ]; then
+	banner "tests: systemd (the unit and an fstab mount in a systemd guest, across a reboot)"
+	debs=""
+	[ $do_package = 1 ] && debs=$ROOT/build-deb
+	RMEMFS_SYSTEMD_RESULTS=$WORK/systemd.counts RMEMFS_SYSTEMD_DEBS=$debs \
+		"$ROOT/scripts/test-systemd.sh" "$BUILD"
+	rc=$?
+	add_counts systemd "$WORK/systemd.counts" $rc test-systemd.sh
 fi
 
 if [ $do_rdma = 1 ]; then
 	banner "tests: rdma (soft-RoCE guest)"
 	RMEMFS_RDMA_RESULTS=$WORK/rdma.counts "$ROOT/scripts/test-rdma.sh" "$BUILD"
 	rc=$?
-	# the count file: "PASSED FAILED SKIPPED", then one failed test a line
-	if read -r p f s <"$WORK/rdma.counts" 2>/dev/null && [ -n "$s" ]; then
-		echo "rdma $p $f $s" >>"$SUMMARY"
-		tail -n +2 "$WORK/rdma.counts" | sed 's/^/rdma: /' >>"$FAILURES"
-		if [ "$f" = 0 ] && [ $rc != 0 ]; then
-			record_fail rdma "test-rdma.sh exited $rc although no test failed"
-		fi
-	else
-		record_fail rdma "test-rdma.sh exited $rc without reporting its counts"
-	fi
+	add_counts rdma "$WORK/rdma.counts" $rc test-rdma.sh
 fi
 
 banner "summary"

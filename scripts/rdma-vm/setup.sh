@@ -9,6 +9,8 @@
 #                           depmod run on the unpacked tree
 #   initramfs.cpio.gz       busybox + the modules the guest needs + scripts/rdma-vm/init;
 #                           rebuilt only when one of those inputs changes (initramfs.stamp)
+#   initramfs-systemd.cpio.gz  the same for scripts/systemd-vm/init (the systemd guest of
+#                           scripts/test-systemd.sh), with its modules (initramfs-systemd.stamp)
 #
 # The host kernel needs no RDMA support and loads nothing. KVER: the cached kernel, else
 # $RMEMFS_VM_KVER, else the version linux-image-amd64 depends on.
@@ -22,6 +24,9 @@ D=${RMEMFS_VM_DIR:-/var/tmp/rmemfs-vm}
 # loop for swap on an rmemfs file (the fs-swap step)
 MODS="virtio_pci 9pnet_virtio 9p overlay crc32_generic rdma_rxe ib_uverbs rdma_ucm fuse dummy veth
       brd ext4 loop"
+# the systemd guest's (scripts/systemd-vm/init, scripts/test-systemd.sh): its root is an overlay
+# of the host's / over 9p on an ext4 on a virtio disk; fuse for the rmemfs mounts
+SD_MODS="virtio_pci virtio_blk 9pnet_virtio 9p overlay ext4 fuse"
 t0=$(date +%s.%N)
 log() { echo "[rdma-vm setup] $*"; }
 
@@ -73,7 +78,7 @@ if [ ! -f "$KDIR/boot/vmlinuz-$KVER" ]; then
 	rm -rf "$D/debs"
 fi
 for opt in RDMA_RXE INFINIBAND_USER_ACCESS FUSE_FS 9P_FS NET_9P_VIRTIO OVERLAY_FS DUMMY \
-	BLK_DEV_RAM EXT4_FS; do
+	BLK_DEV_RAM EXT4_FS VIRTIO_BLK; do
 	grep -Eq "^CONFIG_$opt=[ym]" "$KDIR/boot/config-$KVER" ||
 		{ log "kernel $KVER lacks CONFIG_$opt" >&2; exit 1; }
 done
@@ -84,41 +89,50 @@ for old in "$D"/k-*; do
 	[ "$old" = "$KDIR" ] || { log "removing old ${old##*/}"; rm -rf "$old"; }
 done
 
-# --- initramfs: rebuilt only when its inputs change ---
-stamp=$({
-	echo "$KVER $MODS"
-	sha256sum "$HERE/init" /bin/busybox | cut -d' ' -f1
-} | sha256sum | cut -d' ' -f1)
-if [ -f "$D/initramfs.cpio.gz" ] && [ "$(cat "$D/initramfs.stamp" 2>/dev/null)" = "$stamp" ]; then
-	[ "${RMEMFS_VM_QUIET:-0}" = 1 ] || log "up to date (kernel $KVER)"
-	exit 0
-fi
-IR="$D/initramfs.tmp"
-rm -rf "$IR"
-mkdir -p "$IR"/{bin,proc,sys,dev,mods}
-cp /bin/busybox "$IR/bin/busybox"
-: >"$IR/mods.list"
-for m in $MODS; do
-	modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" | while read -r kw path _; do
-		[ "$kw" = insmod ] || continue
-		b=$(basename "$path")
-		grep -qx "$b" "$IR/mods.list" && continue
-		case $b in
-		*.ko) cp "$path" "$IR/mods/$b" ;;
-		*.ko.xz) xz -dc "$path" >"$IR/mods/${b%.xz}"; b=${b%.xz} ;;
-		*.ko.zst) zstd -qdc "$path" >"$IR/mods/${b%.zst}"; b=${b%.zst} ;;
-		*) log "unexpected module file $path" >&2; exit 1 ;;
-		esac
-		echo "$b" >>"$IR/mods.list"
+# --- initramfs images: each rebuilt only when its inputs change ---
+# build_initramfs NAME INIT NEEDED "MODS": $D/NAME.cpio.gz holding busybox, INIT as /init and
+# MODS with what they depend on (listed in load order in /mods.list), which must include the
+# module file NEEDED; NAME.stamp records the inputs
+build_initramfs()
+{
+	local name=$1 init=$2 needed=$3 mods=$4 stamp ir m kw path b
+	stamp=$({
+		echo "$KVER $mods"
+		sha256sum "$init" /bin/busybox | cut -d' ' -f1
+	} | sha256sum | cut -d' ' -f1)
+	if [ -f "$D/$name.cpio.gz" ] && [ "$(cat "$D/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+		[ "${RMEMFS_VM_QUIET:-0}" = 1 ] || log "$name up to date (kernel $KVER)"
+		return 0
+	fi
+	ir="$D/$name.tmp"
+	rm -rf "$ir"
+	mkdir -p "$ir"/{bin,proc,sys,dev,mods}
+	cp /bin/busybox "$ir/bin/busybox"
+	: >"$ir/mods.list"
+	for m in $mods; do
+		modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" | while read -r kw path _; do
+			[ "$kw" = insmod ] || continue
+			b=$(basename "$path")
+			grep -qx "$b" "$ir/mods.list" && continue
+			case $b in
+			*.ko) cp "$path" "$ir/mods/$b" ;;
+			*.ko.xz) xz -dc "$path" >"$ir/mods/${b%.xz}"; b=${b%.xz} ;;
+			*.ko.zst) zstd -qdc "$path" >"$ir/mods/${b%.zst}"; b=${b%.zst} ;;
+			*) log "unexpected module file $path" >&2; exit 1 ;;
+			esac
+			echo "$b" >>"$ir/mods.list"
+		done
 	done
-done
-grep -qx rdma_rxe.ko "$IR/mods.list" || { log "rdma_rxe.ko not found in $KVER" >&2; exit 1; }
-cp "$HERE/init" "$IR/init"
-chmod 755 "$IR/init"
-(cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1 >"$D/initramfs.cpio.gz.tmp")
-mv "$D/initramfs.cpio.gz.tmp" "$D/initramfs.cpio.gz"
-echo "$stamp" >"$D/initramfs.stamp"
-log "kernel $KVER, modules: $(tr '\n' ' ' <"$IR/mods.list")"
-rm -rf "$IR"
-log "initramfs $(du -h "$D/initramfs.cpio.gz" | cut -f1), done in" \
-	"$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s"
+	grep -qx "$needed" "$ir/mods.list" || { log "$needed not found in $KVER" >&2; exit 1; }
+	cp "$init" "$ir/init"
+	chmod 755 "$ir/init"
+	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -1 >"$D/$name.cpio.gz.tmp")
+	mv "$D/$name.cpio.gz.tmp" "$D/$name.cpio.gz"
+	echo "$stamp" >"$D/$name.stamp"
+	log "$name: kernel $KVER, modules: $(tr '\n' ' ' <"$ir/mods.list")"
+	rm -rf "$ir"
+	log "$name $(du -h "$D/$name.cpio.gz" | cut -f1), done in" \
+		"$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s"
+}
+build_initramfs initramfs "$HERE/init" rdma_rxe.ko "$MODS"
+build_initramfs initramfs-systemd "$HERE/../systemd-vm/init" virtio_blk.ko "$SD_MODS"
