@@ -449,7 +449,8 @@ static int run(const struct ctl_args *a)
 	char *host;
 	int rc;
 
-	if (net_parse_server(a->server, &host, &port))
+	/* a server, not a pool: HOST:PORT/NAME is the clients' form */
+	if (strchr(a->server, '/') || net_parse_server(a->server, &host, &port))
 		return usage_error("server '%s': expected HOST or HOST:PORT ([ADDRESS]:PORT for "
 				   "IPv6, ports 1..65535)", a->server);
 	if (xport_params_client(&params, host, port, a->token_file, PROG, "--token-file ")) {
