@@ -158,9 +158,7 @@ static void print_list_json(const struct proto_pool_list *l)
 	       l->free);
 	for (i = 0; i < l->npools; i++) {
 		const struct proto_pool_info *p = &l->pools[i];
-		char flags[64];
 
-		flags_str(p->flags, flags, sizeof(flags));
 		printf("%s{\"name\": ", i ? ", " : "");
 		json_write_string(stdout, p->name);
 		printf(", \"default\": %s, \"owner\": ", p->name[0] ? "false" : "true");
