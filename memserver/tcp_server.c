@@ -506,8 +506,8 @@ static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t
 
 /*
  * The token, then the pool: an unbound connection is bound to the pool @h
- * selects (tcp_admit); a bound one may only name its own pool again. 0, or
- * what refusing returned.
+ * selects (tcp_admit); a bound one may only name its own pool again. 0 (bound),
+ * 1 (refused and answered, the connection goes on), or what refusing returned.
  */
 static int tcp_bind(struct tcp_conn *c, const struct proto_msg *m, const struct proto_hello *h)
 {
@@ -522,7 +522,8 @@ static int tcp_bind(struct tcp_conn *c, const struct proto_msg *m, const struct 
 			return 0;
 		g_message("%s: %s on a connection already bound, refused", c->peer,
 			  proto_type_str(m->type));
-		return tcp_refuse(c, m, PROTO_E_STATE);
+		rc = tcp_refuse(c, m, PROTO_E_STATE);
+		return rc ? rc : 1;
 	}
 	st = registry_open(&c->ms->reg, &c->who, h->pool, h->create_size, h->client_id, &p);
 	if (st != PROTO_OK) {
@@ -552,8 +553,8 @@ static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const voi
 		return tcp_respond_status(c, m->type, PROTO_OK, m->id);
 	}
 	rc = tcp_bind(c, m, &h);
-	if (rc || !c->pool)
-		return rc;
+	if (rc)
+		return rc < 0 ? rc : 0;
 	return tcp_respond(c, m->type, PROTO_OK, m->id, c->pool->tcp_wire,
 			   (uint32_t)c->pool->tcp_wire_len);
 }
@@ -575,8 +576,8 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 	if (proto_qp_exchange_unpack(p, m->len, &h, &client))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed QP_EXCHANGE");
 	rc = tcp_bind(c, m, &h);
-	if (rc || !c->pool)
-		return rc;
+	if (rc)
+		return rc < 0 ? rc : 0;
 	if (!ms->oob_accept)
 		return tcp_refuse(c, m, PROTO_E_UNSUPPORTED);
 	if (c->oob_handle)
