@@ -286,6 +286,21 @@ def test_size_only_has_no_room(start):
         'no room for a 1.0 MiB pool (0 B free of 8.0 MiB)'
 
 
+def test_backing_dir_pools_are_persistent(start, tmp_path):
+    pdir = tmp_path / 'pools'
+    pdir.mkdir()
+    s = start('--capacity', '16M', '--backing-dir', pdir)
+    ctl_ok(s, 'create', 'kept', '2M')
+    row = [l for l in ctl_ok(s, 'list').splitlines() if l.startswith('kept ')][0]
+    assert row.split()[-1] == 'persistent'
+    assert pools(s, None)['pools'][0]['persistent'] is True
+    ctl_ok(s, 'delete', 'kept')
+    deadline = time.monotonic() + TIMEOUT
+    while os.path.exists(pdir / 'kept.pool'):
+        assert time.monotonic() < deadline, 'the deleted pool kept its file'
+        time.sleep(0.05)
+
+
 # ---- servers it cannot talk to ----
 
 def test_nothing_listening():
