@@ -66,5 +66,14 @@ int net_writev_full(int fd, struct iovec *iov, int iovcnt);
  * absent. -EINVAL on a malformed string or a port outside 1..65535.
  */
 int net_parse_server(const char *s, char **host, uint16_t *port);
+/*
+ * SERVER[:PORT][/NAME]: net_parse_server's forms, optionally followed by '/'
+ * and the name of one of the server's pools (proto_pool_name_valid). *pool
+ * is g_malloc'd, or NULL without "/NAME" (the server's default pool). On
+ * -EINVAL, *why (if why is not NULL) says what is wrong, for a message:
+ * the address or the pool name.
+ */
+int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **pool,
+			  const char **why);
 
 #endif /* RMEM_NET_H */
