@@ -425,3 +425,12 @@ int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **poo
 		*pool = g_strdup(slash + 1);
 	return 0;
 }
+
+int net_format_server_pool(char *buf, size_t cap, const char *host, uint16_t port,
+			   const char *pool)
+{
+	bool v6 = strchr(host, ':') != NULL;
+
+	return snprintf(buf, cap, "%s%s%s:%u%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
+			port ? port : PROTO_DEFAULT_PORT, pool && *pool ? "/" : "", pool ? pool : "");
+}

@@ -75,5 +75,13 @@ int net_parse_server(const char *s, char **host, uint16_t *port);
  */
 int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **pool,
 			  const char **why);
+/*
+ * The other way: "host:port", "[v6]:port", with "/pool" after it when pool
+ * is neither NULL nor "" (port 0: PROTO_DEFAULT_PORT). Returns what
+ * snprintf does: the length the whole address needs, so >= cap means it
+ * was cut short.
+ */
+int net_format_server_pool(char *buf, size_t cap, const char *host, uint16_t port,
+			   const char *pool);
 
 #endif /* RMEM_NET_H */

@@ -1029,6 +1029,21 @@ static void test_net_parse_server_pool(void)
 	g_assert_cmpint(net_parse_server_pool("host/p!", &h, &pt, &p, NULL), ==, -EINVAL);
 }
 
+static void test_net_format_server_pool(void)
+{
+	char buf[32];
+
+	g_assert_cmpint(net_format_server_pool(buf, sizeof(buf), "h", 9, NULL), ==, 3);
+	g_assert_cmpstr(buf, ==, "h:9");
+	net_format_server_pool(buf, sizeof(buf), "h", 0, "");
+	g_assert_cmpstr(buf, ==, "h:" G_STRINGIFY(PROTO_DEFAULT_PORT));
+	net_format_server_pool(buf, sizeof(buf), "::1", 7471, "db");
+	g_assert_cmpstr(buf, ==, "[::1]:7471/db");
+	/* cut short: the length it needed */
+	g_assert_cmpint(net_format_server_pool(buf, 8, "host", 7471, "pool"), ==, 14);
+	g_assert_cmpstr(buf, ==, "host:74");
+}
+
 static void test_net_connect(void)
 {
 	char msg[] = "hello, rmemfs";
@@ -1113,5 +1128,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/net/loopback", test_net_loopback);
 	g_test_add_func("/net/connect", test_net_connect);
 	g_test_add_func("/net/parse-server-pool", test_net_parse_server_pool);
+	g_test_add_func("/net/format-server-pool", test_net_format_server_pool);
 	return g_test_run();
 }
