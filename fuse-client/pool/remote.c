@@ -21,6 +21,7 @@
 
 #include "ec_codec.h"
 #include "net.h"
+#include "refusal.h"
 
 static_assert(REMOTE_MAX_SERVERS == LAYOUT_SET_MAX, "one limit on members");
 static_assert(PLACE_MAX_MEMBERS == LAYOUT_SET_MAX, "one limit on members");
@@ -102,6 +103,22 @@ static int connect_server(struct remote *r, const struct remote_config *cfg, uns
 	mc.params.client_id = r->client_id;
 	mc.params.quiet = mc.params.quiet || i > 0; /* what "auto" picked: said once */
 	rc = member_open(&mc, out);
+	if (rc < 0) {
+		char *why = refusal_text(&mc.params, rc, REMOTE_CREATE_HOW);
+
+		/* a refusal is fatal, but a missing pool for a set that may do without it */
+		if (why && (cfg->nservers == 1 || rc != -ENOENT || cfg->format)) {
+			remote_set_msg(err_msg, "%s", why);
+			g_free(why);
+			return rc;
+		}
+		if (why) {
+			g_message("member %s: %s", name, why);
+			g_free(why);
+			*out = NULL;
+			return 0;
+		}
+	}
 	if (rc < 0 && cfg->nservers == 1)
 		return rc; /* the caller reports it, as it always did */
 	if (rc < 0) {

@@ -14,6 +14,9 @@
 
 #include <glib.h>
 
+#include "net.h"
+#include "refusal.h"
+
 /* which member OLD names: its index, "memberN", its address or its pool id */
 static int find_member(struct remote *r, const char *old)
 {
@@ -56,7 +59,7 @@ static int open_blank(struct remote *r, const char *addr, uint64_t create_size,
 		g_free(why);
 		return -EINVAL;
 	}
-	if (strlen(addr) >= LAYOUT_SET_ADDR_LEN) {
+	if (net_format_server_pool(NULL, 0, srv.host, srv.port, srv.pool) >= LAYOUT_SET_ADDR_LEN) {
 		remote_set_msg(err_msg, "'%s': a member's address must fit %d characters (the member "
 			       "record keeps it)", addr, LAYOUT_SET_ADDR_LEN - 1);
 		remote_servers_free(&srv, 1);
@@ -69,8 +72,14 @@ static int open_blank(struct remote *r, const char *addr, uint64_t create_size,
 	r->mcfg.params.pool_create_size = srv.pool ? create_size : 0;
 	r->mcfg.params.client_id = r->client_id;
 	rc = member_open(&r->mcfg, out);
-	if (rc < 0)
-		remote_set_msg(err_msg, "%s", refusal_text(&r->mcfg.params, rc));
+	if (rc < 0) {
+		why = refusal_text(&r->mcfg.params, rc, REMOTE_CREATE_HOW);
+		if (why)
+			remote_set_msg(err_msg, "%s", why);
+		else
+			remote_set_msg(err_msg, "%s: %s", addr, g_strerror(-rc));
+		g_free(why);
+	}
 	r->mcfg.params = p;
 	r->mcfg.params.host = NULL;
 	remote_servers_free(&srv, 1);
