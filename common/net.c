@@ -409,8 +409,8 @@ int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **poo
 		*host = NULL;
 		*port = 0;
 		if (why)
-			*why = "a pool name is 1 to 31 of A-Z a-z 0-9 _ . - beginning with a letter, "
-			       "a digit or _";
+			*why = "not a pool name after the '/' (1 to 31 of A-Z a-z 0-9 _ . -, beginning "
+			       "with a letter, a digit or _)";
 		return -EINVAL;
 	}
 	addr = slash ? g_strndup(s, slash - s) : g_strdup(s);
@@ -418,7 +418,8 @@ int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **poo
 	g_free(addr);
 	if (rc < 0) {
 		if (why)
-			*why = "not SERVER[:PORT] (ports are 1..65535; write IPv6 as [addr]:port)";
+			*why = "not SERVER[:PORT][/NAME] (ports are 1..65535; write IPv6 as "
+			       "[addr]:port)";
 		return rc;
 	}
 	if (slash)

@@ -70,8 +70,8 @@ int net_parse_server(const char *s, char **host, uint16_t *port);
  * SERVER[:PORT][/NAME]: net_parse_server's forms, optionally followed by '/'
  * and the name of one of the server's pools (proto_pool_name_valid). *pool
  * is g_malloc'd, or NULL without "/NAME" (the server's default pool). On
- * -EINVAL, *why (if why is not NULL) says what is wrong, for a message:
- * the address or the pool name.
+ * -EINVAL, *why (if why is not NULL) says what is wrong, for a message
+ * "'S' is WHY": "not SERVER[:PORT][/NAME] (...)" or "not a pool name ...".
  */
 int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **pool,
 			  const char **why);

@@ -182,7 +182,8 @@ static int parse_server(const char *arg, struct perf_opts *o)
 			o->port = port;
 		return 0;
 	}
-	return usage_error("server '%s': %s", arg, why);
+	return usage_error("server '%s': expected [ADDRESS], [ADDRESS]:PORT, HOST or HOST:PORT, "
+			   "then /NAME for a named pool: it is %s", arg, why);
 }
 
 enum {

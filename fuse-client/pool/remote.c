@@ -655,7 +655,7 @@ int remote_parse_servers(const char *list, struct remote_server *out, unsigned i
 		if (!rc)
 			(*n)++;
 		else if (why)
-			*why = g_strdup_printf("'%s': %s", parts[i], what);
+			*why = g_strdup_printf("'%s' is %s", parts[i], what);
 	}
 	g_strfreev(parts);
 	if (!rc && !*n)

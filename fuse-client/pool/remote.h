@@ -44,7 +44,7 @@ struct remote_server {
  * Parse "HOST[:PORT][/NAME][,HOST[:PORT][/NAME]...]" (IPv6 as [addr]:port)
  * into out[] (g_malloc'd: remote_servers_free). -EINVAL for a bad address
  * or pool name (*why, if why is not NULL, says which and what is wrong, as
- * "'ADDR': WHAT") or more than max servers (*why NULL).
+ * "'ADDR' is not ...") or more than max servers (*why NULL).
  */
 int remote_parse_servers(const char *list, struct remote_server *out, unsigned int max,
 			 unsigned int *n, char **why);

@@ -168,7 +168,7 @@ def test_refusals(env):
                              (plain, ['format', 'size=8M'], "'" + s.addr + "' names none"),
                              (pool(s, 'p'), ['format', 'size=100K'], 'at least 1M'),
                              (PoolRef(f'{s.addr}/-bad', s.token_file, s.workdir), [],
-                              'a pool name is 1 to 31 of')):
+                              'is not a pool name')):
         out = refused(env, ref, opts)
         assert words in out, out
     # a member address longer than the member record keeps (63 characters): at format
