@@ -291,7 +291,7 @@ def test_donors_choose_the_emptiest(env):
     fs2 = env.rmemfs(ref, options=[f'donors={file}'])
     verify(fs2.mountpoint, 'd', n, size)
     assert fs2.unmount() == 0
-    # three members of 96M: only cands[2] has room for one, refused listing each
+    # three members of 96M: cands[1] and cands[2] have room, so refused, listing each
     out = refused(env, PoolRef('other', tok, env.workdir),
                   [f'donors={file}', 'format', 'size=96M', 'replicas=3'])
     assert 'fewer than 3 of the candidates' in out, out
