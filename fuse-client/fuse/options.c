@@ -294,7 +294,7 @@ static int validate_server(struct options *o)
 		if (why)
 			fprintf(stderr, "rmemfs: %s\n", why);
 		else
-			fprintf(stderr, "rmemfs: '%s' is more than %u servers\n", o->server,
+			fprintf(stderr, "rmemfs: '%s': a member set has at most %u servers\n", o->server,
 				REMOTE_MAX_SERVERS);
 		g_free(why);
 		return -EINVAL;
