@@ -655,8 +655,11 @@ uint64_t pool_page_size(bool hugepages)
 
 uint64_t pool_resident(const struct pool *pool)
 {
-	uint64_t page = pool->flags & PROTO_POOL_HUGEPAGES ? pool_page_size(true)
-							   : (uint64_t)sysconf(_SC_PAGESIZE);
+	/*
+	 * mincore fills one byte per base page even over huge pages (the kernel's
+	 * hugetlb walk steps by PAGE_SIZE), so the vector is sized in base pages
+	 */
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t off, n = 0, step = 1ULL << 30;
 	unsigned char *vec;
 	size_t i;

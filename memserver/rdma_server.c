@@ -186,6 +186,8 @@ static void rs_uncount(uint64_t *counter)
 	__atomic_sub_fetch(counter, 1, __ATOMIC_RELAXED);
 }
 
+static void rs_client_revoke(struct rs_client *c);
+
 /* let go of rs->lock, then drop the pool references of the clients destroyed under it */
 static void rs_unlock(struct rdma_server *rs)
 {
@@ -940,6 +942,13 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 			break;
 		pthread_mutex_lock(&rs->lock);
 		c->established = true;
+		/*
+		 * revoked (fenced, or its pool deleted) before it was established:
+		 * disconnect now, or the client would keep the connection, and its
+		 * deleted pool's memory and capacity, as long as it likes
+		 */
+		if (c->revoked)
+			rs_client_revoke(c);
 		rs_unlock(rs);
 		g_debug("%s: connected", c->peer);
 		break;
@@ -1425,6 +1434,8 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	if (rc)
 		goto close_epoll;
 	rs->comp_running = true;
+	/* before the first client can make a pool's PD: each PD must go with its pool */
+	registry_set_release(&ms->reg, rdma_server_pool_release, rs);
 	rc = -pthread_create(&rs->cm_thread, NULL, rdma_server_cm_thread, rs);
 	if (rc)
 		goto stop_threads;
@@ -1434,7 +1445,6 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	ms->oob_accept = rdma_server_oob_accept;
 	ms->oob_release = rdma_server_oob_release;
 	memserver_set_revoke(ms, MEMSERVER_SIDE_RDMA, rdma_server_revoke, rs);
-	registry_set_release(&ms->reg, rdma_server_pool_release, rs);
 	*out = rs;
 	return 0;
 

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -295,10 +296,37 @@ static uint32_t registry_status(int rc)
 		return PROTO_E_NOSPACE;
 	if (rc == -ENOMEM)
 		return PROTO_E_NOMEM;
+	if (rc == -EEXIST)
+		return PROTO_E_EXIST;
 	return PROTO_E_INTERNAL;
 }
 
-/* map a reserved entry (no lock held); 0 or -errno */
+/*
+ * Make a new pool's empty file (pool_open fills it). A file already there is
+ * not served (it came after the start): taking it over would hand its bytes,
+ * maybe another tenant's, to the creator. 0 or -errno (-EEXIST).
+ */
+static int registry_file_make(const char *path, const char *name)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int rc = -errno;
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (rc == -EEXIST)
+		g_message("cannot create pool '%s': %s exists but is not served (a restart "
+			  "adopts it; or remove it)", name, path);
+	else
+		g_message("cannot create pool '%s': %s: %s", name, path, g_strerror(-rc));
+	return rc;
+}
+
+/*
+ * Map a reserved entry (no lock held; the creating entry keeps its name, so
+ * its file is this creation's alone). 0 or -errno, its file removed.
+ */
 static int registry_map(struct registry *reg, struct registry_pool *p)
 {
 	struct pool_params pp = {
@@ -313,15 +341,30 @@ static int registry_map(struct registry *reg, struct registry_pool *p)
 
 	if (reg->backing_dir) {
 		p->path = g_strdup_printf("%s/%s%s", reg->backing_dir, p->name, REGISTRY_SUFFIX);
+		rc = registry_file_make(p->path, p->name);
+		if (rc) {
+			g_free(p->path);
+			p->path = NULL;
+			return rc;
+		}
 		pp.backing_file = p->path;
 	}
 	rc = pool_open(&pp, &p->pool, why, sizeof(why));
 	if (rc) {
 		g_message("cannot create pool '%s': %s", p->name, why[0] ? why : g_strerror(-rc));
-		return rc;
+		goto err_unlink;
 	}
 	p->pool_id = pool_id(p->pool);
-	return registry_pool_describe(p);
+	rc = registry_pool_describe(p);
+	if (rc)
+		goto err_unlink;
+	return 0;
+
+err_unlink:
+	/* a failed creation leaves no file: the next start would refuse an empty one */
+	if (p->path && unlink(p->path) < 0)
+		g_message("removing %s: %s", p->path, g_strerror(errno));
+	return rc;
 }
 
 /*
@@ -360,8 +403,6 @@ static uint32_t registry_create_locked(struct registry *reg, const struct tenant
 	if (rc) {
 		registry_unlink(reg, p);
 		pthread_mutex_unlock(&reg->lock);
-		if (p->path && p->pool)
-			unlink(p->path);
 		registry_pool_free(p);
 		pthread_mutex_lock(&reg->lock);
 		reg->used -= rounded;

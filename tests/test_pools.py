@@ -113,8 +113,8 @@ def tokens(tmp_path):
 def start(tmp_path):
     servers = []
 
-    def _start(*args):
-        s = Server(list(args) + ['--transport', 'tcp'], tmp_path,
+    def _start(*args, prefix=()):
+        s = Server(list(args) + ['--transport', 'tcp'], tmp_path, prefix=prefix,
                    name='memserver%d' % len(servers))
         servers.append(s)
         return s
@@ -562,3 +562,62 @@ def test_backing_dir_restart(start, tokens, tmp_path):
     r = run_memserver(['--port', '0', '--capacity', '8M', '--backing-dir',
                        str(tmp_path / 'nodir'), '--transport', 'tcp'])
     assert r.returncode == 1 and 'cannot read --backing-dir' in r.stderr, r.stderr
+
+
+# a prefix that runs the memserver with files limited to 8 MiB (SIGXFSZ ignored: EFBIG)
+FSIZE_8M = ['/usr/bin/python3', '-c',
+            'import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); '
+            'resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 20, 8 << 20)); '
+            'os.execv(sys.argv[1], sys.argv[1:])']
+
+
+def test_backing_dir_failed_create(start, tokens, tmp_path):
+    """A creation whose file cannot be made leaves no NAME.pool behind (an empty one would
+    stop the next start), gives its capacity back, and the memserver restarts."""
+    admin, tdir = tokens
+    bdir = tmp_path / 'pools'
+    bdir.mkdir()
+    args = ['--port', '0', '--capacity', '64M', '--token-file', admin, '--token-dir', tdir,
+            '--backing-dir', str(bdir)]
+    s = start(*args, prefix=FSIZE_8M)
+    with ctl(s, ALICE) as c:
+        assert c.create('big', 16 * MIB) not in (OK, E_NOSPACE)   # the file system refuses
+        assert os.listdir(bdir) == []
+        assert c.pool_list()[1] == 64 * MIB
+        assert c.create('small', 2 * MIB) == OK
+    with PClient(s.port) as c:
+        assert c.hello_pool(ALICE, 'big', 16 * MIB) not in (OK, E_NOSPACE)
+    assert os.listdir(bdir) == ['small.pool']
+    s.stop_clean()
+    s = start(*args)
+    assert '(no default pool, 1 named pool)' in s.ready
+    s.stop_clean()
+
+
+def test_backing_dir_stray_file(start, tokens, tmp_path):
+    """A NAME.pool put into --backing-dir while the memserver runs is not served; a
+    creation of NAME must not take it over (its bytes may be another tenant's)."""
+    admin, tdir = tokens
+    first, second = tmp_path / 'first', tmp_path / 'second'
+    first.mkdir()
+    second.mkdir()
+    base = ['--port', '0', '--capacity', '16M', '--token-file', admin, '--token-dir', tdir]
+    secret = os.urandom(4096)
+    s = start(*base, '--backing-dir', str(first))
+    with PClient(s.port) as c:
+        assert c.hello_pool(ALICE, 'x', 4 * MIB) == OK
+        assert c.pwrite(0, secret) == OK
+    s.stop_clean()
+    s = start(*base, '--backing-dir', str(second))
+    stray = (first / 'x.pool').read_bytes()
+    (second / 'x.pool').write_bytes(stray)
+    with PClient(s.port) as c:
+        st = c.hello_pool(BOB, 'x', 4 * MIB)
+        leaked = st == OK and c.pread(0, 4096) == secret
+        assert not leaked, "bob was given alice's bytes"
+        assert st == E_EXIST
+    with ctl(s, BOB) as c:
+        assert c.create('x', 4 * MIB) == E_EXIST
+        assert c.pool_list()[1] == 16 * MIB
+    assert (second / 'x.pool').read_bytes() == stray       # left alone
+    s.stop_clean()
