@@ -11,9 +11,10 @@
  * verify their data concurrently.
  *
  * Environment as test_xport.c: RMEM_TEST_TRANSPORT (tcp by default, rdma),
- * RMEM_TEST_HOST. Over RDMA the QPs come up by the out-of-band path
- * (xport_params.rdma_oob_qp), whose QP_EXCHANGE carries the pool selection;
- * a QP is made in the selected pool's PD either way.
+ * RMEM_TEST_HOST, RMEM_TEST_RDMA_OOB=1. Over rdma_cm a named pool is opened
+ * over TCP first and the connect carries its pool_id; over the out-of-band
+ * path the QP_EXCHANGE carries the pool selection; the QP is made in the
+ * selected pool's PD either way (scripts/test-rdma.sh runs both).
  */
 #define G_LOG_DOMAIN "rmemfs-test-xport-pools"
 
@@ -129,7 +130,7 @@ static int pool_connect(struct fx *f, const char *token, const char *name, bool 
 	p.host = test_host();
 	p.port = f->port;
 	p.quiet = true;
-	p.rdma_oob_qp = is_rdma();
+	p.rdma_oob_qp = g_strcmp0(g_getenv("RMEM_TEST_RDMA_OOB"), "1") == 0;
 	p.poll_mode = XPORT_POLL_EVENT;
 	p.pool = name;
 	p.pool_create_size = create ? POOL_SIZE : 0;

@@ -252,6 +252,9 @@ def test_older_memserver(env, tmp_path):
     assert seen and seen[0][0] == 1  # a HELLO
 
 
+# the choice is control sessions (TCP on every transport); the mount after it is
+# test_member_set_of_named_pools'
+@pool_logic_only
 def test_donors_choose_the_emptiest(env):
     """donors= with format puts the set on the candidates with the most free
     capacity (power of two choices over three with room picks the two
