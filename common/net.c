@@ -29,6 +29,7 @@
 
 #include "net.h"
 #include "clock.h"
+#include "proto.h"
 
 static int net_gai_errno(int gai)
 {
@@ -392,4 +393,45 @@ int net_parse_server(const char *s, char **host, uint16_t *port)
 	}
 	*host = g_strdup(s);
 	return 0;
+}
+
+int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **pool,
+			  const char **why)
+{
+	const char *slash = s ? strchr(s, '/') : NULL;
+	char *addr;
+	int rc;
+
+	*pool = NULL;
+	if (why)
+		*why = NULL;
+	if (slash && !proto_pool_name_valid(slash + 1)) {
+		*host = NULL;
+		*port = 0;
+		if (why)
+			*why = "not a pool name after the '/' (1 to 31 of A-Z a-z 0-9 _ . -, beginning "
+			       "with a letter, a digit or _)";
+		return -EINVAL;
+	}
+	addr = slash ? g_strndup(s, slash - s) : g_strdup(s);
+	rc = net_parse_server(addr, host, port);
+	g_free(addr);
+	if (rc < 0) {
+		if (why)
+			*why = "not SERVER[:PORT][/NAME] (ports are 1..65535; write IPv6 as "
+			       "[addr]:port)";
+		return rc;
+	}
+	if (slash)
+		*pool = g_strdup(slash + 1);
+	return 0;
+}
+
+int net_format_server_pool(char *buf, size_t cap, const char *host, uint16_t port,
+			   const char *pool)
+{
+	bool v6 = strchr(host, ':') != NULL;
+
+	return snprintf(buf, cap, "%s%s%s:%u%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
+			port ? port : PROTO_DEFAULT_PORT, pool && *pool ? "/" : "", pool ? pool : "");
 }

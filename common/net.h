@@ -66,5 +66,22 @@ int net_writev_full(int fd, struct iovec *iov, int iovcnt);
  * absent. -EINVAL on a malformed string or a port outside 1..65535.
  */
 int net_parse_server(const char *s, char **host, uint16_t *port);
+/*
+ * SERVER[:PORT][/NAME]: net_parse_server's forms, optionally followed by '/'
+ * and the name of one of the server's pools (proto_pool_name_valid). *pool
+ * is g_malloc'd, or NULL without "/NAME" (the server's default pool). On
+ * -EINVAL, *why (if why is not NULL) says what is wrong, for a message
+ * "'S' is WHY": "not SERVER[:PORT][/NAME] (...)" or "not a pool name ...".
+ */
+int net_parse_server_pool(const char *s, char **host, uint16_t *port, char **pool,
+			  const char **why);
+/*
+ * The other way: "host:port", "[v6]:port", with "/pool" after it when pool
+ * is neither NULL nor "" (port 0: PROTO_DEFAULT_PORT). Returns what
+ * snprintf does: the length the whole address needs, so >= cap means it
+ * was cut short.
+ */
+int net_format_server_pool(char *buf, size_t cap, const char *host, uint16_t port,
+			   const char *pool);
 
 #endif /* RMEM_NET_H */

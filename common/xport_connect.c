@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * xport_connect.c - choosing a transport: by name ("tcp", "rdma", "auto"),
- * with the parameters' defaults filled in. The only file that knows both
- * ops tables, so the transports and the generic half (xport.c) do not
- * depend on each other in a circle.
+ * with the parameters' defaults filled in. The only file that chooses
+ * between the ops tables, so the generic half (xport.c) depends on neither
+ * transport (the RDMA one uses the TCP one to open a named pool first).
  */
 #define G_LOG_DOMAIN "rmemfs-xport"
 

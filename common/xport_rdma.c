@@ -15,11 +15,16 @@
  * rdma_cm's ~8 s default), and makes the out-of-band path below differ only in
  * where the peer parameters come from. After connecting, a PROTO_HELLO
  * request/response over SEND/RECV (proto_hdr + payload, as over TCP) fetches
- * the pool descriptor whose rkeys are valid for this device.
+ * the pool descriptor whose rkeys are valid for this device. A named pool
+ * (params->pool) does not fit the private data: it is opened over TCP first
+ * (its HELLO may create it), and the private data carries the pool_id that
+ * descriptor gave (PROTO_CM_POOL_ID); the server makes the QP in that pool's
+ * protection domain, and the HELLO over SEND/RECV then names the pool.
  *
  * The out-of-band path (params->rdma_oob_qp) opens a device itself, exchanges
  * QP parameters over a TCP connection to the memserver (PROTO_QP_EXCHANGE, as
- * ibv_rc_pingpong does) and brings the QP up by hand. The TCP socket stays open
+ * ibv_rc_pingpong does; a named pool travels in it as in HELLO) and brings
+ * the QP up by hand. The TCP socket stays open
  * as the control channel (xport_call goes over it) and closing it ends the
  * server's QP.
  *
@@ -1126,6 +1131,33 @@ static int xrdma_cm_qp_up(struct xrdma *x, unsigned int rd_atomic)
 	return verbs_qp_up(x->qp, &peer, &rts);
 }
 
+/*
+ * A named pool's pool_id for the CM private data, which has no room for a
+ * name: the pool is opened over TCP first (a HELLO with the selection,
+ * which may create it), its descriptor read, and that connection closed.
+ */
+static int xrdma_pool_id(struct xrdma *x, const struct xport_params *p, uint64_t *pool_id)
+{
+	struct xport_params tp = *p;
+	struct xport *t = NULL;
+	int rc;
+
+	tp.queue_depth = 1;
+	rc = xport_tcp_ops.connect(&tp, &t);
+	if (rc) {
+		xrdma_setup_msg(x, "%s: opening pool %s over TCP: %s", x->base.peer, p->pool,
+				g_strerror(-rc));
+		return rc;
+	}
+	*pool_id = t->pool.pool_id;
+	xport_close(t);
+	if (!*pool_id) {
+		xrdma_setup_msg(x, "%s: pool %s came with pool id 0", x->base.peer, p->pool);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 {
 	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
@@ -1135,6 +1167,12 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	unsigned int init_depth;
 	int rc;
 
+	xport_params_hello(p, &h);
+	if (h.pool[0]) {
+		rc = xrdma_pool_id(x, p, &h.pool_id);
+		if (rc)
+			return rc;
+	}
 	rc = verbs_cm_channel_open(&x->ec);
 	if (rc) {
 		xrdma_setup_msg(x, "rdma_cm event channel: %s", g_strerror(-rc));
@@ -1167,7 +1205,6 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 
 	init_depth =
 	    (unsigned int)verbs_rd_atomic_depth(x->dev.max_qp_init_rd_atom, 0, XRDMA_MAX_RD_ATOMIC);
-	xport_params_hello(p, &h);
 	memset(&param, 0, sizeof(param));
 	param.private_data = &priv;
 	param.private_data_len = (uint8_t)proto_cm_priv_pack(&priv, &h);
@@ -1201,7 +1238,11 @@ static int xrdma_connect_cm(struct xrdma *x, const struct xport_params *p)
 	return 0;
 }
 
-/* PROTO_HELLO over SEND/RECV: the pool descriptor with this device's rkeys */
+/*
+ * PROTO_HELLO over SEND/RECV: the pool descriptor with this device's rkeys.
+ * It names the pool the QP was bound to at connect (xrdma_pool_id created
+ * it if it was to be), never asking to create it.
+ */
 static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 {
 	int64_t deadline = clock_now_us() + (int64_t)p->connect_timeout_ms * 1000;
@@ -1216,6 +1257,7 @@ static int xrdma_hello(struct xrdma *x, const struct xport_params *p)
 	if (!buf)
 		return -ENOMEM;
 	xport_params_hello(p, &h);
+	h.create_size = 0;
 	hello_len = proto_hello_pack(&hello, &h);
 	rc = xrdma_call_rdma(x, PROTO_HELLO, &hello, (uint32_t)hello_len, buf, PROTO_MAX_CTRL, &len,
 			     deadline);

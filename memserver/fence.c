@@ -4,17 +4,21 @@
  *
  * A lease holder presents its lease owner value as its client id on every
  * connection (HELLO, QP_EXCHANGE, the RDMA CM private data). A client that
- * took the lease over sends FENCE(old id): the id goes into a set that every
- * later connect is checked against, and each transport server's revoke hook
- * cuts the connections presenting it, returning only when none of their
- * writes can land any more. The FENCE reply waits for that.
+ * took the lease over sends FENCE(old id) on its connection to a pool: the id
+ * goes into that pool's set, which every later connect to the pool is
+ * checked against, and each transport server's revoke hook cuts the
+ * connections to that pool presenting it, returning only when none of their
+ * writes can land any more. The FENCE reply waits for that. Fencing is per
+ * pool: another pool's clients, even presenting the same id, are untouched.
+ * A forced POOL_DELETE revokes every connection of the pool the same way.
  *
  * Why no connection escapes. A server publishes a new connection's id in its
- * own list and checks the set under its own lock (memserver_fenced inside
+ * own list and checks the set under its own lock (memserver_admit inside
  * it); a fence adds to the set first, then walks each list under that lock.
  * If the connect's check came first, the connection was listed before the
  * walk took the lock, so the walk revokes it; otherwise the check sees the
- * id and refuses the connect.
+ * id and refuses the connect. A deletion marks the pool deleting (registry
+ * lock) before its walk, and the connect checks that mark the same way.
  *
  * The set lives in memory only: a restarted memserver has forgotten it. That
  * is acceptable: a restart drops every connection, a pool without a backing
@@ -25,7 +29,8 @@
  * could take over; a live one forced out (fsck --force) may write until its
  * current deadline or next heartbeat, as before server fencing existed.
  *
- * Lock order: revoke_lock (read) -> a server's lock -> fence_lock.
+ * Lock order: revoke_lock (read) -> a server's lock -> fence_lock or the
+ * registry lock.
  */
 #define G_LOG_DOMAIN "rmemfs-memserver"
 
@@ -40,16 +45,10 @@ void memserver_fence_init(struct memserver *ms)
 {
 	pthread_mutex_init(&ms->fence_lock, NULL);
 	pthread_rwlock_init(&ms->revoke_lock, NULL);
-	ms->fenced = NULL;
-	ms->nfenced = 0;
-	ms->fenced_cap = 0;
 }
 
 void memserver_fence_destroy(struct memserver *ms)
 {
-	free(ms->fenced);
-	ms->fenced = NULL;
-	ms->nfenced = 0;
 	pthread_rwlock_destroy(&ms->revoke_lock);
 	pthread_mutex_destroy(&ms->fence_lock);
 }
@@ -64,71 +63,92 @@ void memserver_set_revoke(struct memserver *ms, enum memserver_side side, memser
 }
 
 /* fence_lock held */
-static bool fence_find(const struct memserver *ms, uint64_t client_id)
+static bool fence_find(const struct registry_pool *p, uint64_t client_id)
 {
 	size_t i;
 
-	for (i = 0; i < ms->nfenced; i++) {
-		if (ms->fenced[i] == client_id)
+	for (i = 0; i < p->nfenced; i++) {
+		if (p->fenced[i] == client_id)
 			return true;
 	}
 	return false;
 }
 
-bool memserver_fenced(struct memserver *ms, uint64_t client_id)
+int memserver_admit(struct memserver *ms, struct registry_pool *p, uint64_t client_id)
 {
-	bool found;
+	bool found = false, deleting;
 
-	if (!client_id)
-		return false;
-	pthread_mutex_lock(&ms->fence_lock);
-	found = fence_find(ms, client_id);
-	pthread_mutex_unlock(&ms->fence_lock);
-	return found;
+	if (client_id) {
+		pthread_mutex_lock(&ms->fence_lock);
+		found = fence_find(p, client_id);
+		pthread_mutex_unlock(&ms->fence_lock);
+	}
+	if (found)
+		return -EKEYREVOKED;
+	pthread_mutex_lock(&ms->reg.lock);
+	deleting = p->deleting;
+	pthread_mutex_unlock(&ms->reg.lock);
+	return deleting ? -ENOENT : 0;
 }
 
-/* add to the set (a takeover is rare: a linear array is plenty). 0 or -ENOMEM */
-static int fence_add(struct memserver *ms, uint64_t client_id)
+/* add to the pool's set (a takeover is rare: a linear array is plenty). 0 or -ENOMEM */
+static int fence_add(struct memserver *ms, struct registry_pool *p, uint64_t client_id)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&ms->fence_lock);
-	if (fence_find(ms, client_id))
+	if (fence_find(p, client_id))
 		goto unlock;
-	if (ms->nfenced == ms->fenced_cap) {
-		size_t cap = ms->fenced_cap ? 2 * ms->fenced_cap : 16;
-		uint64_t *ids = realloc(ms->fenced, cap * sizeof(*ids));
+	if (p->nfenced == p->fenced_cap) {
+		size_t cap = p->fenced_cap ? 2 * p->fenced_cap : 16;
+		uint64_t *ids = realloc(p->fenced, cap * sizeof(*ids));
 
 		if (!ids) {
 			rc = -ENOMEM;
 			goto unlock;
 		}
-		ms->fenced = ids;
-		ms->fenced_cap = cap;
+		p->fenced = ids;
+		p->fenced_cap = cap;
 	}
-	ms->fenced[ms->nfenced++] = client_id;
+	p->fenced[p->nfenced++] = client_id;
 unlock:
 	pthread_mutex_unlock(&ms->fence_lock);
 	return rc;
 }
 
-int memserver_fence(struct memserver *ms, uint64_t client_id)
+/* every side's hook for (p, client_id); the number of connections revoked */
+static unsigned int fence_revoke(struct memserver *ms, struct registry_pool *p,
+				 uint64_t client_id)
 {
 	unsigned int revoked = 0;
-	int side, rc;
+	int side;
 
-	if (!client_id)
-		return -EINVAL;
-	rc = fence_add(ms, client_id);
-	if (rc)
-		return rc;
 	pthread_rwlock_rdlock(&ms->revoke_lock);
 	for (side = 0; side < MEMSERVER_SIDES; side++) {
 		if (ms->revoke[side])
-			revoked += ms->revoke[side](ms->revoke_ctx[side], client_id);
+			revoked += ms->revoke[side](ms->revoke_ctx[side], p, client_id);
 	}
 	pthread_rwlock_unlock(&ms->revoke_lock);
-	g_message("client %016" PRIx64 " fenced: %u connection(s) revoked, later ones refused",
-		  client_id, revoked);
+	return revoked;
+}
+
+int memserver_fence(struct memserver *ms, struct registry_pool *p, uint64_t client_id)
+{
+	unsigned int revoked;
+	int rc;
+
+	if (!client_id)
+		return -EINVAL;
+	rc = fence_add(ms, p, client_id);
+	if (rc)
+		return rc;
+	revoked = fence_revoke(ms, p, client_id);
+	g_message("client %016" PRIx64 " fenced: %u connection(s) revoked, later ones refused "
+		  "(pool '%s')", client_id, revoked, p->name);
 	return 0;
+}
+
+unsigned int memserver_revoke_pool(struct memserver *ms, struct registry_pool *p)
+{
+	return fence_revoke(ms, p, 0);
 }

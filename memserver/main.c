@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * main.c - the memserver program: parse options, map the pool, start the TCP
+ * main.c - the memserver program: parse options, load the tenants, map the
+ * default pool and adopt the backing dir's pools (registry.h), start the TCP
  * server and (when a device exists and the memlock limit allows it) the RDMA
  * server, print one ready line, wait for SIGINT/SIGTERM, tear down.
+ *
+ * Capacity: --capacity SIZE is the memory donated to every pool together;
+ * without it the capacity is the default pool's size (named pools find no
+ * room). --size (or --backing-file) makes a default pool: always without
+ * --capacity, only when given with it.
  *
  * Transports: "tcp" serves TCP only; "auto" (the default) serves TCP and, when
  * an RDMA device exists and the pool can be pinned, RDMA as well; "rdma" is
@@ -51,6 +57,10 @@ enum memserver_transport {
 
 struct memserver_opts {
 	uint64_t size;
+	bool size_set;
+	uint64_t capacity; /* 0: not given */
+	const char *token_dir;
+	const char *backing_dir;
 	uint64_t chunk_size;
 	const char *listen;
 	uint16_t port;
@@ -71,16 +81,23 @@ static void memserver_usage(FILE *f)
 		"usage: memserver [OPTION]...\n"
 		"Serve a pool of this machine's memory to rmemfs clients over TCP and RDMA.\n"
 		"\n"
-		"  -s, --size SIZE          pool size, K/M/G/T suffixes (default 1G)\n"
+		"  -s, --size SIZE          the default pool's size, K/M/G/T suffixes (default 1G;\n"
+		"                           with --capacity: no default pool unless given)\n"
+		"  -c, --capacity SIZE      memory donated to all pools together; clients create\n"
+		"                           named pools in it (default: the default pool's size)\n"
 		"  -l, --listen ADDR        address to listen on (default 127.0.0.1)\n"
 		"  -p, --port PORT          TCP port, also the rdma_cm port (default %u;\n"
 		"                           0: any free port)\n"
 		"  -t, --transport T        tcp, rdma or auto (default auto: TCP, plus RDMA\n"
 		"                           when a device exists; rdma: fail if RDMA cannot\n"
 		"                           be served; TCP is served in every mode)\n"
-		"  -k, --token-file FILE    clients must present the token in FILE\n"
+		"  -k, --token-file FILE    the admin's token: it reaches every pool\n"
+		"      --token-dir DIR      one token file per tenant, named after the tenant; a\n"
+		"                           tenant creates and reaches only its own pools\n"
 		"  -b, --backing-file FILE  keep the pool in FILE (mapped shared) so it\n"
 		"                           survives a restart; created if missing or empty\n"
+		"      --backing-dir DIR    keep each named pool in DIR/NAME.pool; at start every\n"
+		"                           such file is served again\n"
 		"  -H, --hugepages          back the pool with huge pages (reserve them first in\n"
 		"                           /proc/sys/vm/nr_hugepages)\n"
 		"      --mlock              lock all of memserver's memory (mlockall), so a\n"
@@ -88,7 +105,7 @@ static void memserver_usage(FILE *f)
 		"                           swapped out itself\n"
 		"      --chunk-size SIZE    split the pool into regions of SIZE, a power of two\n"
 		"                           >= 1M (default 1G)\n"
-		"      --insecure           allow a non-loopback --listen without --token-file\n"
+		"      --insecure           allow a non-loopback --listen without a token\n"
 		"      --hello-timeout SECS close a TCP connection that has not authenticated\n"
 		"                           this long after connecting (default %u)\n"
 		"      --spin-us USECS      a TCP connection thread polls its quiet socket this\n"
@@ -99,9 +116,11 @@ static void memserver_usage(FILE *f)
 		"  -V, --version            print the version\n"
 		"\n"
 		"When ready it prints one line to stdout, e.g.\n"
-		"  memserver: serving 1.0 GiB on tcp 127.0.0.1:%u (rdma: no device)\n",
+		"  memserver: serving 1.0 GiB on tcp 127.0.0.1:%u (rdma: no device)\n"
+		"  memserver: serving 8.0 GiB capacity (default pool 1.0 GiB, 3 named pools) on tcp\n"
+		"  127.0.0.1:%u (rdma: no device)\n",
 		PROTO_DEFAULT_PORT, TCP_SERVER_HELLO_TIMEOUT_MS / 1000, TCP_SERVER_SPIN_US,
-		PROTO_DEFAULT_PORT);
+		PROTO_DEFAULT_PORT, PROTO_DEFAULT_PORT);
 }
 
 static int memserver_bad_size(const char *opt, const char *arg, int rc)
@@ -166,7 +185,7 @@ static int memserver_opt_transport(struct memserver_opts *o, const char *arg)
 	return 0;
 }
 
-enum { OPT_CHUNK_SIZE = 0x100, OPT_HELLO_TIMEOUT, OPT_SPIN_US };
+enum { OPT_CHUNK_SIZE = 0x100, OPT_HELLO_TIMEOUT, OPT_SPIN_US, OPT_TOKEN_DIR, OPT_BACKING_DIR };
 
 /* one option with a value; 0 or -EINVAL after saying what is wrong */
 static int memserver_opt_value(struct memserver_opts *o, int c, const char *arg)
@@ -176,8 +195,22 @@ static int memserver_opt_value(struct memserver_opts *o, int c, const char *arg)
 
 	switch (c) {
 	case 's':
+		o->size_set = true;
 		rc = units_parse_size(arg, &o->size);
 		return rc ? memserver_bad_size("--size", arg, rc) : 0;
+	case 'c':
+		rc = units_parse_size(arg, &o->capacity);
+		if (!rc && o->capacity < POOL_MIN_SIZE) {
+			fprintf(stderr, "memserver: --capacity must be at least 1M\n");
+			return -EINVAL;
+		}
+		return rc ? memserver_bad_size("--capacity", arg, rc) : 0;
+	case OPT_TOKEN_DIR:
+		o->token_dir = arg;
+		return 0;
+	case OPT_BACKING_DIR:
+		o->backing_dir = arg;
+		return 0;
 	case OPT_CHUNK_SIZE:
 		return memserver_opt_chunk(o, arg);
 	case 'l':
@@ -217,6 +250,11 @@ static int memserver_opt_value(struct memserver_opts *o, int c, const char *arg)
 /* the combinations that cannot work; 0 or -EINVAL after saying why */
 static int memserver_check(const struct memserver_opts *o)
 {
+	if (o->capacity && o->size_set && o->size > o->capacity) {
+		fprintf(stderr, "memserver: --size is larger than --capacity (the default pool "
+			"is part of the capacity)\n");
+		return -EINVAL;
+	}
 	if (o->size < POOL_MIN_SIZE) {
 		fprintf(stderr, "memserver: --size must be at least 1M\n");
 		return -EINVAL;
@@ -235,11 +273,11 @@ static int memserver_check(const struct memserver_opts *o)
 		return -EINVAL;
 	}
 #endif
-	if (!net_is_loopback(o->listen) && !o->token_file && !o->insecure) {
+	if (!net_is_loopback(o->listen) && !o->token_file && !o->token_dir && !o->insecure) {
 		fprintf(stderr,
 			"memserver: refusing to listen on %s without --token-file: anyone who can "
-			"reach it could read and write the pool. Give a token (--token-file FILE), "
-			"listen on loopback, or pass --insecure.\n",
+			"reach it could read and write the pool. Give a token (--token-file FILE "
+			"or --token-dir DIR), listen on loopback, or pass --insecure.\n",
 			o->listen);
 		return -EINVAL;
 	}
@@ -267,6 +305,9 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool
 {
 	const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
+		{ "capacity", required_argument, NULL, 'c' },
+		{ "token-dir", required_argument, NULL, OPT_TOKEN_DIR },
+		{ "backing-dir", required_argument, NULL, OPT_BACKING_DIR },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "transport", required_argument, NULL, 't' },
@@ -288,7 +329,7 @@ static int memserver_parse(int argc, char **argv, struct memserver_opts *o, bool
 	memserver_defaults(o);
 	*done = false;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:c:l:p:t:k:b:HvhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 0: /* a switch */
 			break;
@@ -340,7 +381,7 @@ static int memserver_load_token(struct memserver *ms, const char *path)
 
 	if (!path)
 		return 0;
-	rc = proto_token_load(path, ms->token_hash);
+	rc = proto_token_load(path, ms->tenants.admin_hash);
 	if (rc == -EINVAL)
 		fprintf(stderr, "memserver: --token-file %s holds no token (it is empty)\n", path);
 	else if (rc == -EFBIG)
@@ -350,7 +391,23 @@ static int memserver_load_token(struct memserver *ms, const char *path)
 		fprintf(stderr, "memserver: cannot read --token-file %s: %s\n", path,
 			g_strerror(-rc));
 	else
-		ms->have_token = true;
+		ms->tenants.have_admin = true;
+	return rc;
+}
+
+/* the admin's token, then the tenants' (no token equal to another); 0, or -errno after saying why */
+static int memserver_load_tokens(struct memserver *ms, const struct memserver_opts *o)
+{
+	char why[512];
+	int rc = memserver_load_token(ms, o->token_file);
+
+	if (rc || !o->token_dir)
+		return rc;
+	rc = tenant_load_dir(&ms->tenants, o->token_dir, why, sizeof(why));
+	if (rc)
+		fprintf(stderr, "memserver: %s\n", why);
+	else if (!ms->tenants.ntenants)
+		g_message("--token-dir %s holds no tenant yet", o->token_dir);
 	return rc;
 }
 
@@ -377,7 +434,7 @@ static bool memserver_has_ipc_lock(void)
 	return found && (caps & (1ULL << 14)); /* CAP_IPC_LOCK */
 }
 
-/* 0 if the pool can be pinned for RDMA; -ENOMEM after explaining how to raise the limit */
+/* 0 if the capacity can be pinned for RDMA; -ENOMEM after explaining how to raise the limit */
 static int memserver_check_memlock(uint64_t size, bool fatal)
 {
 	char lim[32], need[32];
@@ -389,8 +446,8 @@ static int memserver_check_memlock(uint64_t size, bool fatal)
 	units_format_size(rl.rlim_cur, lim, sizeof(lim));
 	units_format_size(size, need, sizeof(need));
 	fprintf(stderr,
-		"memserver: the locked-memory limit (RLIMIT_MEMLOCK) is %s but RDMA must pin the "
-		"whole %s pool. Raise it: run 'ulimit -l unlimited' (as root) in the shell that "
+		"memserver: the locked-memory limit (RLIMIT_MEMLOCK) is %s but RDMA must pin "
+		"all %s of the pools. Raise it: run 'ulimit -l unlimited' (as root) in the shell that "
 		"starts memserver, or add '* - memlock unlimited' to "
 		"/etc/security/limits.conf, or set LimitMEMLOCK=infinity in its systemd unit.%s\n",
 		lim, need, fatal ? "" : " Serving TCP only.");
@@ -428,7 +485,7 @@ static int memserver_start_rdma(struct memserver *ms, const struct memserver_opt
 		snprintf(note, cap, " (rdma: %s)", g_strerror(-rc));
 		return 0;
 	}
-	rc = memserver_check_memlock(pool_size(ms->pool), fatal);
+	rc = memserver_check_memlock(ms->reg.capacity, fatal);
 	if (rc) {
 		if (fatal)
 			return rc;
@@ -485,9 +542,9 @@ static int memserver_wait_for_signal(const sigset_t *set)
 }
 
 /* systemd's Type=notify: ready, with the ready line as the unit's status */
-static void notify_ready(const char *size_str, const char *hp, const char *rdma_note)
+static void notify_ready(const char *what, const char *hp, const char *rdma_note)
 {
-	char *msg = g_strdup_printf("READY=1\nSTATUS=serving %s on tcp %s%s", size_str, hp,
+	char *msg = g_strdup_printf("READY=1\nSTATUS=serving %s on tcp %s%s", what, hp,
 				    rdma_note);
 	int rc = notify_send(msg);
 
@@ -501,20 +558,36 @@ static void notify_ready(const char *size_str, const char *hp, const char *rdma_
 static void memserver_announce(const struct memserver *ms, const struct memserver_opts *o,
 			       uint16_t port, const char *rdma_note)
 {
-	char size_str[32], hp[96];
+	struct registry_pool *d = ms->reg.deflt;
+	char what[160], size_str[32], cap_str[32], hp[96];
+	unsigned int named = registry_named_count((struct registry *)&ms->reg);
 
-	units_format_size(pool_size(ms->pool), size_str, sizeof(size_str));
+	if (d)
+		units_format_size(d->size, size_str, sizeof(size_str));
+	units_format_size(ms->reg.capacity, cap_str, sizeof(cap_str));
+	/* only a default pool: the form tests and scripts have always parsed */
+	if (!o->capacity)
+		snprintf(what, sizeof(what), "%s", size_str);
+	else if (d)
+		snprintf(what, sizeof(what), "%s capacity (default pool %s, %u named pool%s)",
+			 cap_str, size_str, named, named == 1 ? "" : "s");
+	else
+		snprintf(what, sizeof(what), "%s capacity (no default pool, %u named pool%s)",
+			 cap_str, named, named == 1 ? "" : "s");
 	memserver_hostport(o->listen, port, hp, sizeof(hp));
-	printf("memserver: serving %s on tcp %s%s\n", size_str, hp, rdma_note);
+	printf("memserver: serving %s on tcp %s%s\n", what, hp, rdma_note);
 	fflush(stdout);
-	notify_ready(size_str, hp, rdma_note);
-	g_debug("pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64 " bytes%s%s",
-		pool_id(ms->pool), pool_region_count(ms->pool), pool_chunk_size(ms->pool),
-		ms->have_token ? ", token required" : "", o->backing_file ? ", backing file" : "");
+	notify_ready(what, hp, rdma_note);
+	if (d)
+		g_debug("default pool_id %016" PRIx64 ", %u region(s) of up to %" PRIu64
+			" bytes%s", pool_id(d->pool), pool_region_count(d->pool),
+			pool_chunk_size(d->pool), o->backing_file ? ", backing file" : "");
+	g_debug("%s; %u tenant(s)", tenant_open_to_all(&ms->tenants) ? "no token required" :
+		"tokens required", ms->tenants.ntenants);
 }
 
-/* the pool, resident (and locked with --mlock); 0, or -errno after saying why */
-static int memserver_open_pool(struct memserver *ms, const struct memserver_opts *o)
+/* the default pool (when there is one) into the registry; 0, or -errno after saying why */
+static int memserver_open_default(struct memserver *ms, const struct memserver_opts *o)
 {
 	struct pool_params pp = {
 		.size = o->size,
@@ -522,19 +595,46 @@ static int memserver_open_pool(struct memserver *ms, const struct memserver_opts
 		.hugepages = o->hugepages,
 		.backing_file = o->backing_file,
 	};
+	struct pool *pool;
 	char why[512];
-	int rc = pool_open(&pp, &ms->pool, why, sizeof(why));
+	int rc;
 
+	if (o->capacity && !o->size_set && !o->backing_file)
+		return 0;
+	rc = pool_open(&pp, &pool, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "memserver: %s\n", why[0] ? why : g_strerror(-rc));
 		return rc;
+	}
+	rc = registry_add(&ms->reg, pool, true, NULL);
+	if (rc)
+		fprintf(stderr, "memserver: cannot serve the default pool: %s\n", g_strerror(-rc));
+	return rc;
+}
+
+/*
+ * The pools: the default one, then the backing dir's; resident (and locked
+ * with --mlock). 0, or -errno after saying why.
+ */
+static int memserver_open_pools(struct memserver *ms, const struct memserver_opts *o)
+{
+	char why[512];
+	int rc = memserver_open_default(ms, o);
+
+	if (rc)
+		return rc;
+	if (o->backing_dir) {
+		rc = registry_adopt_dir(&ms->reg, why, sizeof(why));
+		if (rc) {
+			fprintf(stderr, "memserver: %s\n", why);
+			return rc;
+		}
 	}
 	/* the pool is resident now; MCL_FUTURE also locks each connection's stack */
 	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0) {
 		rc = -errno;
 		fprintf(stderr, "memserver: --mlock: mlockall: %s (needs CAP_IPC_LOCK or 'ulimit -l' above the pool size)\n",
 			g_strerror(-rc));
-		pool_close(ms->pool);
 		return rc;
 	}
 	return 0;
@@ -598,14 +698,18 @@ int main(int argc, char **argv)
 
 	memset(&ms, 0, sizeof(ms));
 	ms.verbose = o.verbose;
-	if (memserver_load_token(&ms, o.token_file))
+	if (memserver_load_tokens(&ms, &o)) {
+		tenant_set_clear(&ms.tenants);
 		return EXIT_FAILURE;
+	}
 	memserver_fence_init(&ms);
+	registry_init(&ms.reg, o.capacity ? o.capacity : o.size, o.chunk_size, o.hugepages,
+		      o.backing_dir, &ms.tenants);
 
-	if (memserver_open_pool(&ms, &o))
-		goto destroy_fence;
+	if (memserver_open_pools(&ms, &o))
+		goto close_pools;
 	if (memserver_listen_tcp(&ms, &o, &ts))
-		goto close_pool;
+		goto close_pools;
 
 #ifdef RMEM_HAVE_RDMA
 	rc = memserver_start_rdma(&ms, &o, tcp_server_port(ts), &rs, rdma_note,
@@ -632,9 +736,9 @@ stop_rdma:
 close_tcp:
 #endif
 	tcp_server_destroy(ts);
-close_pool:
-	pool_close(ms.pool); /* flushes a backing file */
-destroy_fence:
+close_pools:
+	registry_destroy(&ms.reg); /* flushes the backing files */
 	memserver_fence_destroy(&ms);
+	tenant_set_clear(&ms.tenants);
 	return status;
 }

@@ -28,7 +28,7 @@
 #include "units.h"
 
 #define POOL_TRAILER_MAGIC "RMEMPOOL"
-#define POOL_TRAILER_VERSION 1U
+#define POOL_TRAILER_VERSION 2U /* 2 added name and owner; 1 reads as "" for both */
 
 /* the backing file's trailer, little-endian on disk, at offset pool size */
 struct pool_trailer {
@@ -38,6 +38,8 @@ struct pool_trailer {
 	uint64_t size; /* pool bytes before the trailer */
 	uint64_t pool_id;
 	uint64_t created; /* unix time of creation, for humans */
+	char name[PROTO_POOL_NAME_MAX]; /* NUL-padded; "" for a default pool */
+	char owner[PROTO_POOL_NAME_MAX]; /* the tenant; "" for the admin */
 };
 
 struct pool {
@@ -46,6 +48,8 @@ struct pool {
 	uint64_t chunk_size;
 	uint64_t pool_id;
 	uint32_t flags;
+	char name[PROTO_POOL_NAME_MAX];
+	char owner[PROTO_POOL_NAME_MAX];
 	int fd; /* backing file, -1 when anonymous */
 	char *path; /* backing file name, for messages */
 	uint32_t key_mask; /* low key bits that hold the region index */
@@ -228,14 +232,16 @@ static int pool_map_anon(struct pool *pool, bool hugepages, uint64_t hpage, uint
 	return 0;
 }
 
-static void pool_trailer_init(struct pool_trailer *t, uint64_t size, uint64_t pool_id)
+static void pool_trailer_init(struct pool_trailer *t, const struct pool *pool)
 {
 	memset(t, 0, sizeof(*t));
 	memcpy(t->magic, POOL_TRAILER_MAGIC, sizeof(t->magic));
 	t->version = htole32(POOL_TRAILER_VERSION);
-	t->size = htole64(size);
-	t->pool_id = htole64(pool_id);
+	t->size = htole64(pool->size);
+	t->pool_id = htole64(pool->pool_id);
 	t->created = htole64((uint64_t)time(NULL));
+	memcpy(t->name, pool->name, sizeof(t->name));
+	memcpy(t->owner, pool->owner, sizeof(t->owner));
 }
 
 /* read the trailer at @off: 0 valid, -EBADMSG not a trailer, -errno */
@@ -251,6 +257,12 @@ static int pool_trailer_read(int fd, uint64_t off, struct pool_trailer *t)
 	t->size = le64toh(t->size);
 	t->pool_id = le64toh(t->pool_id);
 	t->created = le64toh(t->created);
+	/* version 1 left these bytes zero; a name without its NUL is no name */
+	if (t->version < 2 || !memchr(t->name, 0, sizeof(t->name)) ||
+	    !memchr(t->owner, 0, sizeof(t->owner))) {
+		memset(t->name, 0, sizeof(t->name));
+		memset(t->owner, 0, sizeof(t->owner));
+	}
 	return 0;
 }
 
@@ -334,7 +346,7 @@ static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 	rc = pool_file_reserve(pool, why, why_len);
 	if (rc)
 		goto err_truncate;
-	pool_trailer_init(&t, pool->size, pool->pool_id);
+	pool_trailer_init(&t, pool);
 	memcpy(page, &t, sizeof(t));
 	rc = pool_write_full(pool->fd, page, sizeof(page), pool->size);
 	if (!rc && fsync(pool->fd) < 0)
@@ -371,7 +383,10 @@ static void pool_size_arg(uint64_t size, char *buf, size_t cap)
 	snprintf(buf, cap, "%" PRIu64, size);
 }
 
-/* adopt an existing backing file if its trailer matches the requested size */
+/*
+ * Adopt an existing backing file if its trailer matches the requested size
+ * (pool->size 0: whatever size the trailer records).
+ */
 static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size_t why_len)
 {
 	struct pool_trailer t;
@@ -391,11 +406,19 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 		pool_why(why, why_len, "cannot read %s: %s", pool->path, g_strerror(-rc));
 		return rc;
 	}
-	if (t.version != POOL_TRAILER_VERSION) {
+	if (t.version < 1 || t.version > POOL_TRAILER_VERSION) {
 		pool_why(why, why_len,
 			 "%s has pool file version %u; this memserver knows version %u",
 			 pool->path, t.version, POOL_TRAILER_VERSION);
 		return -EEXIST;
+	}
+	if (!pool->size) {
+		pool->size = t.size;
+		if (!t.size || t.size % POOL_MIN_SIZE) {
+			pool_why(why, why_len, "%s records a pool of %" PRIu64 " bytes, not a "
+				 "whole number of MiB", pool->path, t.size);
+			return -EEXIST;
+		}
 	}
 	if (t.size != pool->size) {
 		units_format_size(t.size, a, sizeof(a));
@@ -413,11 +436,14 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 	if (rc)
 		return rc;
 	pool->pool_id = t.pool_id;
+	memcpy(pool->name, t.name, sizeof(pool->name));
+	memcpy(pool->owner, t.owner, sizeof(pool->owner));
 	g_message("reusing pool file %s, pool_id %016" PRIx64, pool->path, pool->pool_id);
 	return 0;
 }
 
-static int pool_map_file(struct pool *pool, const char *path, char *why, size_t why_len)
+static int pool_map_file(struct pool *pool, const char *path, bool adopt, char *why,
+			 size_t why_len)
 {
 	struct stat st;
 	void *p;
@@ -448,6 +474,10 @@ static int pool_map_file(struct pool *pool, const char *path, char *why, size_t 
 	if (!S_ISREG(st.st_mode)) {
 		pool_why(why, why_len, "%s is not a regular file", path);
 		return -EINVAL;
+	}
+	if (st.st_size == 0 && adopt) {
+		pool_why(why, why_len, "%s is empty, not a pool file", path);
+		return -EEXIST;
 	}
 	if (st.st_size == 0)
 		rc = pool_file_create(pool, why, why_len);
@@ -481,7 +511,12 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 		hpage = pool_hugepage_size(&hfree);
 		page = hpage;
 	}
-	rc = pool_check_params(params, chunk, page, why, why_len);
+	if (params->adopt && !params->backing_file) {
+		pool_why(why, why_len, "only a backing file can be adopted");
+		return -EINVAL;
+	}
+	/* an adopted file's size is checked once its trailer told it */
+	rc = params->adopt ? 0 : pool_check_params(params, chunk, page, why, why_len);
 	if (rc)
 		return rc;
 
@@ -491,11 +526,15 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 		return -ENOMEM;
 	}
 	pool->fd = -1;
-	pool->size = params->size;
+	pool->size = params->adopt ? 0 : params->size;
 	pool->chunk_size = chunk;
+	if (params->name)
+		g_strlcpy(pool->name, params->name, sizeof(pool->name));
+	if (params->owner)
+		g_strlcpy(pool->owner, params->owner, sizeof(pool->owner));
 
 	if (params->backing_file) {
-		rc = pool_map_file(pool, params->backing_file, why, why_len);
+		rc = pool_map_file(pool, params->backing_file, params->adopt, why, why_len);
 	} else {
 		rc = pool_map_anon(pool, params->hugepages, hpage, hfree, why, why_len);
 		if (!rc)
@@ -504,6 +543,19 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 	if (rc)
 		goto err_close;
 
+	if (params->adopt) {
+		struct pool_params checked = *params;
+
+		/* what the trailer recorded, checked as if it had been asked for */
+		checked.size = pool->size;
+		checked.adopt = false;
+		while ((checked.size - 1) / chunk + 1 > PROTO_MAX_REGIONS)
+			chunk <<= 1;
+		pool->chunk_size = chunk;
+		rc = pool_check_params(&checked, chunk, page, why, why_len);
+		if (rc)
+			goto err_close;
+	}
 	rc = pool_make_regions(pool);
 	if (rc) {
 		pool_why(why, why_len, "cannot set up %u regions: %s", pool->nregions,
@@ -592,6 +644,50 @@ int pool_flush(struct pool *pool)
 		return rc;
 	}
 	return 0;
+}
+
+uint64_t pool_page_size(bool hugepages)
+{
+	uint64_t hfree;
+
+	return hugepages ? pool_hugepage_size(&hfree) : (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t pool_resident(const struct pool *pool)
+{
+	/*
+	 * mincore fills one byte per base page even over huge pages (the kernel's
+	 * hugetlb walk steps by PAGE_SIZE), so the vector is sized in base pages
+	 */
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t off, n = 0, step = 1ULL << 30;
+	unsigned char *vec;
+	size_t i;
+
+	/* a GiB at a time: the vector stays small for any pool */
+	vec = g_try_malloc(step / page);
+	if (!vec)
+		return 0;
+	for (off = 0; off < pool->size; off += step) {
+		uint64_t len = MIN(step, pool->size - off);
+
+		if (mincore(pool->base + off, len, vec) < 0)
+			break;
+		for (i = 0; i < len / page; i++)
+			n += vec[i] & 1;
+	}
+	g_free(vec);
+	return n * page;
+}
+
+const char *pool_name(const struct pool *pool)
+{
+	return pool->name;
+}
+
+const char *pool_owner(const struct pool *pool)
+{
+	return pool->owner;
 }
 
 uint64_t pool_size(const struct pool *pool)

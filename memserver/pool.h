@@ -15,7 +15,8 @@
  *
  * Backing file layout: the pool's bytes at offset 0..size, followed by one
  * 4 KiB trailer (struct pool_trailer in pool.c: magic "RMEMPOOL", version,
- * pool size, pool_id). The trailer is what lets the pool keep its pool_id
+ * pool size, pool_id, and the name and owner of a named pool). The trailer is
+ * what lets the pool keep its pool_id (and a named pool its name and owner)
  * across restarts and lets a size mismatch be refused with a clear message;
  * it lives past the mapped range, so clients can never overwrite it.
  *
@@ -44,6 +45,15 @@ struct pool_params {
 	uint64_t chunk_size; /* region size; power of two >= POOL_MIN_CHUNK; 0: default */
 	bool hugepages; /* MAP_HUGETLB (not with backing_file) */
 	const char *backing_file; /* NULL: anonymous memory */
+	/*
+	 * adopt: backing_file must exist and be a pool file; size is what its
+	 * trailer records (params->size is ignored) and the chunk size grows
+	 * as needed to stay within PROTO_MAX_REGIONS.
+	 */
+	bool adopt;
+	/* recorded in a new backing file's trailer (NULL: ""); an adopted file's win */
+	const char *name;
+	const char *owner;
 };
 
 /* one region of the pool; regions lie end to end in pool-offset order */
@@ -87,7 +97,14 @@ int pool_describe(const struct pool *pool, struct proto_pool *out);
 /* msync a backing file's mapping (MS_SYNC). 0 for anonymous pools; -errno */
 int pool_flush(struct pool *pool);
 
+/* the page size a pool's size must be a multiple of */
+uint64_t pool_page_size(bool hugepages);
+/* bytes of the pool this machine's memory holds now (mincore); 0 if unknown */
+uint64_t pool_resident(const struct pool *pool);
+
 /* accessors */
+const char *pool_name(const struct pool *pool); /* from params or the trailer; "" if none */
+const char *pool_owner(const struct pool *pool);
 uint64_t pool_size(const struct pool *pool);
 uint64_t pool_id(const struct pool *pool);
 uint32_t pool_flags(const struct pool *pool); /* PROTO_POOL_PERSISTENT / PROTO_POOL_HUGEPAGES */

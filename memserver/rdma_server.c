@@ -2,15 +2,25 @@
 /*
  * rdma_server.c - the memserver's RDMA side (rdma_server.h).
  *
- * An rdma_cm listener accepts RC connections; the token hash and protocol
- * version arrive in the connect private data and a refusal goes back as a
- * REJECT carrying struct proto_cm_reject_wire. Per device a client arrives on,
- * the pool is registered once (local write + remote read/write/atomic), in
+ * An rdma_cm listener accepts RC connections; the token hash, protocol
+ * version and (PROTO_CM_POOL_ID) the pool_id of a named pool arrive in the
+ * connect private data and a refusal goes back as a REJECT carrying struct
+ * proto_cm_reject_wire.
+ *
+ * Isolation. Every pool has its own protection domain on each device (struct
+ * rs_pd), made when a client of that pool first arrives on the device: the
+ * pool is registered in it once (local write + remote read/write/atomic), in
  * pieces no larger than the device's max MR size; those pieces are the regions
- * of that device's RDMA pool descriptor (env RMEM_RDMA_MAX_MR_SIZE lowers that
- * limit, so tests can exercise the split on devices with no real limit).
+ * of that (device, pool) RDMA descriptor (env RMEM_RDMA_MAX_MR_SIZE lowers that
+ * limit, so tests can exercise the split on devices with no real limit). A
+ * client's QP is made in its pool's PD, so the NIC itself refuses another
+ * pool's rkey (a remote access error), whatever the client forges. When a
+ * pool's last reference drops (registry.h), its PDs and MRs are freed through
+ * the registry's release hook, before its memory is unmapped.
+ *
  * One-sided READ/WRITE/atomics then need no server CPU at all; the server only
- * answers control SENDs (HELLO -> the descriptor, PING, STATS).
+ * answers control SENDs (HELLO -> the bound pool's descriptor, PING, STATS,
+ * FENCE).
  *
  * As in the client (xport_rdma.c), a QP is never attached to its cm_id: it is
  * created with the verbs wrappers and brought to RTS with the parameters
@@ -21,6 +31,13 @@
  * The out-of-band path (ms->oob_accept / oob_release, called from the TCP
  * server's connection threads for PROTO_QP_EXCHANGE) brings a QP up by hand
  * toward the client's parameters on the same per-device state.
+ *
+ * References. An rdma_cm client holds a reference to its pool (registry_open_id)
+ * until it is destroyed; an out-of-band client uses the reference of the TCP
+ * connection that carried its QP_EXCHANGE (which releases the client first).
+ * Dropping a reference may run the release hook, which takes rs->lock, so a
+ * destroyed client that holds one is parked on rs->closing and its reference
+ * dropped by rs_unlock() after rs->lock is let go.
  *
  * Threads. The cm thread polls the event channel and a stop eventfd; the
  * completion thread waits in epoll on every cm client's completion channel and
@@ -34,9 +51,11 @@
  *
  * Fencing. The client id arrives in the CM private data (QP_EXCHANGE's hello
  * on the out-of-band path; the id in a later HELLO SEND is not what counts).
- * A connect is checked against the fenced set and the client listed under
- * rs->lock (fence.c: no gap). The revoke hook moves every QP of the victim to
- * ERR (ibv_modify_qp through verbs.c) and disconnects it, under rs->lock:
+ * A connect is checked against its pool's fenced set (and the pool's deletion)
+ * and the client listed under rs->lock (fence.c: no gap). The revoke hook
+ * moves every QP of the victim on that pool (or of a deleted pool, every QP
+ * of it) to ERR (ibv_modify_qp through verbs.c) and disconnects it, under
+ * rs->lock:
  * from then on the QP accepts no packet, so none of the victim's one-sided
  * WRITEs or atomics lands. rxe moves the QP synchronously; a hardware NIC may
  * still complete a WRITE whose data it was already placing in memory when
@@ -86,17 +105,11 @@
 #define RS_WRID_RECV 0x100U
 #define RS_WRID_SEND 0x200U
 
-/* one RDMA device the pool is registered with */
+/* one RDMA device clients arrive on */
 struct rs_dev {
 	struct rs_dev *next;
 	struct ibv_context *ctx; /* our own */
 	struct verbs_device_attr attr;
-	struct ibv_pd *pd;
-	struct verbs_mr *mrs;
-	unsigned int nmrs;
-	struct proto_pool pool; /* the descriptor with this device's rkeys */
-	void *pool_wire; /* packed once for every HELLO */
-	size_t pool_wire_len;
 	/* the out-of-band path's port, filled when that path first uses the device */
 	bool oob_ready;
 	uint8_t oob_port;
@@ -105,10 +118,26 @@ struct rs_dev {
 	struct verbs_port_attr oob_pattr;
 };
 
+/* one pool on one device: its own protection domain and the pool registered in it */
+struct rs_pd {
+	struct rs_pd *next;
+	struct rs_dev *dev;
+	struct registry_pool *rp; /* no reference: freed by the release hook before rp goes */
+	struct ibv_pd *pd;
+	struct verbs_mr *mrs;
+	unsigned int nmrs;
+	struct proto_pool pool; /* the descriptor with this PD's rkeys */
+	void *pool_wire; /* packed once for every HELLO */
+	size_t pool_wire_len;
+};
+
 struct rs_client {
 	struct rs_client *next;
 	uint64_t serial;
 	struct rs_dev *dev;
+	struct rs_pd *pd; /* its pool's PD on dev: the QP and control buffers live in it */
+	struct registry_pool *rp; /* the pool it is bound to */
+	bool holds_ref; /* an rdma_cm client's own reference to rp (registry_close) */
 	struct rdma_cm_id *id; /* NULL on the out-of-band path */
 	struct verbs_cq cq;
 	struct ibv_qp *qp;
@@ -128,6 +157,7 @@ struct rs_fence_req {
 	unsigned int i; /* its receive (and send) buffer */
 	uint64_t id; /* request id */
 	uint64_t victim;
+	struct registry_pool *rp; /* the fencer's pool, with a reference (registry_hold) */
 };
 
 struct rdma_server {
@@ -144,6 +174,8 @@ struct rdma_server {
 
 	pthread_mutex_t lock; /* protects everything below */
 	struct rs_dev *devs;
+	struct rs_pd *pds;
+	struct rs_client *closing; /* destroyed clients whose pool reference rs_unlock drops */
 	struct rs_client *clients; /* rdma_cm clients */
 	struct rs_client *oob_clients;
 	uint64_t next_serial;
@@ -154,9 +186,35 @@ static void rs_uncount(uint64_t *counter)
 	__atomic_sub_fetch(counter, 1, __ATOMIC_RELAXED);
 }
 
-/* ---- per-device state: PD and the registered pool ---- */
+static void rs_client_revoke(struct rs_client *c);
+
+/* let go of rs->lock, then drop the pool references of the clients destroyed under it */
+static void rs_unlock(struct rdma_server *rs)
+{
+	struct rs_client *c = rs->closing;
+
+	rs->closing = NULL;
+	pthread_mutex_unlock(&rs->lock);
+	while (c) {
+		struct rs_client *next = c->next;
+
+		registry_close(&rs->ms->reg, c->rp, c->client_id);
+		free(c);
+		c = next;
+	}
+}
+
+/* ---- per-device state, and per (device, pool) the PD with the registered pool ---- */
 
 static void rs_dev_free(struct rs_dev *d)
+{
+	if (!d)
+		return;
+	verbs_close(d->ctx);
+	free(d);
+}
+
+static void rs_pd_free(struct rs_pd *d)
 {
 	unsigned int i;
 
@@ -168,7 +226,6 @@ static void rs_dev_free(struct rs_dev *d)
 	free(d->pool_wire);
 	proto_pool_clear(&d->pool);
 	verbs_pd_free(d->pd);
-	verbs_close(d->ctx);
 	free(d);
 }
 
@@ -197,10 +254,11 @@ static void rs_explain_memlock(size_t len, int rc)
  * MR size (rounded down to whole MiBs), and describe the pieces as the
  * regions of this device's pool descriptor.
  */
-static int rs_dev_register_pool(struct rs_dev *d, const struct pool *pool)
+static int rs_pd_register_pool(struct rs_pd *d, const struct pool *pool)
 {
 	const char *cap = getenv("RMEM_RDMA_MAX_MR_SIZE");
-	uint64_t piece = d->attr.max_mr_size;
+	const struct verbs_device_attr *attr = &d->dev->attr;
+	uint64_t piece = attr->max_mr_size;
 	unsigned int nreg = pool_region_count(pool);
 	unsigned int n = 0, i, k = 0;
 	uint64_t v;
@@ -213,8 +271,8 @@ static int rs_dev_register_pool(struct rs_dev *d, const struct pool *pool)
 	piece &= ~(RS_MR_ALIGN - 1);
 
 	if (!piece) {
-		g_message("%s: max MR size %" PRIu64 " is below 1 MiB", d->attr.name,
-			  d->attr.max_mr_size);
+		g_message("%s: max MR size %" PRIu64 " is below 1 MiB", attr->name,
+			  attr->max_mr_size);
 		return -EINVAL;
 	}
 	for (i = 0; i < nreg; i++) {
@@ -225,7 +283,7 @@ static int rs_dev_register_pool(struct rs_dev *d, const struct pool *pool)
 	if (n == 0 || n > PROTO_MAX_REGIONS) {
 		g_message("%s: the pool needs %u memory regions (max MR size %" PRIu64
 			  "), more than a descriptor holds (%u)",
-			  d->attr.name, n, d->attr.max_mr_size, PROTO_MAX_REGIONS);
+			  attr->name, n, attr->max_mr_size, PROTO_MAX_REGIONS);
 		return -E2BIG;
 	}
 	d->mrs = calloc(n, sizeof(*d->mrs));
@@ -308,14 +366,6 @@ static int rs_dev_get(struct rdma_server *rs, const char *name, struct rs_dev **
 	rc = verbs_query_device(ctx, &d->attr);
 	if (rc)
 		goto free_dev;
-	rc = verbs_pd_alloc(ctx, &d->pd);
-	if (rc)
-		goto free_dev;
-	rc = rs_dev_register_pool(d, rs->ms->pool);
-	if (rc)
-		goto free_dev;
-	g_debug("%s: pool registered as %u region(s), atomics %s", d->attr.name, d->pool.nregions,
-		d->attr.atomics ? "yes" : "no");
 	d->next = rs->devs;
 	rs->devs = d;
 	*out = d;
@@ -324,6 +374,61 @@ static int rs_dev_get(struct rdma_server *rs, const char *name, struct rs_dev **
 free_dev:
 	rs_dev_free(d);
 	return rc;
+}
+
+/* pool @rp's PD on device @d, made (and the pool registered in it) on first use */
+static int rs_pd_get(struct rdma_server *rs, struct rs_dev *dev, struct registry_pool *rp,
+		     struct rs_pd **out)
+{
+	struct rs_pd *d;
+	int rc;
+
+	for (d = rs->pds; d; d = d->next) {
+		if (d->dev == dev && d->rp == rp) {
+			*out = d;
+			return 0;
+		}
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->dev = dev;
+	d->rp = rp;
+	rc = verbs_pd_alloc(dev->ctx, &d->pd);
+	if (rc)
+		goto free_pd;
+	rc = rs_pd_register_pool(d, rp->pool);
+	if (rc)
+		goto free_pd;
+	g_debug("%s: pool '%s' registered in its own PD as %u region(s), atomics %s",
+		dev->attr.name, rp->name, d->pool.nregions, dev->attr.atomics ? "yes" : "no");
+	d->next = rs->pds;
+	rs->pds = d;
+	*out = d;
+	return 0;
+
+free_pd:
+	rs_pd_free(d);
+	return rc;
+}
+
+/* the registry's release hook: pool @rp is going, free its PDs (no client uses them) */
+static void rdma_server_pool_release(void *ctx, struct registry_pool *rp)
+{
+	struct rdma_server *rs = ctx;
+	struct rs_pd **pp = &rs->pds, *d;
+
+	pthread_mutex_lock(&rs->lock);
+	while ((d = *pp)) {
+		if (d->rp != rp) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		g_debug("%s: pool '%s' gone, its PD freed", d->dev->attr.name, rp->name);
+		rs_pd_free(d);
+	}
+	rs_unlock(rs);
 }
 
 /* ---- clients ---- */
@@ -344,7 +449,7 @@ static int rs_client_post_recv(struct rs_client *c, unsigned int i)
 				   RS_WRID_RECV | i);
 }
 
-/* NULL-tolerant; the caller holds rs->lock and has unlinked c */
+/* NULL-tolerant; the caller holds rs->lock (let go with rs_unlock) and has unlinked c */
 static void rs_client_destroy(struct rdma_server *rs, struct rs_client *c)
 {
 	if (!c)
@@ -362,6 +467,12 @@ static void rs_client_destroy(struct rdma_server *rs, struct rs_client *c)
 	verbs_cq_destroy(&c->cq);
 	if (c->id)
 		rdma_destroy_id(c->id);
+	if (c->holds_ref) {
+		/* its reference goes in rs_unlock, once rs->lock is free */
+		c->next = rs->closing;
+		rs->closing = c;
+		return;
+	}
 	free(c);
 }
 
@@ -392,11 +503,11 @@ static int rs_client_setup(struct rs_client *c, bool ctrl)
 	caps.max_send_sge = 1;
 	caps.max_recv_sge = 1;
 	caps.max_inline_data = 0;
-	rc = verbs_qp_create(c->dev->pd, IBV_QPT_RC, &c->cq, &c->cq, &caps, &c->qp);
+	rc = verbs_qp_create(c->pd->pd, IBV_QPT_RC, &c->cq, &c->cq, &caps, &c->qp);
 	if (rc)
 		return rc;
 	if (ctrl) {
-		rc = verbs_mr_alloc(c->dev->pd, 2 * RS_NRECV * RS_CTRL_BUF, IBV_ACCESS_LOCAL_WRITE,
+		rc = verbs_mr_alloc(c->pd->pd, 2 * RS_NRECV * RS_CTRL_BUF, IBV_ACCESS_LOCAL_WRITE,
 				    &c->ctrl);
 		if (rc)
 			return rc;
@@ -451,6 +562,8 @@ static void rs_client_fence_request(struct rdma_server *rs, struct rs_client *c,
 		return;
 	}
 	req->pending = true;
+	req->rp = c->rp;
+	registry_hold(&rs->ms->reg, c->rp);
 	req->serial = c->serial;
 	req->i = i;
 	req->id = m->id;
@@ -464,6 +577,7 @@ static void rs_client_request(struct rdma_server *rs, struct rs_client *c, unsig
 	const struct proto_hdr *hdr = rs_client_recv_buf(c, i);
 	const void *payload = hdr + 1;
 	struct proto_hello hello;
+	struct tenant_who who;
 	struct proto_stats_wire sw;
 	struct proto_stats st;
 	struct proto_msg m;
@@ -490,14 +604,23 @@ static void rs_client_request(struct rdma_server *rs, struct rs_client *c, unsig
 			rs_client_respond(c, i, m.type, PROTO_E_MALFORMED, m.id, NULL, 0);
 			return;
 		}
-		if (ms->have_token && !proto_token_equal(hello.token_hash, ms->token_hash)) {
+		if (tenant_identify(&ms->tenants, hello.token_hash, &who) ||
+		    !tenant_may_reach(&who, c->rp->owner)) {
 			g_message("%s: HELLO with a wrong token, refused", c->peer);
 			memserver_count(&ms->stats.auth_failures, 1);
 			rs_client_respond(c, i, m.type, PROTO_E_AUTH, m.id, NULL, 0);
 			return;
 		}
-		rs_client_respond(c, i, m.type, PROTO_OK, m.id, c->dev->pool_wire,
-				    (uint32_t)c->dev->pool_wire_len);
+		/* the QP is bound to its pool: a HELLO may name only that one */
+		if (hello.control || (hello.pool[0] && strcmp(hello.pool, c->rp->name))) {
+			g_message("%s: HELLO for pool '%s' on a QP of pool '%s', refused", c->peer,
+				  hello.pool, c->rp->name);
+			memserver_count(&ms->stats.bad_requests, 1);
+			rs_client_respond(c, i, m.type, PROTO_E_STATE, m.id, NULL, 0);
+			return;
+		}
+		rs_client_respond(c, i, m.type, PROTO_OK, m.id, c->pd->pool_wire,
+				    (uint32_t)c->pd->pool_wire_len);
 		return;
 	case PROTO_PING:
 		rs_client_respond(c, i, m.type, PROTO_OK, m.id, payload, m.len);
@@ -568,7 +691,7 @@ static struct rs_client *rs_client_find(struct rdma_server *rs, uint64_t serial)
 /* carry out a FENCE that arrived as a SEND (rs->lock not held), then answer it */
 static void rdma_server_fence(struct rdma_server *rs, const struct rs_fence_req *req)
 {
-	int rc = memserver_fence(rs->ms, req->victim);
+	int rc = memserver_fence(rs->ms, req->rp, req->victim);
 	struct rs_client *c;
 
 	pthread_mutex_lock(&rs->lock);
@@ -576,7 +699,8 @@ static void rdma_server_fence(struct rdma_server *rs, const struct rs_fence_req 
 	if (c)
 		rs_client_respond(c, req->i, PROTO_FENCE, proto_errno_to_status(rc), req->id,
 				    NULL, 0);
-	pthread_mutex_unlock(&rs->lock);
+	rs_unlock(rs);
+	registry_put(&rs->ms->reg, req->rp);
 }
 
 static void *rdma_server_comp_thread(void *arg)
@@ -604,7 +728,7 @@ static void *rdma_server_comp_thread(void *arg)
 			c = rs_client_find(rs, evs[i].data.u64);
 			if (c)
 				rs_client_service(rs, c, &fence);
-			pthread_mutex_unlock(&rs->lock);
+			rs_unlock(rs);
 			if (fence.pending)
 				rdma_server_fence(rs, &fence);
 		}
@@ -644,25 +768,32 @@ static void rs_peer_str(struct rdma_cm_id *id, char *buf, size_t cap)
 		snprintf(buf, cap, "rdma ?");
 }
 
-/* accept (rs->lock held); fills *status for the REJECT on failure */
+/*
+ * Accept a client of pool @rp (rs->lock held); fills *status for the REJECT
+ * on failure. On success the client owns the caller's reference to @rp.
+ */
 static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, const char *peer,
-			      uint64_t client_id, uint32_t *status)
+			      struct registry_pool *rp, uint64_t client_id, uint32_t *status)
 {
 	struct rdma_cm_id *id = ev->id;
 	struct rdma_conn_param param;
 	struct rs_client *c;
 	struct rs_dev *d;
+	struct rs_pd *pd;
 	struct epoll_event pev;
 	uint8_t resp_res, init_depth;
 	unsigned int i;
 	int rc;
 
-	if (memserver_fenced(rs->ms, client_id)) {
-		*status = PROTO_E_FENCED;
-		return -EKEYREVOKED;
+	rc = memserver_admit(rs->ms, rp, client_id);
+	if (rc) {
+		*status = rc == -ENOENT ? PROTO_E_NOPOOL : PROTO_E_FENCED;
+		return rc;
 	}
 	*status = PROTO_E_INTERNAL;
 	rc = rs_dev_get(rs, ibv_get_device_name(id->verbs->device), &d);
+	if (!rc)
+		rc = rs_pd_get(rs, d, rp, &pd);
 	if (rc) {
 		*status = rc == -ENOMEM ? PROTO_E_NOMEM : PROTO_E_INTERNAL;
 		return rc;
@@ -673,6 +804,8 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 		return -ENOMEM;
 	}
 	c->dev = d;
+	c->pd = pd;
+	c->rp = rp;
 	c->id = id;
 	c->serial = ++rs->next_serial;
 	c->client_id = client_id;
@@ -715,6 +848,7 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 		goto destroy_client;
 	}
 	id->context = c;
+	c->holds_ref = true;
 	c->next = rs->clients;
 	rs->clients = c;
 	/*
@@ -725,7 +859,8 @@ static int rdma_server_accept(struct rdma_server *rs, struct rdma_cm_event *ev, 
 	memserver_count(&rs->ms->stats.clients_now, 1);
 	memserver_count(&rs->ms->stats.clients_total, 1);
 	memserver_count(&rs->ms->stats.rdma_connections, 1);
-	g_debug("%s: accepted on %s, QP 0x%x", peer, d->attr.name, c->qp->qp_num);
+	g_debug("%s: accepted on %s for pool '%s', QP 0x%x", peer, d->attr.name, rp->name,
+		c->qp->qp_num);
 	return 0;
 
 destroy_client:
@@ -740,6 +875,8 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 	struct memserver *ms = rs->ms;
 	const struct rdma_conn_param *cp = &ev->param.conn;
 	struct proto_cm_reject_wire rej;
+	struct registry_pool *rp = NULL;
+	struct tenant_who who;
 	struct proto_hello h;
 	uint32_t status = PROTO_OK;
 	char peer[64];
@@ -747,9 +884,10 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 	int rc;
 
 	rs_peer_str(ev->id, peer, sizeof(peer));
+	/* the CM pads private data; the base form's flags say whether a pool_id follows */
 	len = cp->private_data_len;
-	if (len > sizeof(struct proto_cm_priv_wire))
-		len = sizeof(struct proto_cm_priv_wire);
+	if (len > sizeof(struct proto_cm_priv_pool_wire))
+		len = sizeof(struct proto_cm_priv_pool_wire);
 	rc = cp->private_data ? proto_cm_priv_unpack(cp->private_data, len, &h) : -EBADMSG;
 	if (rc == -EPROTONOSUPPORT) {
 		g_message("%s: other protocol version, refused", peer);
@@ -759,16 +897,21 @@ static bool rdma_server_on_request(struct rdma_server *rs, struct rdma_cm_event 
 		g_message("%s: malformed connect private data, refused", peer);
 		memserver_count(&ms->stats.bad_requests, 1);
 		status = PROTO_E_MALFORMED;
-	} else if (ms->have_token && !proto_token_equal(h.token_hash, ms->token_hash)) {
+	} else if (tenant_identify(&ms->tenants, h.token_hash, &who)) {
 		g_message("%s: wrong or missing token, refused", peer);
 		memserver_count(&ms->stats.auth_failures, 1);
 		status = PROTO_E_AUTH;
+	} else if ((status = registry_open_id(&ms->reg, &who, h.pool_id, h.client_id, &rp))) {
+		g_message("%s: pool %016" PRIx64 " refused: %s", peer, h.pool_id,
+			  proto_status_str(status));
+		memserver_count(&ms->stats.bad_requests, 1);
 	} else {
 		pthread_mutex_lock(&rs->lock);
-		rc = rdma_server_accept(rs, ev, peer, h.client_id, &status);
-		pthread_mutex_unlock(&rs->lock);
+		rc = rdma_server_accept(rs, ev, peer, rp, h.client_id, &status);
+		rs_unlock(rs);
 		if (rc == 0)
 			return false;
+		registry_close(&ms->reg, rp, h.client_id);
 		if (rc == -EKEYREVOKED)
 			g_message("%s: client %016" PRIx64 " is fenced, refused", peer,
 				  h.client_id);
@@ -799,7 +942,14 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 			break;
 		pthread_mutex_lock(&rs->lock);
 		c->established = true;
-		pthread_mutex_unlock(&rs->lock);
+		/*
+		 * revoked (fenced, or its pool deleted) before it was established:
+		 * disconnect now, or the client would keep the connection, and its
+		 * deleted pool's memory and capacity, as long as it likes
+		 */
+		if (c->revoked)
+			rs_client_revoke(c);
+		rs_unlock(rs);
 		g_debug("%s: connected", c->peer);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -815,7 +965,7 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 		g_debug("%s: %s", c->peer, rdma_event_str(ev->event));
 		pthread_mutex_lock(&rs->lock);
 		rs_client_unlink(&rs->clients, c);
-		pthread_mutex_unlock(&rs->lock);
+		rs_unlock(rs);
 		doomed = c;
 		break;
 	default:
@@ -829,7 +979,7 @@ static void rdma_server_cm_event(struct rdma_server *rs, struct rdma_cm_event *e
 		/* the peer is gone (or never came): no DREQ back */
 		doomed->established = false;
 		rs_client_destroy(rs, doomed);
-		pthread_mutex_unlock(&rs->lock);
+		rs_unlock(rs);
 	}
 	if (doomed_id)
 		rdma_destroy_id(doomed_id);
@@ -951,7 +1101,7 @@ static int rs_dev_oob_prepare(struct rs_dev *d)
 	return 0;
 }
 
-static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
+static int rdma_server_oob_accept(void *oob_ctx, struct registry_pool *rp, uint64_t client_id,
 				  const struct proto_qp_info *client, struct proto_qp_info *server,
 				  struct proto_pool *pool, void **handle)
 {
@@ -960,6 +1110,7 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	struct verbs_peer peer;
 	struct rs_client *c;
 	struct rs_dev *d;
+	struct rs_pd *pd;
 	const char *name;
 	char buf[64];
 	int rc;
@@ -967,10 +1118,13 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	*handle = NULL;
 	name = rs_oob_pick_device(client, buf, sizeof(buf));
 	pthread_mutex_lock(&rs->lock);
-	rc = memserver_fenced(rs->ms, client_id) ? -EKEYREVOKED : 0;
+	rc = memserver_admit(rs->ms, rp, client_id);
 	if (rc)
 		goto unlock;
 	rc = rs_dev_get(rs, name, &d);
+	if (rc)
+		goto unlock;
+	rc = rs_pd_get(rs, d, rp, &pd);
 	if (rc)
 		goto unlock;
 	rc = rs_dev_oob_prepare(d);
@@ -982,6 +1136,8 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 		goto unlock;
 	}
 	c->dev = d;
+	c->pd = pd;
+	c->rp = rp;
 	c->serial = ++rs->next_serial;
 	c->client_id = client_id;
 	snprintf(c->peer, sizeof(c->peer), "rdma-oob QP 0x%x", client->qpn);
@@ -1017,22 +1173,22 @@ static int rdma_server_oob_accept(void *oob_ctx, uint64_t client_id,
 	rc = verbs_qp_up(c->qp, &peer, &rts);
 	if (rc)
 		goto destroy_client;
-	rc = proto_pool_copy(pool, &d->pool);
+	rc = proto_pool_copy(pool, &pd->pool);
 	if (rc)
 		goto destroy_client;
 
 	c->next = rs->oob_clients;
 	rs->oob_clients = c;
 	*handle = c;
-	g_debug("out-of-band QP 0x%x on %s faces client QP 0x%x", c->qp->qp_num, d->attr.name,
-		client->qpn);
-	pthread_mutex_unlock(&rs->lock);
+	g_debug("out-of-band QP 0x%x on %s faces client QP 0x%x (pool '%s')", c->qp->qp_num,
+		d->attr.name, client->qpn, rp->name);
+	rs_unlock(rs);
 	return 0;
 
 destroy_client:
 	rs_client_destroy(rs, c);
 unlock:
-	pthread_mutex_unlock(&rs->lock);
+	rs_unlock(rs);
 	return rc;
 }
 
@@ -1047,7 +1203,7 @@ static void rdma_server_oob_release(void *oob_ctx, void *handle)
 	rs_client_unlink(&rs->oob_clients, c);
 	g_debug("out-of-band QP 0x%x released", c->qp ? c->qp->qp_num : 0);
 	rs_client_destroy(rs, c);
-	pthread_mutex_unlock(&rs->lock);
+	rs_unlock(rs);
 }
 
 /* ---- fencing ---- */
@@ -1067,13 +1223,15 @@ static void rs_client_revoke(struct rs_client *c)
 	c->revoked = true;
 }
 
-static unsigned int rs_revoke_list(struct rs_client *list, uint64_t client_id)
+/* the clients of pool rp presenting client_id (0: every client of rp) */
+static unsigned int rs_revoke_list(struct rs_client *list, struct registry_pool *rp,
+				   uint64_t client_id)
 {
 	unsigned int n = 0;
 	struct rs_client *c;
 
 	for (c = list; c; c = c->next) {
-		if (c->revoked || c->client_id != client_id)
+		if (c->revoked || c->rp != rp || (client_id && c->client_id != client_id))
 			continue;
 		rs_client_revoke(c);
 		n++;
@@ -1082,15 +1240,15 @@ static unsigned int rs_revoke_list(struct rs_client *list, uint64_t client_id)
 }
 
 /* the revoke hook (memserver.h) */
-static unsigned int rdma_server_revoke(void *ctx, uint64_t client_id)
+static unsigned int rdma_server_revoke(void *ctx, struct registry_pool *rp, uint64_t client_id)
 {
 	struct rdma_server *rs = ctx;
 	unsigned int n;
 
 	pthread_mutex_lock(&rs->lock);
-	n = rs_revoke_list(rs->clients, client_id);
-	n += rs_revoke_list(rs->oob_clients, client_id);
-	pthread_mutex_unlock(&rs->lock);
+	n = rs_revoke_list(rs->clients, rp, client_id);
+	n += rs_revoke_list(rs->oob_clients, rp, client_id);
+	rs_unlock(rs);
 	return n;
 }
 
@@ -1158,13 +1316,19 @@ static void rdma_server_release_all(struct rdma_server *rs)
 		g_message("out-of-band QP 0x%x still up at stop, released", c->qp->qp_num);
 		rs_client_destroy(rs, c);
 	}
+	while (rs->pds) {
+		struct rs_pd *d = rs->pds;
+
+		rs->pds = d->next;
+		rs_pd_free(d);
+	}
 	while (rs->devs) {
 		struct rs_dev *d = rs->devs;
 
 		rs->devs = d->next;
 		rs_dev_free(d);
 	}
-	pthread_mutex_unlock(&rs->lock);
+	rs_unlock(rs);
 }
 
 /* the event channel and the listening id, bound; nothing is left behind on failure */
@@ -1234,6 +1398,7 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	struct verbs_device_list list;
 	struct rdma_server *rs;
 	struct rs_dev *d;
+	struct rs_pd *pd;
 	int rc;
 
 	*out = NULL;
@@ -1254,9 +1419,11 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 		goto free_rs;
 	rdma_server_name_devices(rs);
 
-	/* pin the pool now on the listener's device: a memlock problem shows at start */
+	/* pin the default pool now on the listener's device: a memlock problem shows at start */
 	if (rs->listen_id->verbs) {
 		rc = rs_dev_get(rs, ibv_get_device_name(rs->listen_id->verbs->device), &d);
+		if (!rc && ms->reg.deflt)
+			rc = rs_pd_get(rs, d, ms->reg.deflt, &pd);
 		if (rc)
 			goto free_devs;
 	}
@@ -1267,6 +1434,8 @@ int rdma_server_start(struct memserver *ms, const char *addr, uint16_t port,
 	if (rc)
 		goto close_epoll;
 	rs->comp_running = true;
+	/* before the first client can make a pool's PD: each PD must go with its pool */
+	registry_set_release(&ms->reg, rdma_server_pool_release, rs);
 	rc = -pthread_create(&rs->cm_thread, NULL, rdma_server_cm_thread, rs);
 	if (rc)
 		goto stop_threads;
@@ -1316,6 +1485,8 @@ void rdma_server_stop(struct rdma_server *rs)
 		pthread_join(rs->comp_thread, NULL);
 	/* disconnect, ack, QP, MRs, CQ, channel, PD, ids, event channel */
 	rdma_server_release_all(rs);
+	if (rs->ms->reg.release_ctx == rs)
+		registry_set_release(&rs->ms->reg, NULL, NULL);
 	rdma_destroy_id(rs->listen_id);
 	rdma_destroy_event_channel(rs->ec);
 	close(rs->epfd);

@@ -24,6 +24,17 @@
  * list fills, or before an operation that modifies pool memory while queued
  * READ data still points at it (so a READ never sees a later WRITE).
  *
+ * Pools. A HELLO (or QP_EXCHANGE) binds the connection to one pool (the
+ * default pool, or the named pool it selects, created on demand), or with
+ * PROTO_HELLO_CONTROL to none: a control session, for POOL_LIST,
+ * POOL_CREATE, POOL_DELETE, STATS and PING. The connection holds a reference
+ * to its pool (registry.h) until it ends, and every data operation of it
+ * goes through pool_check() on that pool alone: another pool's key is
+ * PROTO_E_KEY, exactly as a wrong key. A refused selection closes a
+ * connection that was not bound yet (so an unauthenticated peer never has
+ * more than one small response queued); a bound connection cannot switch
+ * pools (PROTO_E_STATE).
+ *
  * Robustness. Every access goes through pool_check(); nothing here computes a
  * pool pointer itself. A malformed message is answered with an error status
  * or by closing the connection (after sending the error, the connection is
@@ -41,8 +52,10 @@
  * bounded time and cannot hold a thread and a connection slot for ever.
  *
  * Fencing. HELLO (and QP_EXCHANGE) carry the client id; it is published in
- * conn->client_id and checked against the fenced set under srv->lock (see
- * fence.c for why that order leaves no gap). Every pool modification (a
+ * conn->client_id (with the pool in conn->pool) and checked against the
+ * pool's fenced set under srv->lock (see fence.c for why that order leaves no
+ * gap). A FENCE reaches the connections of the fencer's pool only; a forced
+ * POOL_DELETE revokes every connection of that pool and shuts its socket. Every pool modification (a
  * WRITE's payload landing in the pool, a CAS, a FETCH_ADD) happens inside
  * conn->apply_lock after checking conn->revoked; the revoke hook sets
  * revoked under that lock. So once the hook returned, any write of the
@@ -52,7 +65,8 @@
  * down, which ends that receive (whatever of the payload already arrived has
  * landed, like a write torn by a crash; nothing lands after). A revoked
  * connection's next request is answered PROTO_E_FENCED and the connection is
- * closed. Lock order: srv->lock -> conn->apply_lock.
+ * closed. Lock order: srv->lock -> conn->apply_lock; srv->lock -> the
+ * registry's and the fence lock (memserver_admit).
  */
 #define G_LOG_DOMAIN "rmemfs-tcp-server"
 
@@ -108,6 +122,7 @@ struct tcp_conn {
 	struct tcp_conn *next; /* srv->conns; protected by srv->lock */
 	bool done; /* the thread has finished; protected by srv->lock */
 	uint64_t client_id; /* from HELLO; written under srv->lock by the thread */
+	struct registry_pool *pool; /* bound pool (a reference); written under srv->lock */
 	pthread_mutex_t apply_lock; /* held while a request modifies pool memory */
 	bool revoked; /* fenced: set under apply_lock, read atomically anywhere */
 
@@ -121,7 +136,9 @@ struct tcp_conn {
 	int iovcnt;
 	size_t pending; /* bytes queued in iov */
 	bool pool_queued; /* some iov points into pool memory */
-	bool authed; /* HELLO (or QP_EXCHANGE) with a good token seen */
+	bool authed; /* bound to a pool, or a control session */
+	bool control; /* a control session: no pool */
+	struct tenant_who who; /* who the token said the client is */
 	gint64 hello_deadline; /* monotonic us: close if still !authed by then */
 	void *oob_handle; /* from ms->oob_accept; released when the connection ends */
 };
@@ -137,8 +154,6 @@ struct tcp_server {
 	pthread_t acceptor;
 	bool acceptor_running;
 	bool revoke_set; /* our hook is installed in ms */
-	uint8_t *pool_wire; /* the TCP pool descriptor, packed once for every HELLO */
-	size_t pool_wire_len;
 
 	pthread_mutex_t lock; /* protects conns, nconns and every conn->done */
 	struct tcp_conn *conns;
@@ -443,33 +458,43 @@ static void tcp_apply_end(struct tcp_conn *c)
 }
 
 /*
- * Publish the client id the peer authenticated with, unless it is fenced
- * (then PROTO_E_FENCED and close). Under srv->lock: see fence.c.
+ * Publish the pool and client id the peer authenticated with, unless the id
+ * is fenced on that pool (then PROTO_E_FENCED and close) or the pool was
+ * deleted meanwhile (PROTO_E_NOPOOL and close). Under srv->lock: see
+ * fence.c. On refusal the connection's reference to @p is dropped here.
  */
-static int tcp_admit(struct tcp_conn *c, const struct proto_msg *m, uint64_t client_id)
+static int tcp_admit(struct tcp_conn *c, const struct proto_msg *m, struct registry_pool *p,
+		     uint64_t client_id)
 {
-	bool fenced;
+	int rc;
 
 	pthread_mutex_lock(&c->srv->lock);
-	fenced = memserver_fenced(c->ms, client_id);
-	if (!fenced)
+	rc = memserver_admit(c->ms, p, client_id);
+	if (!rc) {
 		c->client_id = client_id;
+		c->pool = p;
+	}
 	pthread_mutex_unlock(&c->srv->lock);
-	if (!fenced)
+	if (!rc) {
+		c->authed = true;
 		return 0;
+	}
+	registry_close(&c->ms->reg, p, client_id);
+	if (rc == -ENOENT)
+		return tcp_refuse_close(c, m, PROTO_E_NOPOOL, "pool deleted while connecting");
 	g_message("%s: client %016" PRIx64 " is fenced, refused", c->peer, client_id);
 	return tcp_fenced(c, m);
 }
 
-/* check a token hash; on failure answer PROTO_E_AUTH and close */
+/* check a token; who it is into c->who; on failure answer PROTO_E_AUTH and close */
 static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t *hash)
 {
 	int rc;
 
-	if (!c->ms->have_token || proto_token_equal(hash, c->ms->token_hash)) {
+	if (tenant_identify(&c->ms->tenants, hash, &c->who) == 0) {
 		if (!c->authed)
-			g_debug("%s: authenticated", c->peer);
-		c->authed = true;
+			g_debug("%s: authenticated as %s%s", c->peer,
+				c->who.admin ? "the admin" : "tenant ", c->who.name);
 		return 0;
 	}
 	g_message("%s: wrong or missing token, refused", c->peer);
@@ -479,13 +504,35 @@ static int tcp_auth(struct tcp_conn *c, const struct proto_msg *m, const uint8_t
 	return rc ? rc : -EPROTO;
 }
 
-/* the token, then the client id (tcp_admit); 0, or what refusing returned */
-static int tcp_auth_admit(struct tcp_conn *c, const struct proto_msg *m,
-			  const struct proto_hello *h)
+/*
+ * The token, then the pool: an unbound connection is bound to the pool @h
+ * selects (tcp_admit); a bound one may only name its own pool again. 0 (bound),
+ * 1 (refused and answered, the connection goes on), or what refusing returned.
+ */
+static int tcp_bind(struct tcp_conn *c, const struct proto_msg *m, const struct proto_hello *h)
 {
+	struct registry_pool *p;
+	uint32_t st;
 	int rc = tcp_auth(c, m, h->token_hash);
 
-	return rc ? rc : tcp_admit(c, m, h->client_id);
+	if (rc)
+		return rc;
+	if (c->control || c->pool) {
+		if (!c->control && !h->control && !strcmp(h->pool, c->pool->name))
+			return 0;
+		g_message("%s: %s on a connection already bound, refused", c->peer,
+			  proto_type_str(m->type));
+		rc = tcp_refuse(c, m, PROTO_E_STATE);
+		return rc ? rc : 1;
+	}
+	st = registry_open(&c->ms->reg, &c->who, h->pool, h->create_size, h->client_id, &p);
+	if (st != PROTO_OK) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "pool '%s' refused: %s", h->pool, proto_status_str(st));
+		return tcp_refuse_close(c, m, st, why);
+	}
+	return tcp_admit(c, m, p, h->client_id);
 }
 
 static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const void *p)
@@ -495,10 +542,21 @@ static int tcp_on_hello(struct tcp_conn *c, const struct proto_msg *m, const voi
 
 	if (proto_hello_unpack(p, m->len, &h))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed HELLO");
-	rc = tcp_auth_admit(c, m, &h);
+	if (h.control) {
+		rc = tcp_auth(c, m, h.token_hash);
+		if (rc)
+			return rc;
+		if (c->pool)
+			return tcp_refuse(c, m, PROTO_E_STATE);
+		c->control = true;
+		c->authed = true;
+		return tcp_respond_status(c, m->type, PROTO_OK, m->id);
+	}
+	rc = tcp_bind(c, m, &h);
 	if (rc)
-		return rc;
-	return tcp_respond(c, m->type, PROTO_OK, m->id, c->srv->pool_wire, c->srv->pool_wire_len);
+		return rc < 0 ? rc : 0;
+	return tcp_respond(c, m->type, PROTO_OK, m->id, c->pool->tcp_wire,
+			   (uint32_t)c->pool->tcp_wire_len);
 }
 
 static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, const uint8_t *p)
@@ -517,9 +575,9 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 
 	if (proto_qp_exchange_unpack(p, m->len, &h, &client))
 		return tcp_refuse_close(c, m, PROTO_E_MALFORMED, "malformed QP_EXCHANGE");
-	rc = tcp_auth_admit(c, m, &h);
+	rc = tcp_bind(c, m, &h);
 	if (rc)
-		return rc;
+		return rc < 0 ? rc : 0;
 	if (!ms->oob_accept)
 		return tcp_refuse(c, m, PROTO_E_UNSUPPORTED);
 	if (c->oob_handle)
@@ -527,11 +585,11 @@ static int tcp_on_qp_exchange(struct tcp_conn *c, const struct proto_msg *m, con
 
 	memset(&server, 0, sizeof(server));
 	memset(&rpool, 0, sizeof(rpool));
-	rc = ms->oob_accept(ms->oob_ctx, h.client_id, &client, &server, &rpool, &handle);
+	rc = ms->oob_accept(ms->oob_ctx, c->pool, h.client_id, &client, &server, &rpool, &handle);
 	if (rc) {
 		g_message("%s: out-of-band QP setup failed: %s", c->peer, g_strerror(-rc));
 		proto_pool_clear(&rpool);
-		return tcp_refuse(c, m, proto_errno_to_status(rc));
+		return tcp_refuse(c, m, rc == -ENOENT ? PROTO_E_NOPOOL : proto_errno_to_status(rc));
 	}
 	c->oob_handle = handle;
 	proto_qp_info_pack(&qw, &server);
@@ -569,7 +627,7 @@ static int tcp_on_read(struct tcp_conn *c, const struct proto_msg *m, const void
 		return tcp_refuse(c, m, PROTO_E_MALFORMED);
 	if (rw.len > PROTO_MAX_IO)
 		return tcp_refuse(c, m, PROTO_E_TOOBIG);
-	st = pool_check(c->ms->pool, rw.addr, rw.rkey, rw.len, false, &ptr);
+	st = pool_check(c->pool->pool, rw.addr, rw.rkey, rw.len, false, &ptr);
 	if (st != PROTO_OK)
 		return tcp_refuse(c, m, st);
 
@@ -612,7 +670,7 @@ static int tcp_on_write(struct tcp_conn *c, const struct proto_msg *m)
 		rc = tcp_discard(c, data);
 		return rc ? rc : tcp_refuse(c, m, PROTO_E_MALFORMED);
 	}
-	st = pool_check(c->ms->pool, rw.addr, rw.rkey, rw.len, false, &ptr);
+	st = pool_check(c->pool->pool, rw.addr, rw.rkey, rw.len, false, &ptr);
 	if (st != PROTO_OK) {
 		rc = tcp_discard(c, data);
 		return rc ? rc : tcp_refuse(c, m, st);
@@ -647,7 +705,7 @@ static int tcp_on_atomic(struct tcp_conn *c, const struct proto_msg *m, const vo
 
 	if (m->len != sizeof(struct proto_atomic_wire) || proto_atomic_unpack(p, m->len, &a))
 		return tcp_refuse(c, m, PROTO_E_MALFORMED);
-	st = pool_check(c->ms->pool, a.addr, a.rkey, sizeof(uint64_t), true, &ptr);
+	st = pool_check(c->pool->pool, a.addr, a.rkey, sizeof(uint64_t), true, &ptr);
 	if (st != PROTO_OK)
 		return tcp_refuse(c, m, st);
 	if (c->pool_queued) {
@@ -697,15 +755,103 @@ static int tcp_on_fence(struct tcp_conn *c, const struct proto_msg *m, const voi
 		g_message("%s: FENCE of its own client id refused", c->peer);
 		return tcp_refuse(c, m, PROTO_E_STATE);
 	}
-	rc = memserver_fence(c->ms, victim);
+	rc = memserver_fence(c->ms, c->pool, victim);
 	if (rc)
 		return tcp_refuse(c, m, proto_errno_to_status(rc));
 	return tcp_respond_status(c, m->type, PROTO_OK, m->id);
 }
 
+static int tcp_on_pool_list(struct tcp_conn *c, const struct proto_msg *m)
+{
+	struct proto_pool_list l;
+	size_t n = sizeof(struct proto_hdr);
+	struct proto_hdr hdr;
+	ssize_t packed;
+	int rc;
+
+	if (m->len)
+		return tcp_refuse(c, m, PROTO_E_MALFORMED);
+	if (registry_list(&c->ms->reg, &c->who, &l))
+		return tcp_refuse(c, m, PROTO_E_NOMEM);
+	n += proto_pool_list_wire_size(&l);
+	rc = tcp_out_room(c, n);
+	if (!rc) {
+		packed = proto_pool_list_pack(&l, c->out + c->out_used + sizeof(hdr),
+					      TCP_OUT_CAP - c->out_used - sizeof(hdr));
+		rc = packed < 0 ? (int)packed : 0;
+	}
+	proto_pool_list_clear(&l);
+	if (rc == -EMSGSIZE)
+		return tcp_refuse(c, m, PROTO_E_INTERNAL);
+	if (rc)
+		return rc;
+	proto_hdr_pack(&hdr, m->type | PROTO_RESPONSE, PROTO_OK, (uint32_t)packed, m->id);
+	memcpy(c->out + c->out_used, &hdr, sizeof(hdr));
+	tcp_out_commit(c, sizeof(hdr) + packed);
+	return 0;
+}
+
+static int tcp_on_pool_create(struct tcp_conn *c, const struct proto_msg *m, const void *p)
+{
+	char name[PROTO_POOL_NAME_MAX];
+	uint64_t size;
+	uint32_t st;
+
+	if (proto_pool_sel_unpack(p, m->len, name, &size) || !size) {
+		g_message("%s: malformed POOL_CREATE (%u bytes)", c->peer, m->len);
+		return tcp_refuse(c, m, PROTO_E_MALFORMED);
+	}
+	st = registry_create(&c->ms->reg, &c->who, name, size);
+	if (st != PROTO_OK)
+		return tcp_refuse(c, m, st);
+	return tcp_respond_status(c, m->type, PROTO_OK, m->id);
+}
+
+/* the default pool's delete: the empty name, otherwise well formed */
+static bool tcp_names_default(const void *p, uint32_t len)
+{
+	const struct proto_pool_delete_wire *w = p;
+
+	return len == sizeof(*w) && !w->name[0] &&
+	       !(be32toh(w->flags) & ~PROTO_POOL_DELETE_FORCE);
+}
+
+static int tcp_on_pool_delete(struct tcp_conn *c, const struct proto_msg *m, const void *p)
+{
+	char name[PROTO_POOL_NAME_MAX];
+	struct registry_pool *victim;
+	uint32_t flags, st;
+	unsigned int n;
+
+	if (tcp_names_default(p, m->len)) {
+		g_message("%s: POOL_DELETE of the default pool refused", c->peer);
+		return tcp_refuse(c, m, PROTO_E_STATE);
+	}
+	if (proto_pool_delete_unpack(p, m->len, name, &flags)) {
+		g_message("%s: malformed POOL_DELETE (%u bytes)", c->peer, m->len);
+		return tcp_refuse(c, m, PROTO_E_MALFORMED);
+	}
+	st = registry_delete(&c->ms->reg, &c->who, name, flags & PROTO_POOL_DELETE_FORCE,
+			     &victim);
+	if (st != PROTO_OK)
+		return tcp_refuse(c, m, st);
+	n = memserver_revoke_pool(c->ms, victim);
+	if (n)
+		g_message("pool '%s': %u connection(s) cut off", name, n);
+	registry_put(&c->ms->reg, victim);
+	return tcp_respond_status(c, m->type, PROTO_OK, m->id);
+}
+
 static bool tcp_type_known(uint16_t type)
 {
-	return type >= PROTO_HELLO && type <= PROTO_FENCE;
+	return type >= PROTO_HELLO && type <= PROTO_POOL_DELETE;
+}
+
+/* the types that need a pool (not valid on a control session) */
+static bool tcp_type_needs_pool(uint16_t type)
+{
+	return type == PROTO_READ || type == PROTO_WRITE || type == PROTO_CAS ||
+	       type == PROTO_FETCH_ADD || type == PROTO_FENCE;
 }
 
 /* read, check and answer one message */
@@ -762,6 +908,10 @@ static int tcp_conn_step(struct tcp_conn *c)
 		rc = tcp_discard(c, m.len);
 		return rc ? rc : tcp_fenced(c, &m);
 	}
+	if (c->authed && !c->pool && tcp_type_needs_pool(m.type)) {
+		rc = tcp_discard(c, m.len);
+		return rc ? rc : tcp_refuse(c, &m, PROTO_E_STATE);
+	}
 
 	if (m.type == PROTO_WRITE)
 		return tcp_on_write(c, &m);
@@ -788,6 +938,12 @@ static int tcp_conn_step(struct tcp_conn *c)
 		return tcp_on_stats(c, &m);
 	case PROTO_FENCE:
 		return tcp_on_fence(c, &m, p);
+	case PROTO_POOL_LIST:
+		return tcp_on_pool_list(c, &m);
+	case PROTO_POOL_CREATE:
+		return tcp_on_pool_create(c, &m, p);
+	case PROTO_POOL_DELETE:
+		return tcp_on_pool_delete(c, &m, p);
 	default:
 		return tcp_refuse(c, &m, PROTO_E_UNSUPPORTED);
 	}
@@ -856,6 +1012,8 @@ static void *tcp_conn_main(void *arg)
 	pthread_mutex_lock(&srv->lock);
 	c->done = true;
 	pthread_mutex_unlock(&srv->lock);
+	/* done: no revoke walk looks at c->pool any more */
+	registry_close(&c->ms->reg, c->pool, c->client_id);
 	if (eventfd_write(srv->reap_fd, 1) < 0)
 		g_warning("eventfd_write (reap): %s", g_strerror(errno));
 	return NULL;
@@ -1050,8 +1208,12 @@ static void tcp_conn_revoke(struct tcp_conn *c)
 	pthread_mutex_unlock(&c->apply_lock);
 }
 
-/* the revoke hook (memserver.h): every live connection presenting client_id */
-static unsigned int tcp_server_revoke(void *ctx, uint64_t client_id)
+/*
+ * The revoke hook (memserver.h): every live connection of pool p presenting
+ * client_id, or (client_id 0: the pool was deleted) every one of p, whose
+ * socket is also shut down so that its thread ends and lets go of the pool.
+ */
+static unsigned int tcp_server_revoke(void *ctx, struct registry_pool *p, uint64_t client_id)
 {
 	struct tcp_server *srv = ctx;
 	unsigned int n = 0;
@@ -1059,9 +1221,11 @@ static unsigned int tcp_server_revoke(void *ctx, uint64_t client_id)
 
 	pthread_mutex_lock(&srv->lock);
 	for (c = srv->conns; c; c = c->next) {
-		if (c->done || c->client_id != client_id)
+		if (c->done || c->pool != p || (client_id && c->client_id != client_id))
 			continue;
 		tcp_conn_revoke(c);
+		if (!client_id)
+			shutdown(c->fd, SHUT_RDWR);
 		n++;
 	}
 	pthread_mutex_unlock(&srv->lock);
@@ -1072,8 +1236,6 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 		      struct tcp_server **out)
 {
 	struct tcp_server *srv;
-	struct proto_pool desc;
-	ssize_t packed;
 	int rc;
 
 	srv = g_try_new0(struct tcp_server, 1);
@@ -1086,19 +1248,6 @@ int tcp_server_create(struct memserver *ms, const char *addr, uint16_t port,
 	srv->hello_timeout_ms = TCP_SERVER_HELLO_TIMEOUT_MS;
 	srv->spin_us = TCP_SERVER_SPIN_US;
 	pthread_mutex_init(&srv->lock, NULL);
-
-	rc = pool_describe(ms->pool, &desc);
-	if (rc)
-		goto err_free;
-	srv->pool_wire_len = proto_pool_wire_size(&desc);
-	srv->pool_wire = g_try_malloc(srv->pool_wire_len);
-	packed = srv->pool_wire ? proto_pool_pack(&desc, srv->pool_wire, srv->pool_wire_len)
-				: -ENOMEM;
-	proto_pool_clear(&desc);
-	if (packed < 0) {
-		rc = packed;
-		goto err_free;
-	}
 
 	srv->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	srv->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1190,6 +1339,5 @@ void tcp_server_destroy(struct tcp_server *ts)
 	if (ts->reap_fd >= 0)
 		close(ts->reap_fd);
 	pthread_mutex_destroy(&ts->lock);
-	g_free(ts->pool_wire);
 	g_free(ts);
 }

@@ -77,6 +77,8 @@
 #                      namespaces behind rate-limited links (scripts/bench/scaleout.sh --help);
 #                      with --ec, erasure coding (issue 24): ec=4+2 against replicas=3 and
 #                      replicas=1 on six members - capacity, throughput, a slowed member's p99
+#   --pools            the third: what many pools on one memserver cost one client's rmem-perf
+#                      (issue 25; scripts/bench/pools.sh --help)
 #
 # Output in the results directory: results.txt (the tables, the -o options of every rmemfs
 # mount), results.json (the same data plus the environment and every exact command line),
@@ -93,13 +95,17 @@ ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rm
 READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
 PY=/usr/bin/python3
 
-# --scale-out: the other benchmark (many memservers behind rate-limited links), its own script
+# --scale-out, --pools: the other benchmarks (many memservers behind rate-limited links; many
+# pools on one memserver), each its own script
 for a in "$@"; do
-	if [ "$a" = --scale-out ]; then
-		rest=()
-		for b in "$@"; do [ "$b" = --scale-out ] || rest+=("$b"); done
-		exec "$ROOT/scripts/bench/scaleout.sh" ${rest[@]+"${rest[@]}"}
-	fi
+	case $a in
+	--scale-out) other=scaleout.sh ;;
+	--pools) other=pools.sh ;;
+	*) continue ;;
+	esac
+	rest=()
+	for b in "$@"; do [ "$b" = "$a" ] || rest+=("$b"); done
+	exec "$ROOT/scripts/bench/$other" ${rest[@]+"${rest[@]}"}
 done
 
 ORIG_ARGS=("$@")

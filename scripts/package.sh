@@ -80,8 +80,9 @@ for f in usr/bin/rmemfs usr/bin/rmemfs-fsck usr/bin/rmemfs-ctl usr/sbin/rmemfs-s
 	usr/share/man/man1/rmem-touch.1.gz; do
 	grep -qx "\./$f" "$WORK/client.list" || missing+=("rmemfs:$f")
 done
-for f in usr/bin/memserver usr/bin/rmem-perf lib/systemd/system/memserver@.service \
-	usr/share/man/man8/memserver.8.gz usr/share/man/man1/rmem-perf.1.gz \
+for f in usr/bin/memserver usr/bin/memserver-ctl usr/bin/rmem-perf \
+	lib/systemd/system/memserver@.service usr/share/man/man8/memserver.8.gz \
+	usr/share/man/man8/memserver-ctl.8.gz usr/share/man/man1/rmem-perf.1.gz \
 	usr/share/doc/rmemfs-server/examples/memserver-example.conf; do
 	grep -qx "\./$f" "$WORK/server.list" || missing+=("rmemfs-server:$f")
 done
@@ -99,7 +100,9 @@ dpkg-deb -x "$server" "$x"
 mkdir -p "$WORK/units" "$WORK/man/man8"
 sed "s|^ExecStart=/usr/bin/memserver|ExecStart=$x/usr/bin/memserver|" \
 	"$x/lib/systemd/system/memserver@.service" >"$WORK/units/memserver@check.service"
-gunzip -c "$x/usr/share/man/man8/memserver.8.gz" >"$WORK/man/man8/memserver.8"
+for page in memserver memserver-ctl; do # the unit's Documentation= pages must exist
+	gunzip -c "$x/usr/share/man/man8/$page.8.gz" >"$WORK/man/man8/$page.8"
+done
 if MANPATH=$WORK/man systemd-analyze verify "$WORK/units/memserver@check.service" \
 	>"$WORK/verify.log" 2>&1; then
 	ok unit

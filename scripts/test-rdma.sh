@@ -22,7 +22,8 @@
 #                   on different ports), fs-readers and fs-swap (swap on a loop device over
 #                   an rmemfs file, a verified hog at 3x a 32 MiB cgroup2 limit; correctness
 #                   only, its lost-member case skips at this scale), fs-ec (erasure-coded
-#                   sets: the stripes' I/O, losses, the rebuild by decoding) ($RMEMFS_RDMA_FS), every mount
+#                   sets: the stripes' I/O, losses, the rebuild by decoding), fs-pools (named
+#                   pools of tenants, a set of them, donors=) ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
 #                   tens of MB/s)
 # Prints each step's counts and a last line `N passed, N failed` (`, N skipped`), exits
@@ -37,7 +38,7 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members|readers|swap|ec)$;
+#                                (default ^fs-(random|durability|failure|members|readers|swap|ec|pools)$;
 #                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
@@ -55,7 +56,7 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # In fs-members and fs-ec the tests of the pool layer's logic alone (refusals, capacity,
 # records, a crash's intent map, fsck: conftest.py pool_logic_only) skip here: the same code
 # runs over TCP in the main and ASan builds; 136 s of fs-members' 207 s in the guest
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec|pools)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest

@@ -18,6 +18,7 @@ PAGES = {
     'rmemfs-fsck.8': 'fuse-client/rmemfs-fsck',
     'rmemfs-ctl.8': 'fuse-client/rmemfs-ctl',
     'memserver.8': 'memserver/memserver',
+    'memserver-ctl.8': 'tools/memserver-ctl',
     'rmemfs-swap.8': 'tools/rmemfs-swap',
     'rmem-perf.1': 'tools/rmem-perf',
     'rmem-touch.1': 'tools/rmem-touch',

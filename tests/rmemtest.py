@@ -20,7 +20,9 @@ MEMSERVER = os.path.join(BUILD, 'memserver', 'memserver')
 READY_TIMEOUT = 20.0      # seconds for a memserver to print its ready line
 EXIT_TIMEOUT = 30.0       # seconds for a daemon to exit after SIGTERM
 
-READY_RE = re.compile(r'^memserver: serving (?P<size>\S+ \S+) on tcp (?P<host>\S+):(?P<port>\d+)'
+# with --capacity: 'serving 8.0 GiB capacity (default pool 1.0 GiB, 3 named pools) on tcp ...'
+READY_RE = re.compile(r'^memserver: serving (?P<size>\S+ \S+)(?P<pools> capacity \([^)]*\))? '
+                      r'on tcp (?P<host>\S+):(?P<port>\d+)'
                       r'(?P<rdma> \(rdma: [^)]*\)|, rdma \S+ \(\S+\))$')
 # GLib warnings, and sanitizer reports (UBSan reports and carries on)
 WARNING_RE = re.compile(r'-(WARNING|CRITICAL|ERROR) \*\*|\*\*\s+(WARNING|CRITICAL|ERROR)|'

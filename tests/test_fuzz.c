@@ -19,6 +19,10 @@
  * RMEMFS_FUZZ_SEED=N replays a run (the seed is printed), RMEMFS_FUZZ_CASES=N
  * scales it, RMEMFS_FUZZ_CASE=K runs case K of the seed only.
  *
+ * /fuzz/jn-untrusted-csum replays one case the fuzzing found (seed
+ * 3307019473, case 1440): a malformed transaction whose first record, made
+ * a CSUM by the damage, set wrong CRCs that outlived the repair.
+ *
  * /fuzz/bug-shape and /fuzz/bug-shape-empty write the checkpoint issue 27's
  * cookie bug wrote: a directory whose entry count is larger than the
  * entries after it, plus an entry naming freed memory, checksums valid. The
@@ -41,7 +45,9 @@
 
 #include <glib.h>
 
+#include "checksum.h"
 #include "commit.h"
+#include "csum.h"
 #include "extent.h"
 #include "fsck.h"
 #include "layout.h"
@@ -655,6 +661,46 @@ static int fsck_run(struct fx *f, const struct fsck_opts *o, unsigned int *probl
 	return rc;
 }
 
+/* rmemfs-fsck's check, which must report: its lines joined (g_free them), *problems */
+static char *fsck_lines(struct fx *f, unsigned int *problems)
+{
+	struct fsck_report rep;
+	char *msg = NULL, *all;
+
+	fsck_report_init(&rep);
+	g_assert_cmpint(mount_fsck(f->r, &check_opts, &rep, &msg), ==, 0);
+	g_ptr_array_add(rep.lines, NULL);
+	all = g_strjoinv("\n", (char **)rep.lines->pdata);
+	g_test_message("fsck: %u problems:\n%.2000s", rep.problems, all);
+	*problems = rep.problems;
+	fsck_report_clear(&rep);
+	g_free(msg);
+	return all;
+}
+
+/* rmemfs-fsck --repair finds problems and leaves none; the pool then mounts read-write */
+static struct meta *repair_and_mount(struct fx *f, const struct mount_opts *o)
+{
+	struct meta *m = NULL;
+	unsigned int problems;
+	char *msg = NULL;
+
+	g_assert_cmpint(fsck_run(f, &repair_opts, &problems, "fsck --repair"), ==, 0);
+	g_assert_cmpuint(problems, >, 0);
+	g_assert_cmpint(fsck_run(f, &check_opts, &problems, "fsck after repair"), ==, 0);
+	g_assert_cmpuint(problems, ==, 0);
+	g_assert_cmpint(mount_open(f->r, o, &m, &msg), ==, 0);
+	return m;
+}
+
+/* the lease word cleared, as if its holder (an abandoned mount) had gone long ago */
+static void lease_clear(struct fx *f)
+{
+	uint8_t zero[LAYOUT_SB_LEASE_END - LAYOUT_SB_LEASE_OWNER] = { 0 };
+
+	raw_write(f, LAYOUT_SB_LEASE_OWNER, zero, sizeof(zero));
+}
+
 /* the read-only mount: it loads, or refuses with a message */
 static int try_mount(struct fx *f, bool rw, char **msg_out)
 {
@@ -918,7 +964,6 @@ static void bug_shape(struct fx *f, guint n, guint keep)
 	struct mount_opts o = { .holder_name = "test-fuzz", .lease_takeover_ms = 2000 };
 	struct meta *m = NULL;
 	struct shape_tree t;
-	struct fsck_report rep;
 	char *msg = NULL, *all, want[64];
 	unsigned int problems;
 
@@ -929,11 +974,7 @@ static void bug_shape(struct fx *f, guint n, guint keep)
 	write_bug_shape(f, m, t.dir, n, keep);
 	mount_abandon(m);
 	fake_clock_set(false, 0);
-	{
-		uint8_t zero[LAYOUT_SB_LEASE_END - LAYOUT_SB_LEASE_OWNER] = { 0 };
-
-		raw_write(f, LAYOUT_SB_LEASE_OWNER, zero, sizeof(zero));
-	}
+	lease_clear(f);
 
 	/* the mount refuses, naming the directory */
 	m = NULL;
@@ -947,24 +988,15 @@ static void bug_shape(struct fx *f, guint n, guint keep)
 	msg = NULL;
 
 	/* fsck says what is damaged */
-	fsck_report_init(&rep);
-	g_assert_cmpint(mount_fsck(f->r, &check_opts, &rep, &msg), ==, 0);
-	g_ptr_array_add(rep.lines, NULL);
-	all = g_strjoinv("\n", (char **)rep.lines->pdata);
-	g_test_message("fsck: %u problems:\n%.2000s", rep.problems, all);
+	all = fsck_lines(f, &problems);
 	g_snprintf(want, sizeof(want), "directory %" G_GUINT64_FORMAT " (payload offset",
 		   (guint64)t.dir);
 	g_assert_nonnull(strstr(all, want));
 	g_assert_nonnull(strstr(all, "is damaged"));
 	g_free(all);
-	fsck_report_clear(&rep);
 
 	/* the repair brings it back, every other inode kept */
-	g_assert_cmpint(fsck_run(f, &repair_opts, &problems, "fsck --repair"), ==, 0);
-	g_assert_cmpuint(problems, >, 0);
-	g_assert_cmpint(fsck_run(f, &check_opts, &problems, "fsck after repair"), ==, 0);
-	g_assert_cmpuint(problems, ==, 0);
-	g_assert_cmpint(mount_open(f->r, &o, &m, &msg), ==, 0);
+	m = repair_and_mount(f, &o);
 	g_assert_cmpuint(g_hash_table_size(m->inodes), ==, t.inodes + 1); /* + lost+found */
 	check_shape_kept(m, &t, n, keep);
 	g_assert_cmpint(mount_close(m), ==, 0);
@@ -983,12 +1015,125 @@ static void test_bug_shape_empty(struct fx *f, gconstpointer d)
 	bug_shape(f, 1300, 0);
 }
 
+/* ---- a malformed journal transaction that sets data block CRCs ---- */
+
+/* the pool blocks of ino's [0, nblocks) (one extent) and their CRCs, journaled */
+static uint64_t blocks_with_crcs(struct fx *f, struct meta *m, uint64_t ino, guint nblocks,
+				 uint32_t *crc)
+{
+	struct meta_extent ext;
+	uint64_t pbs[8];
+	uint8_t *buf = g_malloc(BS);
+	guint i;
+
+	g_assert_cmpuint(nblocks, <=, G_N_ELEMENTS(pbs));
+	put_blocks(m, ino, 0, nblocks * BS);
+	g_assert_cmpint(extent_map(m, ino, 0, nblocks * BS, false, &ext, 1), ==, 1);
+	g_assert_cmpuint(ext.count, ==, nblocks);
+	for (i = 0; i < nblocks; i++) {
+		pbs[i] = (ext.pool_off - m->g.data_off) / BS + i;
+		g_assert_cmpint(remote_read(f->r, ext.pool_off + i * BS, buf, BS), ==, 0);
+		crc[i] = layout_crc(buf, BS);
+	}
+	g_assert_cmpint(checksum_log(m, pbs, crc, (int)nblocks), ==, 0);
+	g_free(buf);
+	return pbs[0];
+}
+
+/*
+ * Rewrite the first journal transaction as seed 3307019473's case 1440 of
+ * /fuzz/damage left one (a flipped type byte made a DIRENT_DEL a CSUM): a
+ * CSUM record setting wrong CRCs for blocks [pb, pb+n), then a record that
+ * does not parse; the record count and length kept, the checksum valid.
+ */
+static void write_bad_csum_txn(struct fx *f, const struct layout_geom *g, uint64_t pb, guint n,
+			       const uint32_t *crc)
+{
+	struct layout_txn_hdr h;
+	GByteArray *recs = g_byte_array_new();
+	struct victim v = { 0 };
+	guint i;
+
+	g_assert_cmpint(remote_read(f->r, g->journal_off, &h, sizeof(h)), ==, 0);
+	g_assert_cmpuint(le32toh(h.magic), ==, LAYOUT_TXN_MAGIC);
+	g_assert_cmpuint(le32toh(h.nrec), >=, 2);
+	v.jnlen = le32toh(h.len);
+	v.jn = g_malloc(v.jnlen);
+	g_assert_cmpint(remote_read(f->r, g->journal_off, v.jn, v.jnlen), ==, 0);
+	layout_put_u8(recs, LAYOUT_REC_CSUM);
+	layout_put_uv(recs, pb);
+	layout_put_uv(recs, n);
+	for (i = 0; i < n; i++) {
+		__le32 w = htole32(~crc[i]);
+
+		layout_put_bytes(recs, &w, sizeof(w));
+	}
+	layout_put_u8(recs, 131); /* no such record type */
+	g_assert_cmpuint(sizeof(h) + recs->len, <=, v.jnlen);
+	memcpy(v.jn + sizeof(h), recs->data, recs->len);
+	txn_fix_crc(&v, 0);
+	raw_write(f, g->journal_off, v.jn, v.jnlen);
+	g_free(v.jn);
+	g_byte_array_unref(recs);
+}
+
+/*
+ * The repair of a malformed transaction applies the records before the bad
+ * one; a CSUM record among them may be the damage itself, and its wrong
+ * CRCs made good data read as corrupt after the repair (3 problems left).
+ * The repair must drop those blocks' CRCs and leave the others' alone.
+ */
+static void test_jn_untrusted_csum(struct fx *f, gconstpointer d)
+{
+	struct mount_opts o = { .holder_name = "test-fuzz", .lease_takeover_ms = 2000 };
+	struct meta *m = NULL;
+	struct layout_geom g;
+	uint32_t bad_crc[4], kept_crc[2], got;
+	uint64_t bad_pb, kept_pb;
+	unsigned int problems;
+	char *msg = NULL, *all;
+	guint i;
+
+	g_assert_cmpint(mount_open(f->r, &o, &m, &msg), ==, 0);
+	g = m->g;
+	bad_pb = blocks_with_crcs(f, m, tfx_mk(m, ROOT, "f", S_IFREG | 0644), 4, bad_crc);
+	kept_pb = blocks_with_crcs(f, m, tfx_mk(m, ROOT, "g", S_IFREG | 0644), 2, kept_crc);
+	g_assert_cmpint(commit_write(m, true), ==, 0);
+	tfx_mk(m, ROOT, "after-ckpt", S_IFDIR | 0755);
+	g_assert_cmpint(commit_sync(m), ==, 0);
+	mount_abandon(m);
+	lease_clear(f);
+	write_bad_csum_txn(f, &g, bad_pb, 4, bad_crc);
+
+	m = NULL;
+	g_assert_cmpint(mount_open(f->r, &o, &m, &msg), ==, -EUCLEAN);
+	g_assert_nonnull(strstr(msg, "is malformed: record 2 of"));
+	g_free(msg);
+	msg = NULL;
+
+	all = fsck_lines(f, &problems);
+	g_assert_nonnull(strstr(all, "the data block checksums its records set are dropped"));
+	g_assert_null(strstr(all, "does not match its checksum"));
+	g_free(all);
+
+	m = repair_and_mount(f, &o);
+	for (i = 0; i < 4; i++)
+		g_assert_false(csum_get(extent_csum(m), bad_pb + i, &got));
+	for (i = 0; i < 2; i++) {
+		g_assert_true(csum_get(extent_csum(m), kept_pb + i, &got));
+		g_assert_cmpuint(got, ==, kept_crc[i]);
+	}
+	g_assert_cmpint(mount_close(m), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	watchdog_init();
 	g_test_add("/fuzz/bug-shape", struct fx, NULL, setup, test_bug_shape, teardown);
 	g_test_add("/fuzz/bug-shape-empty", struct fx, NULL, setup, test_bug_shape_empty,
+		   teardown);
+	g_test_add("/fuzz/jn-untrusted-csum", struct fx, NULL, setup, test_jn_untrusted_csum,
 		   teardown);
 	g_test_add("/fuzz/damage", struct fx, NULL, setup, test_damage, teardown);
 	return g_test_run();

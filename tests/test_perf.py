@@ -401,7 +401,7 @@ def test_bad_arguments_against_pool():
 def test_help():
     res = perf(None, "--help", timeout=30, transport=False)
     assert res.returncode == 0
-    assert res.stdout.startswith("Usage: rmem-perf [SERVER[:PORT]]")
+    assert res.stdout.startswith("Usage: rmem-perf [SERVER[:PORT][/NAME]]")
     for opt in ("--transport", "--token-file", "--op", "--size", "--sweep", "--qd",
                 "--threads", "--iters", "--duration", "--verify", "--poll", "--json",
                 "--region"):

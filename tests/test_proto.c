@@ -968,6 +968,82 @@ static void test_net_loopback(void)
 	g_assert_false(net_is_loopback("192.0.2.1"));
 }
 
+/* one case of net_parse_server_pool: host, port and pool it gives, or rc < 0 and why */
+static void check_server_pool(const char *s, const char *host, uint16_t port, const char *pool)
+{
+	const char *why = "unset";
+	char *h = NULL, *p = NULL;
+	uint16_t pt = 1;
+	int rc;
+
+	rc = net_parse_server_pool(s, &h, &pt, &p, &why);
+	if (!host) {
+		g_assert_cmpint(rc, ==, -EINVAL);
+		g_assert_nonnull(why);
+		g_assert_cmpstr(why, !=, "unset");
+		g_assert_null(h);
+		g_assert_null(p);
+		return;
+	}
+	g_assert_cmpint(rc, ==, 0);
+	g_assert_null(why);
+	g_assert_cmpstr(h, ==, host);
+	g_assert_cmpuint(pt, ==, port);
+	g_assert_cmpstr(p, ==, pool);
+	g_free(h);
+	g_free(p);
+}
+
+static void test_net_parse_server_pool(void)
+{
+	const char *why = NULL;
+	char *h, *p;
+	uint16_t pt;
+
+	check_server_pool("host", "host", 0, NULL);
+	check_server_pool("host:7471", "host", 7471, NULL);
+	check_server_pool("host:7471/tenant-a.1", "host", 7471, "tenant-a.1");
+	check_server_pool("10.0.0.2/_p", "10.0.0.2", 0, "_p");
+	check_server_pool("[::1]:9000/db", "::1", 9000, "db");
+	check_server_pool("fe80::1/db", "fe80::1", 0, "db");
+	check_server_pool("h/0123456789012345678901234567890", "h", 0,
+			  "0123456789012345678901234567890");
+	/* the name: empty, too long, a bad first character, a bad character */
+	check_server_pool("host:7471/", NULL, 0, NULL);
+	check_server_pool("h/01234567890123456789012345678901", NULL, 0, NULL);
+	check_server_pool("host/-x", NULL, 0, NULL);
+	check_server_pool("host/.x", NULL, 0, NULL);
+	check_server_pool("host/a b", NULL, 0, NULL);
+	check_server_pool("host/a/b", NULL, 0, NULL);
+	/* the address */
+	check_server_pool("/name", NULL, 0, NULL);
+	check_server_pool("host:0/name", NULL, 0, NULL);
+	check_server_pool("host:99999", NULL, 0, NULL);
+	check_server_pool("", NULL, 0, NULL);
+	/* the two kinds of mistake say different things */
+	g_assert_cmpint(net_parse_server_pool("host:x/p", &h, &pt, &p, &why), ==, -EINVAL);
+	g_assert_nonnull(strstr(why, "PORT"));
+	g_assert_cmpint(net_parse_server_pool("host/p!", &h, &pt, &p, &why), ==, -EINVAL);
+	g_assert_nonnull(strstr(why, "not a pool name"));
+	/* why may be NULL */
+	g_assert_cmpint(net_parse_server_pool("host/p!", &h, &pt, &p, NULL), ==, -EINVAL);
+}
+
+static void test_net_format_server_pool(void)
+{
+	char buf[32];
+
+	g_assert_cmpint(net_format_server_pool(buf, sizeof(buf), "h", 9, NULL), ==, 3);
+	g_assert_cmpstr(buf, ==, "h:9");
+	net_format_server_pool(buf, sizeof(buf), "h", 0, "");
+	g_assert_cmpstr(buf, ==, "h:" G_STRINGIFY(PROTO_DEFAULT_PORT));
+	net_format_server_pool(buf, sizeof(buf), "::1", 7471, "db");
+	g_assert_cmpstr(buf, ==, "[::1]:7471/db");
+	/* cut short: the length it needed */
+	g_assert_cmpint(net_format_server_pool(buf, 8, "host", 7471, "pool"), ==, 14);
+	g_assert_cmpstr(buf, ==, "host:74");
+}
+
 static void test_net_connect(void)
 {
 	char msg[] = "hello, rmemfs";
@@ -1051,5 +1127,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/units/format", test_units_format);
 	g_test_add_func("/net/loopback", test_net_loopback);
 	g_test_add_func("/net/connect", test_net_connect);
+	g_test_add_func("/net/parse-server-pool", test_net_parse_server_pool);
+	g_test_add_func("/net/format-server-pool", test_net_format_server_pool);
 	return g_test_run();
 }

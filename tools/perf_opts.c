@@ -22,11 +22,12 @@
 
 /* clang-format off */
 static const char usage_text[] =
-	"Usage: rmem-perf [SERVER[:PORT]] [OPTIONS]\n"
+	"Usage: rmem-perf [SERVER[:PORT][/NAME]] [OPTIONS]\n"
 	"\n"
 	"Measure one-sided READ / WRITE / CAS / FETCH_ADD against a memserver, like\n"
 	"perftest's ib_read_bw and ib_read_lat. SERVER defaults to 127.0.0.1, PORT to 7471;\n"
-	"an IPv6 address goes in brackets: [::1]:7471.\n"
+	"an IPv6 address goes in brackets: [::1]:7471. /NAME: the server's pool NAME\n"
+	"(it must exist) instead of its default pool.\n"
 	"\n"
 	"  --transport tcp|rdma|auto  transport (default auto: RDMA if a device reaches\n"
 	"                             the server, else TCP)\n"
@@ -171,16 +172,18 @@ static int parse_sweep(const char *arg, struct perf_opts *o)
 
 static int parse_server(const char *arg, struct perf_opts *o)
 {
+	const char *why;
 	uint16_t port;
 
 	g_free(o->host);
-	if (net_parse_server(arg, &o->host, &port) == 0) {
+	g_free(o->pool);
+	if (net_parse_server_pool(arg, &o->host, &port, &o->pool, &why) == 0) {
 		if (port)
 			o->port = port;
 		return 0;
 	}
-	return usage_error("server '%s': expected [ADDRESS], [ADDRESS]:PORT, HOST or HOST:PORT "
-			   "(ports 1..65535)", arg);
+	return usage_error("server '%s': expected [ADDRESS], [ADDRESS]:PORT, HOST or HOST:PORT, "
+			   "then /NAME for a named pool: it is %s", arg, why);
 }
 
 enum {
@@ -399,7 +402,9 @@ int perf_opts_parse(int argc, char **argv, struct perf_opts *o)
 void perf_opts_clear(struct perf_opts *o)
 {
 	g_free(o->host);
+	g_free(o->pool);
 	o->host = NULL;
+	o->pool = NULL;
 }
 
 bool perf_op_is_atomic(enum xport_op_type op)

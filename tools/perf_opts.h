@@ -20,6 +20,7 @@
 struct perf_opts {
 	char *host;
 	uint16_t port; /* 0: PROTO_DEFAULT_PORT */
+	char *pool; /* the server's named pool (SERVER/NAME); NULL: its default pool */
 	const char *transport;
 	const char *token_file;
 	enum xport_op_type ops[PERF_MAX_OPS];

@@ -31,6 +31,7 @@
 #include "perf_stats.h"
 #include "perf_worker.h"
 #include "proto.h"
+#include "refusal.h"
 #include "units.h"
 #include "xport.h"
 
@@ -80,11 +81,19 @@ static int connect_one(const struct perf_opts *o, const char *transport,
 		       const struct xport_params *params, unsigned int thread, struct xport **out)
 {
 	int rc = xport_connect(transport, params, out);
+	char *why;
 
 	if (!rc)
 		return 0;
-	g_printerr("rmem-perf: xport_connect(%s, %s:%u) for thread %u: %s (errno %d)\n", transport,
-		   o->host, o->port ? o->port : PROTO_DEFAULT_PORT, thread, g_strerror(-rc), -rc);
+	g_printerr("rmem-perf: xport_connect(%s, %s:%u%s%s) for thread %u: %s (errno %d)\n",
+		   transport, o->host, o->port ? o->port : PROTO_DEFAULT_PORT, o->pool ? "/" : "",
+		   o->pool ? o->pool : "", thread, g_strerror(-rc), -rc);
+	why = refusal_text(params, rc, "memserver-ctl create");
+	if (why) {
+		g_printerr("rmem-perf: %s\n", why);
+		g_free(why);
+		return rc;
+	}
 	if (rc == -EPERM)
 		g_printerr("rmem-perf: the server refused the token: give the token file the "
 			   "memserver was started with (--token-file)\n");
@@ -336,6 +345,7 @@ static int make_params(const struct perf_opts *o, struct xport_params *params)
 	if (xport_params_client(params, o->host, o->port, o->token_file, "rmem-perf",
 				"--token-file ") < 0)
 		return -EINVAL;
+	params->pool = o->pool;
 	params->poll_mode = o->poll;
 	params->queue_depth = o->qd;
 	params->quiet = o->json;

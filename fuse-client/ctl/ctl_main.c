@@ -431,9 +431,10 @@ static void usage(FILE *f)
 		   "\n"
 		   "status   the members (address, pool id, state: in_sync, lost, missing,\n"
 		   "         rebuilding with progress), replicas (or ec K+M) and capacity\n"
-		   "replace  put the blank memserver NEW (HOST:PORT) in the place of the lost\n"
-		   "         member OLD (its address, pool id, or memberN) and rebuild it in\n"
-		   "         the background; --wait returns when the rebuild is done\n"
+		   "replace  put the blank memserver NEW (HOST:PORT, or HOST:PORT/NAME for its\n"
+		   "         pool NAME, created the member's size if absent) in the place of\n"
+		   "         the lost member OLD (its address, pool id, or memberN) and rebuild\n"
+		   "         it in the background; --wait returns when the rebuild is done\n"
 		   "scrub    read and check every data block against its checksum in the\n"
 		   "         background, repairing bad copies on a member set; --wait follows\n"
 		   "         it and exits 1 if a block stayed bad\n");

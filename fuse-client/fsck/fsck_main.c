@@ -82,6 +82,7 @@ static int fsck_parse(int argc, char **argv, struct fsck_cli *cli)
 	gchar **ovals = NULL;
 	GError *gerr = NULL;
 	GOptionContext *octx;
+	char *why = NULL;
 	int i, rc = -EINVAL;
 	GOptionEntry entries[] = {
 		{ "repair", 0, 0, G_OPTION_ARG_NONE, &cli->repair,
@@ -94,7 +95,7 @@ static int fsck_parse(int argc, char **argv, struct fsck_cli *cli)
 		{ NULL }
 	};
 
-	octx = g_option_context_new("SERVER[:PORT] - check an rmemfs filesystem");
+	octx = g_option_context_new("SERVER[:PORT][/NAME] - check an rmemfs filesystem");
 	g_option_context_set_summary(octx,
 				     "Exit status: 0 no problems, 1 problems found (repaired with "
 				     "--repair), 2 error.");
@@ -105,13 +106,16 @@ static int fsck_parse(int argc, char **argv, struct fsck_cli *cli)
 		goto out;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT][,SERVER[:PORT]...] [--repair] [--force] [-o OPTS]\n");
+		fprintf(stderr, "usage: rmemfs-fsck SERVER[:PORT][/NAME][,SERVER[:PORT][/NAME]...] [--repair] [--force] [-o OPTS]\n");
 		goto out;
 	}
 	cli->server = argv[1];
-	if (remote_parse_servers(cli->server, cli->servers, REMOTE_MAX_SERVERS, &cli->nservers) < 0) {
-		fprintf(stderr, "rmemfs-fsck: bad server address '%s' (want HOST[:PORT], or up to "
-			"%u of them separated by commas)\n", cli->server, REMOTE_MAX_SERVERS);
+	if (remote_parse_servers(cli->server, cli->servers, REMOTE_MAX_SERVERS, &cli->nservers,
+				 &why) < 0) {
+		fprintf(stderr, "rmemfs-fsck: bad server address %s (want HOST[:PORT][/NAME], or up "
+			"to %u of them separated by commas)\n", why ? why : cli->server,
+			REMOTE_MAX_SERVERS);
+		g_free(why);
 		goto out;
 	}
 	for (i = 0; ovals && ovals[i]; i++)

@@ -38,6 +38,7 @@
 #include "cache.h"
 #include "config.h"
 #include "devio.h"
+#include "donors.h"
 #include "follow.h"
 #include "inval.h"
 #include "io.h"
@@ -178,8 +179,34 @@ static void print_stats(struct cache *cache, struct io *io)
 	fprintf(stderr, "rmemfs: %s; %s\n", line, pool);
 }
 
+/*
+ * -o donors=FILE: the servers of the set of pool o->server, chosen among
+ * the candidates (format) or found there, into o->servers; -errno after
+ * saying why
+ */
+static int resolve_donors(struct options *o, const struct xport_params *params)
+{
+	struct donors_request rq = {
+		.file = o->donors,
+		.name = o->server,
+		.params = params,
+		.create = o->format,
+		.size = o->pool_size,
+		.want = o->ec_k ? o->ec_k + o->ec_m : o->replicas,
+	};
+	char *err_msg = NULL;
+	int rc;
+
+	rc = donors_resolve(&rq, o->servers, REMOTE_MAX_SERVERS, &o->nservers, &err_msg);
+	if (rc < 0)
+		fprintf(stderr, "rmemfs: cannot %s pool %s with donors=%s: %s\n",
+			o->format ? "place" : "find", o->server, o->donors, err_msg);
+	g_free(err_msg);
+	return rc;
+}
+
 /* the pool connection the options ask for; -errno after saying why */
-static int remote_config(const struct options *o, struct remote_config *rcfg)
+static int remote_config(struct options *o, struct remote_config *rcfg)
 {
 	struct member_config *mc = &rcfg->member;
 
@@ -187,6 +214,11 @@ static int remote_config(const struct options *o, struct remote_config *rcfg)
 	if (xport_params_client(&mc->params, o->servers[0].host, o->servers[0].port,
 				o->token_file, "rmemfs", "token_file=") < 0)
 		return -EINVAL;
+	if (o->donors && resolve_donors(o, &mc->params) < 0)
+		return -EINVAL;
+	mc->params.host = o->servers[0].host;
+	mc->params.port = o->servers[0].port;
+	mc->params.pool_create_size = o->pool_size;
 	mc->transport = o->transport;
 	mc->params.poll_mode = o->poll_mode;
 	mc->qps = o->qps;

@@ -55,6 +55,8 @@ static const struct fuse_opt options_table[] = {
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
 	OPT("replicas=%s", replicas_str, 0),
 	OPT("ec=%s", ec_str, 0),
+	OPT("size=%s", size_str, 0),
+	OPT("donors=%s", donors, 0),
 	OPT("refresh=%s", refresh_str, 0),
 	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
@@ -200,7 +202,7 @@ static int validate_code(struct options *o)
 			o->ec_str, EC_MIN_K, EC_MAX_K, EC_MIN_M, EC_MAX_M);
 		return -EINVAL;
 	}
-	if (k + m > o->nservers) {
+	if (k + m > o->nservers && !o->donors) {
 		fprintf(stderr, "rmemfs: ec=%s needs at least %u servers (%u given)\n", o->ec_str,
 			(unsigned int)(k + m), o->nservers);
 		return -EINVAL;
@@ -221,7 +223,7 @@ static int validate_redundancy(struct options *o)
 	}
 	if (o->replicas_str) {
 		if (units_parse_uint(o->replicas_str, 1, REMOTE_MAX_REPLICAS, &v) < 0 ||
-		    v > o->nservers) {
+		    (v > o->nservers && !o->donors)) {
 			fprintf(stderr, "rmemfs: replicas=%s: must be 1..3 and at most the number of servers (%u)\n",
 				o->replicas_str, o->nservers);
 			return -EINVAL;
@@ -231,19 +233,73 @@ static int validate_redundancy(struct options *o)
 	return validate_code(o);
 }
 
-/* SERVER[:PORT], replicas= or ec=, transport= and token_file= */
+/* true if a server of the set names a pool */
+static bool options_names_pool(const struct options *o)
+{
+	unsigned int i;
+
+	for (i = 0; i < o->nservers; i++)
+		if (o->servers[i].pool)
+			return true;
+	return o->donors != NULL;
+}
+
+/* size= and donors=: what they need (the servers parsed) */
+static int validate_pools(struct options *o)
+{
+	if (o->donors && !*o->donors) {
+		fprintf(stderr, "rmemfs: donors= needs a file naming the candidate memservers\n");
+		return -EINVAL;
+	}
+	if (o->donors && o->format && (!o->size_str || (!o->replicas_str && !o->ec_str))) {
+		fprintf(stderr, "rmemfs: donors= with format creates a member set: give the pools' size= and replicas=R or ec=K+M (how many members to choose)\n");
+		return -EINVAL;
+	}
+	if (!o->size_str)
+		return 0;
+	if (units_parse_size(o->size_str, &o->pool_size) < 0 || o->pool_size < (1ULL << 20)) {
+		fprintf(stderr, "rmemfs: size=%s: expected the size of a pool, at least 1M (e.g. 512M, 4G)\n",
+			o->size_str);
+		return -EINVAL;
+	}
+	if (!o->format) {
+		fprintf(stderr, "rmemfs: size= is the size of the pools -o format creates: give it with format\n");
+		return -EINVAL;
+	}
+	if (!options_names_pool(o)) {
+		fprintf(stderr, "rmemfs: size= creates named pools, and '%s' names none (name one as SERVER[:PORT]/NAME; the default pool's size is the memserver's --size)\n",
+			o->server);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* SERVER[:PORT][/NAME], replicas= or ec=, transport= and token_file= */
 static int validate_server(struct options *o)
 {
+	char *why = NULL;
+
 	if (!o->server) {
-		fprintf(stderr, "rmemfs: missing SERVER[:PORT] (usage: rmemfs SERVER[:PORT] MOUNTPOINT [options]; try --help)\n");
+		fprintf(stderr, "rmemfs: missing SERVER[:PORT][/NAME] (usage: rmemfs SERVER[:PORT][/NAME] MOUNTPOINT [options]; try --help)\n");
 		return -EINVAL;
 	}
-	if (remote_parse_servers(o->server, o->servers, REMOTE_MAX_SERVERS, &o->nservers) < 0) {
-		fprintf(stderr, "rmemfs: '%s' is not SERVER[:PORT][,SERVER[:PORT]...] (at most %u servers; ports are 1..65535; write IPv6 as [addr]:port)\n",
-			o->server, REMOTE_MAX_SERVERS);
+	if (o->donors) {
+		if (!proto_pool_name_valid(o->server)) {
+			fprintf(stderr, "rmemfs: with donors= the source is the pool's NAME, not '%s' (1 to 31 of A-Z a-z 0-9 _ . - beginning with a letter, a digit or _)\n",
+				o->server);
+			return -EINVAL;
+		}
+	} else if (remote_parse_servers(o->server, o->servers, REMOTE_MAX_SERVERS, &o->nservers,
+					&why) < 0) {
+		if (why)
+			fprintf(stderr, "rmemfs: %s\n", why);
+		else
+			fprintf(stderr, "rmemfs: '%s': a member set has at most %u servers\n", o->server,
+				REMOTE_MAX_SERVERS);
+		g_free(why);
 		return -EINVAL;
 	}
-	if (validate_redundancy(o) < 0)
+	if (validate_redundancy(o) < 0 || validate_pools(o) < 0)
 		return -EINVAL;
 	if (o->token_file && !*o->token_file) {
 		fprintf(stderr, "rmemfs: token_file= needs a file name\n");
@@ -492,6 +548,8 @@ void options_free(struct options *o)
 	remote_servers_free(o->servers, o->nservers);
 	free(o->replicas_str);
 	free(o->ec_str);
+	free(o->size_str);
+	free(o->donors);
 	free(o->mountpoint);
 	free(o->transport);
 	free(o->token_file);
@@ -518,12 +576,13 @@ void options_print_help(const char *prog)
 	units_format_size(options_default_cache_size(), cs, sizeof(cs));
 	units_format_size(OPTIONS_DEFAULT_BLOCK_SIZE, bs, sizeof(bs));
 	units_format_size(OPTIONS_DEFAULT_READAHEAD, ra, sizeof(ra));
-	printf("usage: %s SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
+	printf("usage: %s SERVER[:PORT][/NAME][,SERVER[:PORT][/NAME]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]\n"
+	       "       %s NAME MOUNTPOINT -o donors=FILE [-o OPTIONS]\n"
 	       "\n"
 	       "Mount the memory pool served by a memserver at SERVER (default port %d;\n"
-	       "IPv6 as [addr]:port), or one filesystem over several memservers, each\n"
-	       "unit of data kept on `replicas` of them (or erasure-coded, ec=). From\n"
-	       "/etc/fstab:\n"
+	       "IPv6 as [addr]:port; /NAME: the server's pool NAME instead of its default\n"
+	       "pool), or one filesystem over several memservers, each unit of data kept\n"
+	       "on `replicas` of them (or erasure-coded, ec=). From /etc/fstab:\n"
 	       "  127.0.0.1:7471 /mnt/rmem fuse.rmemfs defaults,_netdev,token_file=/etc/rmemfs.token 0 0\n"
 	       "\n"
 	       "rmemfs options:\n"
@@ -546,6 +605,14 @@ void options_print_help(const char *prog)
 	       "                           kernel's O_DIRECT path, writers queue; mmap works\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
+	       "    -o size=SIZE           with format: create each named pool (SERVER/NAME)\n"
+	       "                           that does not exist yet with SIZE (e.g. 4G)\n"
+	       "    -o donors=FILE         the source is a pool NAME; FILE lists candidate\n"
+	       "                           memservers (HOST[:PORT] a line). With format,size=\n"
+	       "                           and replicas=R or ec=K+M: choose the members by\n"
+	       "                           free capacity (power of two choices) and create\n"
+	       "                           the set there; else mount the set the candidates\n"
+	       "                           holding pool NAME form\n"
 	       "    -o swap                serve a swap file (rmemfs-swap): lock the daemon's\n"
 	       "                           memory, never wait for I/O to allocate, never be\n"
 	       "                           OOM-killed; cache_size defaults to 4M, block_size\n"
@@ -588,7 +655,7 @@ void options_print_help(const char *prog)
 	       "nouser, owner, group, nofail, comment=..., x-systemd.* and other x-* options.\n"
 	       "\n"
 	       "FUSE options:\n",
-	       prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS,
+	       prog, prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS,
 	       OPTIONS_DEFAULT_RECONNECT_S);
 	fflush(stdout);
 	fuse_cmdline_help();

@@ -2,7 +2,8 @@
 /*
  * options.h - the rmemfs command line.
  *
- *   rmemfs SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *   rmemfs SERVER[:PORT][/NAME][,SERVER[:PORT][/NAME]...] MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ *   rmemfs NAME MOUNTPOINT -o donors=FILE [...]
  *
  * options.c owns one fuse_opt table (offsetof into struct options), sets the
  * defaults before parsing, validates every value with a specific message,
@@ -38,10 +39,15 @@
 #define OPTIONS_SWAP_MAX_THREADS 8U /* FUSE workers: each a locked stack and request buffer */
 
 struct options {
-	/* SERVER[:PORT][,SERVER[:PORT]...] split; IPv6 literals without brackets */
+	/*
+	 * SERVER[:PORT][/NAME][,...] split; IPv6 literals without brackets.
+	 * With donors= the servers are chosen (or found) by donors.h: main.c
+	 * fills them in, and server is the pool NAME.
+	 */
 	char *server; /* as given on the command line */
 	struct remote_server servers[REMOTE_MAX_SERVERS];
 	unsigned int nservers;
+	char *donors; /* -o donors=FILE: the candidate memservers */
 	char *mountpoint; /* from fuse_parse_cmdline (malloc'd by libfuse) */
 
 	/* raw -o values captured by fuse_opt (malloc'd), validated into the fields below */
@@ -61,6 +67,7 @@ struct options {
 	char *refresh_str;
 	char *replicas_str;
 	char *ec_str; /* "K+M" */
+	char *size_str; /* -o size=: each named pool's size if format creates it */
 	int degraded; /* -o degraded: read-write without a majority of the members */
 	int direct_io;
 	int format;
@@ -85,6 +92,7 @@ struct options {
 	unsigned int refresh_ms; /* -o ro: how often the writer's changes are applied */
 	unsigned int replicas; /* 0: the default (remote.h) */
 	unsigned int ec_k, ec_m; /* -o ec=K+M; 0, 0: none (copies) */
+	uint64_t pool_size; /* -o size=: 0 when not given */
 
 	/* from fuse_parse_cmdline */
 	int foreground;

@@ -16,7 +16,11 @@
 #include "journal.h"
 #include "meta_int.h"
 
-/* CSUM and HOT records (format 2): the table and the hot set (csum.h) */
+/*
+ * CSUM and HOT records (format 2): the table and the hot set (csum.h). An
+ * untrusted CSUM (a malformed transaction's, journal.c) clears its blocks'
+ * CRCs instead of setting them.
+ */
 static int apply_csum(struct meta *m, const struct journal_rec *r)
 {
 	uint64_t nregions = (m->g.data_blocks + LAYOUT_CSUM_REGION_BLOCKS - 1) /
@@ -38,6 +42,10 @@ static int apply_csum(struct meta *m, const struct journal_rec *r)
 		inode_load_problem(m, "journal: checksums of invalid blocks %" G_GUINT64_FORMAT
 				   "+%" G_GUINT64_FORMAT " (record dropped)",
 				   (guint64)r->pblock, (guint64)r->count);
+		return 0;
+	}
+	if (r->untrusted) {
+		csum_clear(m->csum, r->pblock, r->count);
 		return 0;
 	}
 	for (i = 0; i < r->count; i++) {

@@ -499,6 +499,16 @@ static bool txn_hdr_ok(const struct journal *j, const struct layout_txn_hdr *h, 
  * and replay stops (-EUCLEAN); with salvage, the records before it are
  * applied, the rest of the transaction is dropped and said so in
  * info->damage, and replay goes on.
+ *
+ * A record before the bad one parsed, but the damage may have made it (a
+ * DIRENT_DEL with a flipped type byte reads as a CSUM: the directory taken
+ * for a block, the name's length for a count, the bytes after for CRCs). Most
+ * records that are wrong this way are caught by the checks that follow
+ * (apply.c, fsck.c), but a wrong CRC looks like data damage, and no repair
+ * can tell the two apart: the blocks would read as corrupt for good. So the
+ * CSUM records of a malformed transaction go through untrusted, dropping
+ * the CRCs of the blocks they name, as a salvaged checkpoint drops its own
+ * (ckpt.c): those blocks read unverified until a scrub gives them new ones.
  */
 static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t seq, uint64_t pos,
 		     bool salvage, int (*apply)(void *ctx, const struct journal_rec *rec),
@@ -530,11 +540,20 @@ static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t s
 						    (guint64)seq, (guint64)pos, what);
 		rc = -EUCLEAN;
 	} else if (what) {
-		char *msg = g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT
-					    " at offset %" G_GUINT64_FORMAT " is malformed: %s; "
-					    "%u records applied, the rest dropped",
-					    (guint64)seq, (guint64)pos, what, recs->len);
+		unsigned int csums = 0;
+		char *msg;
 
+		for (i = 0; i < recs->len; i++) {
+			struct journal_rec *rec = &g_array_index(recs, struct journal_rec, i);
+
+			rec->untrusted = rec->type == LAYOUT_REC_CSUM;
+			csums += rec->untrusted;
+		}
+		msg = g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT " at offset %"
+				      G_GUINT64_FORMAT " is malformed: %s; %u records applied, the "
+				      "rest dropped%s", (guint64)seq, (guint64)pos, what, recs->len,
+				      csums ? "; the data block checksums its records set are "
+				      "dropped (rmemfs-ctl scrub gives them new ones)" : "");
 		if (!info->damage)
 			info->damage = g_ptr_array_new_with_free_func(g_free);
 		g_ptr_array_add(info->damage, msg);

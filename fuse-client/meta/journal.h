@@ -98,6 +98,7 @@ struct journal_rec {
 	size_t nlen;
 	const uint8_t *value; /* XATTR_SET value / SYMLINK target / CSUM le32 crcs (into the txn) */
 	size_t vlen;
+	bool untrusted; /* CSUM of a malformed transaction (salvage): drop the CRCs, set none */
 };
 
 struct journal_replay_info {
@@ -114,9 +115,11 @@ struct journal_replay_info {
  * A non-zero apply result stops replay and is returned. A transaction whose
  * checksum is right but whose records do not parse (a bug wrote it) stops
  * replay with -EUCLEAN, naming it and its journal offset in stop_reason;
- * with salvage (rmemfs-fsck) the records before the bad one are applied,
- * the damage goes to info->damage and replay goes on. Every length and
- * count in the area is checked against the bytes there before it is used.
+ * with salvage (rmemfs-fsck) the records before the bad one are applied
+ * (its CSUM records marked untrusted: they parsed, yet the bytes that made
+ * them may be the damage), the damage goes to info->damage and replay goes
+ * on. Every length and count in the area is checked against the bytes there
+ * before it is used.
  * Release info with journal_replay_info_clear().
  */
 int journal_replay(struct journal *j, struct remote *r, uint64_t gen, uint64_t first_seq,

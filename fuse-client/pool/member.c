@@ -56,6 +56,7 @@
 
 #include "member.h"
 #include "clock.h"
+#include "net.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -90,7 +91,8 @@ struct member_chan {
 
 struct member {
 	char *host;
-	char server[80]; /* "host:port", for messages */
+	char *pool_name; /* params.pool: the named pool, or NULL */
+	char server[112]; /* "host:port[/pool]", for messages */
 	char *transport_req; /* what the caller asked for ("auto"...) */
 	char transport[16]; /* what the first connection used */
 	struct xport_params params;
@@ -168,6 +170,8 @@ static int chan_connect(struct member *r, struct member_chan *c, bool first)
 		if (rc < 0)
 			goto err_close;
 		g_strlcpy(r->transport, xport_name(x), sizeof(r->transport));
+		/* created now if it was to be: a reconnect must find this pool, never a new one */
+		r->params.pool_create_size = 0;
 	} else if (!same_pool(&x->pool, &r->pool)) {
 		member_fail(r,
 			    "%s now serves another pool (id %016" G_GINT64_MODIFIER "x, %"
@@ -636,14 +640,15 @@ int member_open(const struct member_config *cfg, struct member **out)
 	r->transport_req = g_strdup(cfg->transport ? cfg->transport : "auto");
 	r->params = cfg->params;
 	r->params.host = r->host;
+	r->pool_name = cfg->params.pool && *cfg->params.pool ? g_strdup(cfg->params.pool) : NULL;
+	r->params.pool = r->pool_name;
 	if (!r->params.client_id)
 		r->params.client_id = proto_client_id_new();
 	r->bounce_len = cfg->bounce_size ? cfg->bounce_size : MEMBER_DEFAULT_BOUNCE;
 	r->bounce_len = MAX(r->bounce_len, (size_t)MEMBER_MIN_BOUNCE);
 	r->bounce_len = (r->bounce_len + 4095) & ~(size_t)4095;
 	r->reconnect_ms = cfg->reconnect_timeout_ms;
-	snprintf(r->server, sizeof(r->server), strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
-		 r->host, r->params.port ? r->params.port : PROTO_DEFAULT_PORT);
+	net_format_server_pool(r->server, sizeof(r->server), r->host, r->params.port, r->pool_name);
 	pthread_mutex_init(&r->state_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -702,6 +707,7 @@ void member_close(struct member *r)
 	g_free(r->region_start);
 	proto_pool_clear(&r->pool);
 	g_free(r->host);
+	g_free(r->pool_name);
 	g_free(r->transport_req);
 	g_free(r->failure);
 	pthread_cond_destroy(&r->state_cond);

@@ -55,7 +55,7 @@ uint64_t member_pool_id(const struct member *r);
  */
 uint64_t member_client_id(const struct member *r);
 const char *member_transport(const struct member *r); /* "tcp" / "rdma" */
-const char *member_server(const struct member *r); /* "host:port", for messages */
+const char *member_server(const struct member *r); /* "host:port[/pool]", for messages */
 
 /*
  * nowait: a request that finds the server away returns -EHOSTDOWN at once

@@ -302,19 +302,23 @@ static int rebuild_run(struct remote *r)
 static int reconnect(struct remote *r, unsigned int i)
 {
 	struct member *m;
-	char *host;
+	char *host, *pool;
 	uint16_t port;
 	int rc;
 
-	if (net_parse_server(r->info.m[i].addr, &host, &port) < 0)
+	if (net_parse_server_pool(r->info.m[i].addr, &host, &port, &pool, NULL) < 0)
 		return -EINVAL;
 	r->mcfg.params.host = host;
 	r->mcfg.params.port = port;
+	r->mcfg.params.pool = pool;
+	r->mcfg.params.pool_create_size = 0; /* its pool, or none: never a new one */
 	r->mcfg.params.client_id = r->client_id;
 	r->mcfg.params.quiet = true;
 	rc = member_open(&r->mcfg, &m);
 	r->mcfg.params.host = NULL;
+	r->mcfg.params.pool = NULL;
 	g_free(host);
+	g_free(pool);
 	if (rc < 0)
 		return rc;
 	if (member_pool_id(m) != r->info.m[i].pool_id) {

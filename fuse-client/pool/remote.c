@@ -21,6 +21,7 @@
 
 #include "ec_codec.h"
 #include "net.h"
+#include "refusal.h"
 
 static_assert(REMOTE_MAX_SERVERS == LAYOUT_SET_MAX, "one limit on members");
 static_assert(PLACE_MAX_MEMBERS == LAYOUT_SET_MAX, "one limit on members");
@@ -80,10 +81,11 @@ out:
 	return rc;
 }
 
-static void member_name(char *dst, const struct remote_server *s)
+/* "host:port[/pool]" as a member record keeps it: false if it does not fit the record */
+static bool member_name(char *dst, const struct remote_server *s)
 {
-	snprintf(dst, LAYOUT_SET_ADDR_LEN, strchr(s->host, ':') ? "[%s]:%u" : "%s:%u", s->host,
-		 s->port ? s->port : PROTO_DEFAULT_PORT);
+	return net_format_server_pool(dst, LAYOUT_SET_ADDR_LEN, s->host, s->port, s->pool) <
+	       LAYOUT_SET_ADDR_LEN;
 }
 
 /* connect to server i; a server that cannot be reached is left NULL (and said so) */
@@ -97,9 +99,26 @@ static int connect_server(struct remote *r, const struct remote_config *cfg, uns
 	member_name(name, &cfg->servers[i]);
 	mc.params.host = cfg->servers[i].host;
 	mc.params.port = cfg->servers[i].port;
+	mc.params.pool = cfg->servers[i].pool;
 	mc.params.client_id = r->client_id;
 	mc.params.quiet = mc.params.quiet || i > 0; /* what "auto" picked: said once */
 	rc = member_open(&mc, out);
+	if (rc < 0) {
+		char *why = refusal_text(&mc.params, rc, REMOTE_CREATE_HOW);
+
+		/* a refusal is fatal, but a missing pool for a set that may do without it */
+		if (why && (cfg->nservers == 1 || rc != -ENOENT || cfg->format)) {
+			remote_set_msg(err_msg, "%s", why);
+			g_free(why);
+			return rc;
+		}
+		if (why) {
+			g_message("member %s: %s", name, why);
+			g_free(why);
+			*out = NULL;
+			return 0;
+		}
+	}
 	if (rc < 0 && cfg->nservers == 1)
 		return rc; /* the caller reports it, as it always did */
 	if (rc < 0) {
@@ -168,7 +187,12 @@ static int new_set(struct remote *r, const struct remote_config *cfg, struct mem
 		for (i = 0; i < sizeof(in->set_uuid); i++)
 			in->set_uuid[i] = (uint8_t)g_random_int();
 	for (i = 0; i < cfg->nservers; i++) {
-		member_name(r->mem[i].name, &cfg->servers[i]);
+		if (!member_name(r->mem[i].name, &cfg->servers[i])) {
+			remote_set_msg(err_msg, "%s...: a member's address must fit %d characters "
+				       "(the member record keeps it): use a shorter name or address",
+				       r->mem[i].name, LAYOUT_SET_ADDR_LEN - 1);
+			return -ENAMETOOLONG;
+		}
 		if (!mem[i]) {
 			remote_set_msg(err_msg, "%s cannot be reached: a new member set needs every server",
 				r->mem[i].name);
@@ -611,20 +635,27 @@ bool remote_is_set(const struct remote *r)
 }
 
 int remote_parse_servers(const char *list, struct remote_server *out, unsigned int max,
-			 unsigned int *n)
+			 unsigned int *n, char **why)
 {
 	char **parts = g_strsplit(list, ",", -1);
+	const char *what;
 	unsigned int i;
 	int rc = 0;
 
 	*n = 0;
+	if (why)
+		*why = NULL;
 	for (i = 0; parts[i] && !rc; i++) {
-		if (i >= max)
+		if (i >= max) {
 			rc = -EINVAL;
-		else
-			rc = net_parse_server(parts[i], &out[i].host, &out[i].port) < 0 ? -EINVAL : 0;
+			break;
+		}
+		rc = net_parse_server_pool(parts[i], &out[i].host, &out[i].port, &out[i].pool,
+					   &what);
 		if (!rc)
 			(*n)++;
+		else if (why)
+			*why = g_strdup_printf("'%s' is %s", parts[i], what);
 	}
 	g_strfreev(parts);
 	if (!rc && !*n)
@@ -642,7 +673,9 @@ void remote_servers_free(struct remote_server *s, unsigned int n)
 
 	for (i = 0; i < n; i++) {
 		g_free(s[i].host);
+		g_free(s[i].pool);
 		s[i].host = NULL;
+		s[i].pool = NULL;
 	}
 }
 

@@ -37,15 +37,17 @@ struct remote;
 struct remote_server {
 	char *host;
 	uint16_t port; /* 0: PROTO_DEFAULT_PORT */
+	char *pool; /* the server's named pool; NULL: its default pool */
 };
 
 /*
- * Parse "HOST[:PORT][,HOST[:PORT]...]" (IPv6 as [addr]:port) into out[]
- * (hosts g_malloc'd: remote_servers_free). -EINVAL for a bad address or
- * more than max servers.
+ * Parse "HOST[:PORT][/NAME][,HOST[:PORT][/NAME]...]" (IPv6 as [addr]:port)
+ * into out[] (g_malloc'd: remote_servers_free). -EINVAL for a bad address
+ * or pool name (*why, if why is not NULL, says which and what is wrong, as
+ * "'ADDR' is not ...") or more than max servers (*why NULL).
  */
 int remote_parse_servers(const char *list, struct remote_server *out, unsigned int max,
-			 unsigned int *n);
+			 unsigned int *n, char **why);
 void remote_servers_free(struct remote_server *s, unsigned int n);
 
 struct remote_config {

@@ -29,6 +29,8 @@
 struct ec_codec;
 
 #define EC_SPARES 2U /* an erasure-coded set's write scratch buffers kept (remote_ec.c) */
+/* how a missing named pool is made, for refusal_text: the mount that formats it */
+#define REMOTE_CREATE_HOW "-o format,size=SIZE"
 
 struct remote_member {
 	struct member *m; /* NULL: never reached */

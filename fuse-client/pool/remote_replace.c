@@ -14,6 +14,9 @@
 
 #include <glib.h>
 
+#include "net.h"
+#include "refusal.h"
+
 /* which member OLD names: its index, "memberN", its address or its pool id */
 static int find_member(struct remote *r, const char *old)
 {
@@ -35,29 +38,53 @@ static int find_member(struct remote *r, const char *old)
 	return -1;
 }
 
-/* connect to the replacement and check that it is blank and big enough */
-static int open_blank(struct remote *r, const char *addr, struct member **out, char **err_msg)
+/*
+ * Connect to the replacement and check that it is blank and big enough. A
+ * named pool that does not exist yet is created the size of the member it
+ * replaces (create_size).
+ */
+static int open_blank(struct remote *r, const char *addr, uint64_t create_size,
+		      struct member **out, char **err_msg)
 {
 	struct remote_server srv = { 0 };
-	unsigned int n;
+	struct xport_params p;
 	struct remote_found f;
+	unsigned int n;
+	char *why;
 	int rc;
 
 	*out = NULL;
-	if (remote_parse_servers(addr, &srv, 1, &n) < 0) {
-		remote_set_msg(err_msg, "'%s' is not one HOST[:PORT]", addr);
+	if (remote_parse_servers(addr, &srv, 1, &n, &why) < 0) {
+		remote_set_msg(err_msg, "%s", why ? why : "not one HOST[:PORT][/NAME]");
+		g_free(why);
 		return -EINVAL;
 	}
+	if (net_format_server_pool(NULL, 0, srv.host, srv.port, srv.pool) >= LAYOUT_SET_ADDR_LEN) {
+		remote_set_msg(err_msg, "'%s': a member's address must fit %d characters (the member "
+			       "record keeps it)", addr, LAYOUT_SET_ADDR_LEN - 1);
+		remote_servers_free(&srv, 1);
+		return -ENAMETOOLONG;
+	}
+	p = r->mcfg.params;
 	r->mcfg.params.host = srv.host;
 	r->mcfg.params.port = srv.port;
+	r->mcfg.params.pool = srv.pool;
+	r->mcfg.params.pool_create_size = srv.pool ? create_size : 0;
 	r->mcfg.params.client_id = r->client_id;
 	rc = member_open(&r->mcfg, out);
+	if (rc < 0) {
+		why = refusal_text(&r->mcfg.params, rc, REMOTE_CREATE_HOW);
+		if (why)
+			remote_set_msg(err_msg, "%s", why);
+		else
+			remote_set_msg(err_msg, "%s: %s", addr, g_strerror(-rc));
+		g_free(why);
+	}
+	r->mcfg.params = p;
 	r->mcfg.params.host = NULL;
 	remote_servers_free(&srv, 1);
-	if (rc < 0) {
-		remote_set_msg(err_msg, "%s: %s", addr, g_strerror(-rc));
+	if (rc < 0)
 		return rc;
-	}
 	rc = remote_read_records(*out, &f);
 	if (!rc && (f.kind != -ENODATA || !f.block0_zero)) {
 		remote_set_msg(err_msg, "%s is not blank (%s): only a memserver with an empty pool can "
@@ -101,7 +128,7 @@ static int replace(struct remote *r, const char *old, const char *addr, char **e
 		remote_set_msg(err_msg, "another member is being rebuilt; replace this one when it is done");
 		return -EBUSY;
 	}
-	rc = open_blank(r, addr, &m, err_msg);
+	rc = open_blank(r, addr, r->info.m[i].pool_size, &m, err_msg);
 	if (rc < 0)
 		return rc;
 	member_set_nowait(m, remote_redundant(r));

@@ -36,8 +36,9 @@ def test_help_lists_every_option():
                 'format', 'qps=', 'poll=', 'readahead=', 'writeback=', 'writeback_cache=',
                 'entry_timeout=',
                 'attr_timeout=', 'allow_other', 'default_permissions', '_netdev',
-                'replicas=', 'ec=K+M', 'degraded',
-                'SERVER[:PORT][,SERVER[:PORT]...] MOUNTPOINT'):
+                'replicas=', 'ec=K+M', 'degraded', 'size=SIZE', 'donors=FILE',
+                'SERVER[:PORT][/NAME][,SERVER[:PORT][/NAME]...] MOUNTPOINT',
+                'NAME MOUNTPOINT -o donors=FILE'):
         assert opt in text, f'--help does not mention {opt}'
     assert run_rmemfs('-h').returncode == 0
 
