@@ -10,13 +10,17 @@
 # read-only, below an upper layer on that disk, so what the guest installs and writes survives
 # its reboot. BUILDDIR/systemd-test is shared read-write; it carries the test unit in and the
 # results out. The guest boots twice on the same disk:
-#   boot 1  dpkg -i the rmemfs and rmemfs-server packages; /etc/rmemfs/memserver-main.conf
-#           (a pool kept in /var/lib/rmemfs/main.pool: --backing-file); systemctl enable
-#           --now memserver@main; the unit is active and serves (rmem-perf --verify); the pool
-#           is formatted; an /etc/fstab line (fuse.rmemfs, _netdev) is mounted by systemd;
-#           files are written (some fsync'ed, some left to the unmount at shutdown); then
-#           `systemctl reboot`: systemd stops everything, qemu exits (-no-reboot)
-#   boot 2  the harness boots the same disk again: memserver@main is active, systemd mounted
+#   boot 1  dpkg -i the rmemfs and rmemfs-server packages; /etc/rmemfs/memserver-main.conf: a
+#           capacity and no default pool, an admin token, a tenant (token dir), a backing dir
+#           /var/lib/rmemfs/main; systemctl enable --now memserver@main; the unit is active and
+#           serves (memserver-ctl creates a scratch pool, rmem-perf --verify on it, delete);
+#           the tenant's first mount of HOST:PORT/data with -o format,size= creates pool data
+#           (its file in the backing dir); an /etc/fstab line naming HOST:PORT/data
+#           (fuse.rmemfs, _netdev, the tenant's token) is mounted by systemd; files are written
+#           (some fsync'ed, some left to the unmount at shutdown); then `systemctl reboot`:
+#           systemd stops everything, qemu exits (-no-reboot)
+#   boot 2  the harness boots the same disk again: memserver@main is active and lists pool
+#           data as persistent, systemd mounted
 #           the fstab line, every file reads back as written, the previous boot's journal
 #           shows the mount and the unit stopped cleanly, and this mount found the
 #           filesystem closed cleanly (no journal recovery); then `systemctl poweroff`
@@ -43,12 +47,14 @@ PORT=7471
 MNT=/mnt/rmem
 UNIT_MNT=mnt-rmem.mount
 TOKEN=/etc/rmemfs/token
+TENANT=/etc/rmemfs/tenants/tenant1
 CONF=/etc/rmemfs/memserver-main.conf
-BACKING=/var/lib/rmemfs/main.pool
+BACKING_DIR=/var/lib/rmemfs/main
+POOL=data
 # the checks each boot makes, in order (a boot that dies early fails the rest)
-CHECKS_1="install config enable-now unit-active serving format fstab-mount write"
-CHECKS_2="unit-active-again fstab-mounted-again files-synced files-unsynced clean-shutdown
-	  clean-unmount"
+CHECKS_1="install config enable-now unit-active serving create-pool fstab-mount write"
+CHECKS_2="unit-active-again pool-listed-again fstab-mounted-again files-synced files-unsynced
+	  clean-shutdown clean-unmount"
 
 # ---------------------------------------------------------------------------- in the guest
 # check NAME CMD...: run CMD, record "NAME OK|FAIL" in $OUT/steps; 0 if it passed
@@ -93,42 +99,69 @@ g_install()
 
 g_config()
 {
-	mkdir -p /etc/rmemfs
-	(umask 077 && head -c 32 /dev/urandom | base64 >"$TOKEN")
+	mkdir -p "${TENANT%/*}" &&
+		chmod 700 "${TENANT%/*}" &&
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$TOKEN") &&
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$TENANT") || return 1
+	# named pools only (no default pool), each kept in its own file of the backing dir
 	cat >"$CONF" <<-EOF
 		# written by scripts/test-systemd.sh
-		SIZE=64M
 		LISTEN=127.0.0.1
 		PORT=$PORT
-		TOKEN_FILE=$TOKEN
-		EXTRA_ARGS=--backing-file $BACKING
+		CAPACITY=--capacity 256M
+		SIZE=
+		TOKEN_FILE=--token-file $TOKEN
+		TOKEN_DIR=--token-dir ${TENANT%/*}
+		BACKING_DIR=--backing-dir $BACKING_DIR
+		EXTRA_ARGS=
 	EOF
 }
 
-# the unit's ready notification came (Type=notify) and the port answers a verified exchange
-g_serving()
+# ctl ARGS...: memserver-ctl with the admin's token
+ctl()
 {
-	timeout -k 5 60 rmem-perf "127.0.0.1:$PORT" --transport tcp --token-file "$TOKEN" \
-		--verify --op write,read --size 4K --iters 64
+	timeout -k 5 60 memserver-ctl "127.0.0.1:$PORT" --token-file "$TOKEN" "$@"
 }
 
-# mkfs: rmemfs -o format in the foreground, unmounted again once it is up
-g_format()
+# the unit's ready notification came (Type=notify) and the port serves: the admin creates a
+# scratch pool, a verified exchange runs on it, the pool goes again
+g_serving()
+{
+	ctl create scratch 8M &&
+		timeout -k 5 60 rmem-perf "127.0.0.1:$PORT/scratch" --transport tcp \
+			--token-file "$TOKEN" --verify --op write,read --size 4K --iters 64 &&
+		ctl delete scratch &&
+		ctl list
+}
+
+# the tenant's first mount of HOST:PORT/NAME with -o format,size= creates the pool and formats
+# it (in the foreground; unmounted again once it is up); its file is in the backing dir
+g_create_pool()
 {
 	local pid rc=0
 	mkdir -p "$MNT"
-	rmemfs "127.0.0.1:$PORT" "$MNT" -f -o "format,token_file=$TOKEN" &
+	rmemfs "127.0.0.1:$PORT/$POOL" "$MNT" -f -o "format,size=64M,token_file=$TENANT" &
 	pid=$!
 	wait_mount "$MNT" $pid 600 || rc=1
 	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
 	wait_gone $pid 300 || { kill -KILL $pid; rc=1; }
 	wait $pid || rc=1
+	[ -f "$BACKING_DIR/$POOL.pool" ] || { echo "no $BACKING_DIR/$POOL.pool"; rc=1; }
 	return $rc
+}
+
+# the pool is back after the reboot, from its file in the backing dir
+g_pool_listed()
+{
+	local l
+	l=$(ctl list) || return 1
+	echo "$l"
+	echo "$l" | grep -q "^ *$POOL .*persistent"
 }
 
 g_fstab_mount()
 {
-	echo "127.0.0.1:$PORT  $MNT  fuse.rmemfs  _netdev,token_file=$TOKEN,x-systemd.after=memserver@main.service,x-systemd.mount-timeout=120  0  0" \
+	echo "127.0.0.1:$PORT/$POOL  $MNT  fuse.rmemfs  _netdev,token_file=$TENANT,x-systemd.after=memserver@main.service,x-systemd.mount-timeout=120  0  0" \
 		>>/etc/fstab
 	systemctl daemon-reload &&
 		timeout -k 5 180 systemctl start remote-fs.target &&
@@ -202,11 +235,12 @@ in_guest()
 			check enable-now timeout -k 5 120 systemctl enable --now memserver@main.service &&
 			check unit-active systemctl is-active memserver@main.service &&
 			check serving g_serving &&
-			check format g_format &&
+			check create-pool g_create_pool &&
 			check fstab-mount g_fstab_mount &&
 			check write g_write
 	else
-		check unit-active-again systemctl is-active memserver@main.service
+		check unit-active-again systemctl is-active memserver@main.service &&
+			check pool-listed-again g_pool_listed
 		check fstab-mounted-again g_mounted_by_systemd &&
 			check files-synced g_sums synced
 		check files-unsynced g_sums unsynced
