@@ -419,7 +419,7 @@ tally()
 		case $res in
 		OK) echo "PASS boot$phase/$c"; PASSED=$((PASSED + 1)) ;;
 		FAIL) fail "boot$phase/$c" ;;
-		*) fail "boot$phase/$c" "not run" ;;
+		*) fail "boot$phase/$c" "did not finish" ;;
 		esac
 	done
 }
@@ -439,6 +439,7 @@ tally 2 "$CHECKS_2"
 times()
 {
 	local s e
+	[ -n "${T_BOOT[$1]:-}" ] || { echo "boot $1: not run"; return; }
 	s=$(sed -n 's/^start //p' "$WORK/times-$1" 2>/dev/null)
 	e=$(sed -n 's/^end //p' "$WORK/times-$1" 2>/dev/null)
 	[ -n "$s" ] && [ -n "$e" ] || { echo "boot $1: ${T_BOOT[$1]:-0} s"; return; }
