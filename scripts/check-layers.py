@@ -27,7 +27,7 @@ LAYERS = {
     'fuse-client/data': {'common', 'fuse-client/pool', 'fuse-client/meta'},
     'fuse-client/fsck': {'common', 'fuse-client/pool', 'fuse-client/meta'},
     'fuse-client/fuse': {'common', 'fuse-client/pool', 'fuse-client/meta', 'fuse-client/data'},
-    'fuse-client/ctl': {'common', 'fuse-client/pool', 'fuse-client/data'},
+    'fuse-client/ctl': {'common', 'fuse-client/pool', 'fuse-client/data', 'fuse-client/fuse'},
 }
 
 

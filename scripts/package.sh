@@ -77,7 +77,8 @@ missing=()
 for f in usr/bin/rmemfs usr/bin/rmemfs-fsck usr/bin/rmemfs-ctl usr/sbin/rmemfs-swap \
 	usr/bin/rmem-touch usr/share/man/man8/rmemfs.8.gz usr/share/man/man8/rmemfs-fsck.8.gz \
 	usr/share/man/man8/rmemfs-ctl.8.gz usr/share/man/man8/rmemfs-swap.8.gz \
-	usr/share/man/man1/rmem-touch.1.gz; do
+	usr/share/man/man1/rmem-touch.1.gz usr/sbin/umount.fuse.rmemfs \
+	usr/share/man/man8/umount.fuse.rmemfs.8.gz; do
 	grep -qx "\./$f" "$WORK/client.list" || missing+=("rmemfs:$f")
 done
 for f in usr/bin/memserver usr/bin/memserver-ctl usr/bin/rmem-perf \

@@ -22,6 +22,7 @@ PAGES = {
     'rmemfs-swap.8': 'tools/rmemfs-swap',
     'rmem-perf.1': 'tools/rmem-perf',
     'rmem-touch.1': 'tools/rmem-touch',
+    'umount.fuse.rmemfs.8': 'fuse-client/umount.fuse.rmemfs',
 }
 LONG = re.compile(r'(?<![\w-])--[a-z][a-z0-9-]*')
 SHORT = re.compile(r'(?<![\w-])-[a-zA-Z](?![\w-])')

@@ -48,6 +48,7 @@
 #include "inval.h"
 #include "io.h"
 #include "meta.h"
+#include "ops_xattr.h"
 #include "verify.h"
 #include "remote.h"
 #include "swapmode.h"
@@ -833,6 +834,27 @@ static bool is_stats_xattr(fuse_ino_t ino, const char *name)
 	return ino == META_ROOT_INO && strcmp(name, CACHE_STATS_XATTR) == 0;
 }
 
+/* the daemon's pid for umount.fuse.rmemfs (ops_xattr.h): read-only and not listed either */
+static bool is_pid_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == META_ROOT_INO && strcmp(name, OPS_PID_XATTR) == 0;
+}
+
+/* "DAEMON_PID CALLER_PID\n" (ops_xattr.h) */
+static void reply_pid(fuse_req_t req, size_t size)
+{
+	char buf[OPS_PID_MAX + 1];
+	int n;
+
+	n = g_snprintf(buf, sizeof(buf), "%d %d\n", (int)getpid(), (int)fuse_req_ctx(req)->pid);
+	if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 /* n bytes of stats text so far, plus a part's length or error */
 static ssize_t stats_add(ssize_t n, ssize_t part)
 {
@@ -905,7 +927,7 @@ static void ctl_scrub(fuse_req_t req)
 static void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
-	if (is_stats_xattr(ino, name)) {
+	if (is_stats_xattr(ino, name) || is_pid_xattr(ino, name)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
@@ -928,6 +950,10 @@ static void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 	if (is_stats_xattr(ino, name)) {
 		reply_stats(req, size);
+		return;
+	}
+	if (is_pid_xattr(ino, name)) {
+		reply_pid(req, size);
 		return;
 	}
 	if (size == 0) {
@@ -1014,7 +1040,7 @@ static void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	if (is_stats_xattr(ino, name)) {
+	if (is_stats_xattr(ino, name) || is_pid_xattr(ino, name)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

@@ -3,7 +3,8 @@
 data intact, rmemfs-fsck clean), one read-write mount per pool (a second mount
 is refused naming the holder), takeover of a crashed holder's lease within
 15 s, the memserver fencing a stopped holder whose lease was taken over, clean
-shutdown on SIGTERM.
+shutdown on SIGTERM, umount(8)'s helper umount.fuse.rmemfs returning only once the
+daemon has closed.
 """
 import errno
 import os
@@ -16,7 +17,10 @@ import sys
 import textwrap
 import time
 
-from conftest import Rmemfs, fsck, is_mounted, pattern, pool_logic_only, scaled, unmount
+import pytest
+
+from conftest import (Rmemfs, binary, daemons_of, fsck, is_mounted, pattern, pool_logic_only,
+                      scaled, unmount)
 
 
 def snapshot_stats(base):
@@ -357,6 +361,67 @@ def test_sigterm_is_a_clean_unmount(env):
     assert time.monotonic() - t0 < 5, 'the lease was not released at unmount'
     with open(os.path.join(fs2.mountpoint, 'f'), 'rb') as f:
         assert f.read() == b'not fsync\'d, but unmounted cleanly'
+
+
+def umount_helper(mnt, *args):
+    return subprocess.run([binary('fuse-client/umount.fuse.rmemfs'), mnt, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_umount_helper_waits_for_the_daemon(env, tmp_path):
+    """umount.fuse.rmemfs (what umount(8) runs for a fuse.rmemfs mount) returns only
+    once the daemon has written back its cache, checkpointed and freed its lease: right
+    after it the memserver stops (as systemd stops memserver@ after the mount at
+    shutdown) and starts again from its pool file, and the next mount is clean (no
+    journal recovery) and reads back every byte that was only in the cache."""
+    if os.geteuid() != 0:
+        pytest.skip('umount2() needs root')
+    img = str(tmp_path / 'pool.img')
+    server = env.server('256M', backing_file=img)
+    fs = env.rmemfs(server, options=['cache_size=256M', 'writeback=on'])
+    seed, n = 0xd1e7, scaled(96 << 20, 8 << 20)
+    data = pattern(seed, n)
+    with open(os.path.join(fs.mountpoint, 'dirty'), 'wb') as f:
+        f.write(data)  # not fsync'ed: in the daemon's cache, mostly not yet written back
+    t0 = time.monotonic()
+    r = umount_helper(fs.mountpoint, '-v')
+    took = time.monotonic() - t0
+    print(f'seed {seed:#x}, {n >> 20} MiB dirty; the helper took {took:.2f} s')
+    assert r.returncode == 0, f'umount.fuse.rmemfs exit {r.returncode}: {r.stderr}'
+    assert not is_mounted(fs.mountpoint)
+    exited = fs.proc.poll() is not None
+    server.stop()  # at once, before anything else: what would cut a daemon still closing
+    assert exited, (f'umount.fuse.rmemfs returned ({took:.2f} s) while the daemon was still '
+                    f'closing:\n{r.stdout}{r.stderr}')
+    assert fs.proc.returncode == 0, fs.output()
+    fs.pump.join()
+    server.start()
+    fs2 = env.rmemfs(server, mountpoint=fs.mountpoint)
+    with open(os.path.join(fs2.mountpoint, 'dirty'), 'rb') as f:
+        assert f.read() == data, f'seed {seed:#x}: the data differs after the remount'
+    assert fs2.unmount() == 0, fs2.output()
+    assert 'unclean shutdown' not in fs2.output(), fs2.output()
+    assert 'unclean shutdown' not in fs.output(), fs.output()
+
+
+def test_umount_helper_without_a_daemon(env, tmp_path):
+    """Where no rmemfs daemon answers (here a tmpfs) the helper just unmounts; an
+    unmount that fails is umount(8)'s exit 32; bad arguments are its exit 1."""
+    if os.geteuid() != 0:
+        pytest.skip('mounting a tmpfs needs root')
+    assert umount_helper(str(tmp_path), '-x').returncode == 1
+    assert umount_helper(str(tmp_path)).returncode == 32  # not a mount point
+    mnt = env.mountpoint()
+    subprocess.run(['mount', '-t', 'tmpfs', 'tmpfs', mnt], check=True, timeout=30)
+    try:
+        r = umount_helper(mnt, '-v', '-n', '-t', 'tmpfs')
+        assert r.returncode == 0, r.stderr
+        assert 'no rmemfs daemon answers' in r.stdout, r.stdout
+        assert not is_mounted(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(['umount', '-l', mnt], timeout=30)
+    assert not daemons_of(mnt)
 
 
 @pool_logic_only
