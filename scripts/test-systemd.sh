@@ -210,8 +210,8 @@ g_clean_shutdown()
 
 # this boot's mount found the filesystem closed cleanly: the previous shutdown let the rmemfs
 # daemon finish its unmount (flush, checkpoint, lease) before it stopped the memserver. The
-# kernel's unmount of a FUSE mount returns before the daemon has closed, and systemd then
-# stops memserver@main (the mount is ordered after it), so this can fail on a race
+# kernel's unmount of a FUSE mount returns before the daemon has closed; systemd's umount -c
+# runs umount.fuse.rmemfs, which waits for the daemon, and only then stops memserver@main
 g_clean_unmount()
 {
 	! journalctl --no-pager -b 0 -o cat -u "$UNIT_MNT" | grep "unclean shutdown"
