@@ -25,7 +25,12 @@
 #                   sets: the stripes' I/O, losses, the rebuild by decoding), fs-pools (named
 #                   pools of tenants, a set of them, donors=) ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
-#                   tens of MB/s)
+#                   tens of MB/s). The files run in ONE pytest process (cwd, arguments and
+#                   environment from meson's definitions of the tests), not one meson test
+#                   each: python and pytest's imports take ~6 s a file in the emulated guest.
+#                   scripts/lib/pytest_results.py logs each result as it happens, and the
+#                   counts are still one a file (a meson test's name): FAIL naming the failed
+#                   tests, NOT RUN, INCOMPLETE (stopped in it), SKIP when all of it skipped
 # Prints each step's counts and a last line `N passed, N failed` (`, N skipped`), exits
 # non-zero on any failure. Where qemu cannot start at all (rdma-vm.sh check), it prints a loud
 # SKIP banner and reports every planned test as skipped.
@@ -79,6 +84,30 @@ for t in json.load(sys.stdin):
 		print(t["name"])' "$2" "$RERUN" "$FS_TESTS"
 }
 
+# fs_plan BUILD: how to run the selected fs tests (list_tests BUILD fs) in one pytest process,
+# from meson's definitions of them: "env VAR=VALUE" lines (their environment), "arg ARG" lines
+# (their command without the file, the same for all of them) and "test NAME FILE" lines
+fs_plan()
+{
+	meson introspect --tests "$1" | /usr/bin/python3 -c '
+import json, os, re, sys
+tests = [t for t in json.load(sys.stdin)
+	 if "fs" in [s.split(":")[-1] for s in t["suite"]] and re.search(sys.argv[1], t["name"])]
+if not tests:
+	sys.exit(0)
+prefix = tests[0]["cmd"][:-1]
+for t in tests:
+	if t["cmd"][:-1] != prefix or t["env"] != tests[0]["env"] or t["workdir"]:
+		sys.exit("test-rdma: %s is not run like %s: cannot share its pytest process"
+			 % (t["name"], tests[0]["name"]))
+for k, v in sorted(tests[0]["env"].items()):
+	print("env %s=%s" % (k, v))
+for a in prefix:
+	print("arg " + a)
+for t in tests:
+	print("test %s %s" % (t["name"], os.path.realpath(t["cmd"][-1])))' "$FS_TESTS"
+}
+
 # ---------------------------------------------------------------------------- in the guest
 # The guest's steps share a time budget ($BUDGET seconds from the start of in_guest): a step
 # runs under a timeout of what is left (meson test flushes its log of the tests that finished
@@ -97,7 +126,7 @@ budget_exceeded()
 # BUILD/meson-logs/LOGBASE.json
 meson_step()
 {
-	local build=$1 out=$2 logbase=$3 title=$4 left rc
+	local build=$1 out=$2 logbase=$3 title=$4 left rc t0
 	local -a envs=()
 	shift 4
 	while [ "$1" != -- ]; do
@@ -111,14 +140,17 @@ meson_step()
 		budget_exceeded "$out" "$logbase"
 		return
 	fi
+	t0=$(date +%s)
 	timeout -k 30 "$left" env "${envs[@]}" \
 		meson test -C "$build" --no-rebuild --print-errorlogs --logbase "$logbase" "$@"
 	rc=$?
+	echo "test-rdma: $logbase took $(($(date +%s) - t0)) s"
 	[ $rc = 124 ] || [ $rc = 137 ] && budget_exceeded "$out" "$logbase"
 }
 
-# test-rdma.sh --in-guest BUILD OUT: run the steps, leave meson's logs in BUILD/meson-logs and
-# the non-meson results as "STEP NAME RESULT" lines in OUT/steps; OUT/finished at the end
+# test-rdma.sh --in-guest BUILD OUT: run the steps listed in OUT/suite, OUT/rerun (test names)
+# and OUT/fs-plan (fs_plan's output), leave meson's logs in BUILD/meson-logs and the non-meson
+# results as "STEP NAME RESULT" lines in OUT/steps; OUT/finished at the end
 in_guest()
 {
 	local build=$1 out=$2
@@ -131,14 +163,14 @@ in_guest()
 	echo "test-rdma: guest up; $RMEM_RDMA_DEV on $RMEM_RDMA_IP (GID index" \
 		"$RMEM_RDMA_GID_INDEX); time budget ${BUDGET} s"
 
-	mapfile -t names < <(list_tests "$build" suite)
+	mapfile -t names <"$out/suite"
 	if [ ${#names[@]} -gt 0 ]; then
 		meson_step "$build" "$out" rdma-suite "the rdma suite" -- "${names[@]}"
 	else
 		echo "==== rdma-suite: no test in the rdma suite yet"
 	fi
 
-	mapfile -t names < <(list_tests "$build" rerun)
+	mapfile -t names <"$out/rerun"
 	if [ ${#names[@]} -gt 0 ]; then
 		meson_step "$build" "$out" rdma-rerun "over RDMA (rdma_cm)" "${rdma_env[@]}" -- \
 			"${names[@]}"
@@ -152,14 +184,63 @@ in_guest()
 	perf_verify "$build" "$out"
 
 	# last: the longest step
-	mapfile -t names < <(list_tests "$build" fs)
-	if [ ${#names[@]} -gt 0 ]; then
-		meson_step "$build" "$out" rdma-fs "the filesystem mounted with -o transport=rdma" \
-			"${rdma_env[@]}" "RMEM_TEST_SCALE=$FS_SCALE" -- "${names[@]}"
-	else
-		echo "==== rdma-fs: the filesystem suite is not built"
-	fi
+	fs_step "$build" "$out" "${rdma_env[@]}" "RMEM_TEST_SCALE=$FS_SCALE"
 	touch "$out/finished"
+}
+
+# fs_step BUILD OUT VAR=VALUE...: the selected fs tests, their files in ONE pytest process
+# (with cwd and environment as meson gives them, plus VAR=VALUE...); pytest_results.py writes
+# each result to OUT/fs-results as it comes and OUT/fs-tests maps the meson test names to their
+# files: the host counts them file by file, as it counted the meson tests. A file per meson
+# test cost ~6 s each of interpreter start-up and pytest's imports in the emulated guest.
+fs_step()
+{
+	local build=$1 out=$2 left rc t0 line kind rest
+	shift 2
+	: >"$out/fs-tests"
+	local -a envs=() args=() files=() names=() plan=()
+	mapfile -t plan <"$out/fs-plan"
+	for line in "${plan[@]}"; do
+		kind=${line%% *} rest=${line#* }
+		case $kind in
+		env) envs+=("$rest") ;;
+		arg) args+=("$rest") ;;
+		test)
+			names+=("${rest%% *}")
+			files+=("${rest#* }")
+			echo "$rest" >>"$out/fs-tests"
+			;;
+		*)
+			echo "==== rdma-fs: cannot plan one pytest run of the fs tests"
+			step_result "$out" rdma-fs plan FAIL
+			return
+			;;
+		esac
+	done
+	if [ ${#files[@]} = 0 ]; then
+		echo "==== rdma-fs: the filesystem suite is not built"
+		return
+	fi
+	echo "==== rdma-fs: the filesystem mounted with -o transport=rdma, one pytest run:" \
+		"${names[*]}"
+	left=$(remaining)
+	if [ "$OVER_BUDGET" = 1 ] || [ "$left" -lt 10 ]; then
+		budget_exceeded "$out" rdma-fs
+		return
+	fi
+	t0=$(date +%s)
+	(cd "$build" && timeout -k 30 "$left" env "${envs[@]}" "$@" \
+		"PYTHONPATH=$ROOT/scripts/lib${PYTHONPATH:+:$PYTHONPATH}" \
+		"RMEMFS_PYTEST_RESULTS=$out/fs-results" \
+		"${args[@]}" -p pytest_results --continue-on-collection-errors \
+		"--durations=$((3 * ${#files[@]}))" "${files[@]}")
+	rc=$?
+	echo "test-rdma: rdma-fs took $(($(date +%s) - t0)) s (pytest exit $rc)"
+	case $rc in
+	0 | 1) ;;	# all passed; some failed (named by the counts)
+	124 | 137) budget_exceeded "$out" rdma-fs ;;
+	*) step_result "$out" rdma-fs "pytest-exit-$rc" FAIL ;;
+	esac
 }
 
 # one non-meson result: step_result OUT STEP NAME OK|FAIL|SKIP
@@ -285,9 +366,16 @@ ninja -C "$BUILD" || host_fail build "building $BUILD failed"
 grep -q '^#define RMEM_HAVE_RDMA 1' "$BUILD/config.h" ||
 	host_fail build "$BUILD is built without RDMA (rdma-core's -dev packages missing?)"
 
-nsuite=$(list_tests "$BUILD" suite | wc -l)
-nrerun=$(list_tests "$BUILD" rerun | wc -l)
-nfs=$(list_tests "$BUILD" fs | wc -l)
+# what the guest runs, listed here: meson (python) takes ~6 s a start in the emulated guest
+OUT=$BUILD/rdma-results
+rm -rf "$OUT"
+mkdir -p "$OUT"
+list_tests "$BUILD" suite >"$OUT/suite"
+list_tests "$BUILD" rerun >"$OUT/rerun"
+fs_plan "$BUILD" >"$OUT/fs-plan" || echo "failed" >"$OUT/fs-plan"
+nsuite=$(wc -l <"$OUT/suite")
+nrerun=$(wc -l <"$OUT/rerun")
+nfs=$(grep -c '^test ' "$OUT/fs-plan")
 
 if ! "$ROOT/scripts/rdma-vm.sh" check; then
 	SKIPPED=$((nsuite + 2 * nrerun + 4 + nfs))
@@ -306,9 +394,6 @@ fi
 
 "$ROOT/scripts/rdma-vm.sh" setup || host_fail vm-setup "rdma-vm.sh setup failed"
 
-OUT=$BUILD/rdma-results
-rm -rf "$OUT"
-mkdir -p "$OUT"
 for log in rdma-suite rdma-rerun rdma-rerun-oob rdma-fs; do
 	rm -f "$BUILD/meson-logs/$log.json" "$BUILD/meson-logs/$log.txt"
 done
@@ -322,9 +407,10 @@ vmrc=$?
 # the results: meson's JSON logs of the meson steps, then the steps file (rmem-perf, steps
 # that ran out of time)
 echo "test-rdma: results"
-counts=$(/usr/bin/python3 - "$BUILD/meson-logs" "$OUT/steps" <<'EOF'
+counts=$(/usr/bin/python3 - "$BUILD/meson-logs" "$OUT" <<'EOF'
 import json, os, sys
-logs, steps = sys.argv[1], sys.argv[2]
+logs, out = sys.argv[1], sys.argv[2]
+steps = os.path.join(out, 'steps')
 per_step = {}
 failed = []
 def add(step, name, res):
@@ -336,7 +422,46 @@ def add(step, name, res):
 	else:  # FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS, INTERRUPT; budget-exceeded steps
 		c[1] += 1
 		failed.append('%s: %s (%s)' % (step, name, res))
-for step in ('rdma-suite', 'rdma-rerun', 'rdma-rerun-oob', 'rdma-fs'):
+def lines(path):
+	try:
+		return open(path).read().splitlines()
+	except OSError:
+		return []
+# rdma-fs: one pytest run of several files, counted file by file (each file a meson test):
+# FAIL naming its failed tests, or not run, or incomplete (stopped in it), SKIP if all skipped
+def base(nodeid):
+	return os.path.basename(nodeid.split('::')[0])
+def count_fs():
+	recs, collected = {}, None
+	for line in lines(os.path.join(out, 'fs-results')):
+		try:
+			r = json.loads(line)
+		except ValueError:
+			continue
+		if 'collected' in r:
+			collected = r['collected']
+		else:
+			recs.setdefault(base(r['nodeid']), []).append(r)
+	for line in lines(os.path.join(out, 'fs-tests')):
+		name, path = line.split(' ', 1)
+		rs = recs.get(os.path.basename(path), [])
+		bad = sorted({'%s %s' % (r['nodeid'].split('::')[-1], r['when'])
+			      for r in rs if r['outcome'] == 'failed'})
+		items = [n for n in collected or [] if base(n) == os.path.basename(path)]
+		done = {r['nodeid'] for r in rs if r['when'] == 'call' or r['outcome'] == 'skipped'}
+		if bad:
+			add('rdma-fs', name, 'FAIL: ' + ', '.join(bad))
+		elif collected is None:
+			add('rdma-fs', name, 'NOT RUN')
+		elif not items:
+			add('rdma-fs', name, 'NO TESTS COLLECTED')
+		elif not set(items) <= done:
+			add('rdma-fs', name, 'INCOMPLETE: %d of %d tests ran' % (len(done), len(items)))
+		elif all(r['outcome'] == 'skipped' for r in rs):
+			add('rdma-fs', name, 'SKIP')
+		else:
+			add('rdma-fs', name, 'OK')
+for step in ('rdma-suite', 'rdma-rerun', 'rdma-rerun-oob'):
 	path = os.path.join(logs, step + '.json')
 	if not os.path.exists(path):
 		continue
@@ -346,6 +471,7 @@ for step in ('rdma-suite', 'rdma-rerun', 'rdma-rerun-oob', 'rdma-fs'):
 		except ValueError:
 			continue
 		add(step, t.get('name', '?'), t.get('result', '?'))
+count_fs()
 if os.path.exists(steps):
 	for line in open(steps):
 		f = line.split()
