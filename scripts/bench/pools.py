@@ -68,6 +68,11 @@ def build(d):
         lines.append(f'{op:<6} {qd:>3} {iops[0]:>13.0f} {iops[1]:>11.0f} {iops[2]:>14.0f}'
                      f' {ratio:>14.3f}x {iops[1] / iops[0]:>13.3f}x'
                      f' {p99[1]:>11.1f}/{p99[2]:<10.1f}')
+    spread = [max(v[0] for v in vals) / min(v[0] for v in vals) - 1 for vals in s.values()
+              if min(v[0] for v in vals) > 0]
+    if spread:
+        lines.append(f'round-to-round spread of one set-up\'s IOPS (max/min - 1): median '
+                     f'{statistics.median(spread) * 100:.0f} %, largest {max(spread) * 100:.0f} %')
     lines.append('')
     if worst is None:
         lines.append('target: no complete row')

@@ -5,7 +5,8 @@
 # usage: scripts/bench.sh --pools [OPTIONS]
 #
 # Three memserver set-ups on 127.0.0.1, TCP, each fresh and measured in turn, the three in
-# one round, --reps rounds (interleaved, so drift hits all three alike):
+# one round, --reps rounds (interleaved, every other round in reverse order, so a drift over
+# the run hits all three alike):
 #   default   memserver --size POOL: the default pool, as before named pools existed
 #   alone     memserver --capacity 9xPOOL --token-dir: tenant t0's pool p0 and nothing else
 #   beside-7  the same with seven more pools p1..p7 of tenants t1..t7 (created with
@@ -17,8 +18,8 @@
 #
 # Options:
 #   --pool SIZE        each pool (default 256M)
-#   --duration SECS    each rmem-perf row (default 5; quick 1)
-#   --reps N           rounds (default 3; quick 1)
+#   --duration SECS    each rmem-perf row (default 3; quick 1)
+#   --reps N           rounds (default 6; quick 1)
 #   --quick            smoke run
 #   --build-dir DIR    build here (default build-bench/, release, no tests); --no-build
 #   --out DIR          results directory (default bench-results/pools-<timestamp>/)
@@ -41,7 +42,7 @@ declare -A VALUE_OPTS=([--pool]=POOL [--duration]=DURATION [--reps]=REPS)
 REPORT=$HERE/pools.py DOC=$ROOT/docs/PERFORMANCE.md DOC_DIR=$ROOT/docs/perf
 cli_parse "$@"
 [ $quick = 1 ] && { DURATION=${DURATION:-1}; REPS=${REPS:-1}; }
-DURATION=${DURATION:-5} REPS=${REPS:-3}
+DURATION=${DURATION:-3} REPS=${REPS:-6}
 
 BUILD=${build:-$ROOT/build-bench}
 OUT=${out:-$ROOT/bench-results/pools-$(date +%Y%m%d-%H%M%S)}
@@ -144,9 +145,17 @@ run_named()
 
 printf 'pool\t%s\nduration_s\t%s\nrounds\t%s\nmachine\t%s, %s CPUs\n' "$POOL" "$DURATION" \
 	"$REPS" "$(uname -r)" "$(nproc)" >"$RAW/config.tsv"
+# odd rounds in one order, even rounds in the other, so a drift over the run hits all alike
 for ROUND in $(seq "$REPS"); do
-	SETUP=default; echo "round $ROUND: $SETUP"; run_default
-	SETUP=alone; echo "round $ROUND: $SETUP"; run_named 0
-	SETUP=beside-7; echo "round $ROUND: $SETUP"; run_named 7
+	order="default alone beside-7"
+	[ $((ROUND % 2)) = 0 ] && order="beside-7 alone default"
+	for SETUP in $order; do
+		echo "round $ROUND: $SETUP"
+		case $SETUP in
+		default) run_default ;;
+		alone) run_named 0 ;;
+		beside-7) run_named 7 ;;
+		esac
+	done
 done
 report "$OUT"
