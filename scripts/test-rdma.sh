@@ -488,8 +488,17 @@ for f in failed:
 	print(f)
 EOF
 )
+countrc=$?
 read -r PASSED FAILED SKIPPED <<<"$(head -1 <<<"$counts")"
 mapfile -t FAILED_NAMES < <(tail -n +2 <<<"$counts")
+# a count that could not be made, or that found nothing at all, is a failure, never "0 failed"
+if [ $countrc != 0 ] || ! [[ "$PASSED $FAILED $SKIPPED" =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]]; then
+	PASSED=0 FAILED=1 SKIPPED=0
+	FAILED_NAMES=("results (counting them failed: exit $countrc)")
+elif [ $((PASSED + FAILED + SKIPPED)) = 0 ]; then
+	FAILED=1
+	FAILED_NAMES=("results (no test result was found)")
+fi
 if [ $vmrc != 0 ]; then
 	case $vmrc in
 	124) why="the guest timed out after ${VM_TIMEOUT} s" ;;
