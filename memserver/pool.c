@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "units.h"
+#include "why.h"
 
 #define POOL_TRAILER_MAGIC "RMEMPOOL"
 #define POOL_TRAILER_VERSION 2U /* 2 added name and owner; 1 reads as "" for both */
@@ -56,19 +57,6 @@ struct pool {
 	unsigned int nregions;
 	struct pool_region *regions;
 };
-
-static void pool_why(char *why, size_t why_len, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-
-static void pool_why(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !why_len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, why_len, fmt, ap);
-	va_end(ap);
-}
 
 static int pool_random(void *buf, size_t len)
 {
@@ -111,33 +99,33 @@ static int pool_check_params(const struct pool_params *p, uint64_t chunk, uint64
 
 	if (p->size < POOL_MIN_SIZE) {
 		units_format_size(POOL_MIN_SIZE, a, sizeof(a));
-		pool_why(why, why_len, "pool size %" PRIu64 " is too small: the minimum is %s",
+		why_set(why, why_len, "pool size %" PRIu64 " is too small: the minimum is %s",
 			 p->size, a);
 		return -EINVAL;
 	}
 	if (p->size % page) {
 		units_format_size(page, a, sizeof(a));
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "pool size %" PRIu64 " is not a multiple of the %spage size (%s)", p->size,
 			 p->hugepages ? "huge " : "", a);
 		return -EINVAL;
 	}
 	if (chunk < POOL_MIN_CHUNK || (chunk & (chunk - 1))) {
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "chunk size %" PRIu64 " must be a power of two of at least 1 MiB", chunk);
 		return -EINVAL;
 	}
 	if ((p->size - 1) / chunk + 1 > PROTO_MAX_REGIONS) {
 		units_format_size(p->size, a, sizeof(a));
 		units_format_size(chunk, b, sizeof(b));
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "a pool of %s in chunks of %s makes more than %u regions; "
 			 "use a larger chunk size",
 			 a, b, PROTO_MAX_REGIONS);
 		return -EINVAL;
 	}
 	if (p->hugepages && p->backing_file) {
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "huge pages and a backing file cannot be combined (the backing file is "
 			 "mapped with normal pages)");
 		return -EINVAL;
@@ -200,7 +188,7 @@ static int pool_map_anon(struct pool *pool, bool hugepages, uint64_t hpage, uint
 			uint64_t need = pool->size / hpage;
 
 			units_format_size(hpage, b, sizeof(b));
-			pool_why(why, why_len,
+			why_set(why, why_len,
 				 "cannot map %s of huge pages (mmap MAP_HUGETLB: %s): %" PRIu64
 				 " pages of %s are needed and %" PRIu64
 				 " are free; reserve them as root with "
@@ -208,7 +196,7 @@ static int pool_map_anon(struct pool *pool, bool hugepages, uint64_t hpage, uint
 				 "(or sysctl vm.nr_hugepages)",
 				 a, g_strerror(err), need, b, hfree, need);
 		} else {
-			pool_why(why, why_len, "cannot map %s of memory (mmap: %s)", a,
+			why_set(why, why_len, "cannot map %s of memory (mmap: %s)", a,
 				 g_strerror(err));
 		}
 		return -err;
@@ -311,12 +299,12 @@ static int pool_file_reserve(struct pool *pool, char *why, size_t why_len)
 	}
 	units_format_size(pool->size, a, sizeof(a));
 	if (rc == -ENOSPC)
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "not enough space for a %s pool in %s (fallocate: %s); free some space, "
 			 "or pick a smaller --size or another file system",
 			 a, pool->path, g_strerror(-rc));
 	else
-		pool_why(why, why_len, "cannot reserve %s in %s (fallocate: %s)", a, pool->path,
+		why_set(why, why_len, "cannot reserve %s in %s (fallocate: %s)", a, pool->path,
 			 g_strerror(-rc));
 	return rc;
 }
@@ -334,12 +322,12 @@ static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 
 	rc = pool_random(&pool->pool_id, sizeof(pool->pool_id));
 	if (rc) {
-		pool_why(why, why_len, "getrandom: %s", g_strerror(-rc));
+		why_set(why, why_len, "getrandom: %s", g_strerror(-rc));
 		return rc;
 	}
 	if (ftruncate(pool->fd, pool->size + POOL_TRAILER_SIZE) < 0) {
 		rc = -errno;
-		pool_why(why, why_len, "cannot extend backing file %s (ftruncate: %s)", pool->path,
+		why_set(why, why_len, "cannot extend backing file %s (ftruncate: %s)", pool->path,
 			 g_strerror(-rc));
 		goto err_truncate;
 	}
@@ -352,7 +340,7 @@ static int pool_file_create(struct pool *pool, char *why, size_t why_len)
 	if (!rc && fsync(pool->fd) < 0)
 		rc = -errno;
 	if (rc) {
-		pool_why(why, why_len, "cannot write the pool trailer of %s: %s", pool->path,
+		why_set(why, why_len, "cannot write the pool trailer of %s: %s", pool->path,
 			 g_strerror(-rc));
 		goto err_truncate;
 	}
@@ -396,18 +384,18 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 	if (file_len >= POOL_TRAILER_SIZE)
 		rc = pool_trailer_read(pool->fd, file_len - POOL_TRAILER_SIZE, &t);
 	if (rc == -EBADMSG || (!rc && t.size != file_len - POOL_TRAILER_SIZE)) {
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "%s exists (%" PRIu64 " bytes) and is not a memserver pool file; "
 			 "refusing to overwrite it (remove it or pick another --backing-file)",
 			 pool->path, file_len);
 		return -EEXIST;
 	}
 	if (rc) {
-		pool_why(why, why_len, "cannot read %s: %s", pool->path, g_strerror(-rc));
+		why_set(why, why_len, "cannot read %s: %s", pool->path, g_strerror(-rc));
 		return rc;
 	}
 	if (t.version < 1 || t.version > POOL_TRAILER_VERSION) {
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "%s has pool file version %u; this memserver knows version %u",
 			 pool->path, t.version, POOL_TRAILER_VERSION);
 		return -EEXIST;
@@ -415,7 +403,7 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 	if (!pool->size) {
 		pool->size = t.size;
 		if (!t.size || t.size % POOL_MIN_SIZE) {
-			pool_why(why, why_len, "%s records a pool of %" PRIu64 " bytes, not a "
+			why_set(why, why_len, "%s records a pool of %" PRIu64 " bytes, not a "
 				 "whole number of MiB", pool->path, t.size);
 			return -EEXIST;
 		}
@@ -424,7 +412,7 @@ static int pool_file_adopt(struct pool *pool, uint64_t file_len, char *why, size
 		units_format_size(t.size, a, sizeof(a));
 		units_format_size(pool->size, b, sizeof(b));
 		pool_size_arg(t.size, c, sizeof(c));
-		pool_why(why, why_len,
+		why_set(why, why_len,
 			 "%s holds a pool of %s (%" PRIu64 " bytes) but --size asks for %s "
 			 "(%" PRIu64 " bytes); start with --size %s to reuse it, "
 			 "or pick another file",
@@ -453,30 +441,30 @@ static int pool_map_file(struct pool *pool, const char *path, bool adopt, char *
 	pool->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (pool->fd < 0) {
 		rc = -errno;
-		pool_why(why, why_len, "cannot open backing file %s: %s", path, g_strerror(-rc));
+		why_set(why, why_len, "cannot open backing file %s: %s", path, g_strerror(-rc));
 		return rc;
 	}
 	/* two memservers sharing one file would corrupt each other's clients */
 	if (flock(pool->fd, LOCK_EX | LOCK_NB) < 0) {
 		rc = -errno;
 		if (rc == -EWOULDBLOCK) {
-			pool_why(why, why_len, "%s is in use by another memserver", path);
+			why_set(why, why_len, "%s is in use by another memserver", path);
 			return -EBUSY;
 		}
-		pool_why(why, why_len, "flock %s: %s", path, g_strerror(-rc));
+		why_set(why, why_len, "flock %s: %s", path, g_strerror(-rc));
 		return rc;
 	}
 	if (fstat(pool->fd, &st) < 0) {
 		rc = -errno;
-		pool_why(why, why_len, "fstat %s: %s", path, g_strerror(-rc));
+		why_set(why, why_len, "fstat %s: %s", path, g_strerror(-rc));
 		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		pool_why(why, why_len, "%s is not a regular file", path);
+		why_set(why, why_len, "%s is not a regular file", path);
 		return -EINVAL;
 	}
 	if (st.st_size == 0 && adopt) {
-		pool_why(why, why_len, "%s is empty, not a pool file", path);
+		why_set(why, why_len, "%s is empty, not a pool file", path);
 		return -EEXIST;
 	}
 	if (st.st_size == 0)
@@ -489,7 +477,7 @@ static int pool_map_file(struct pool *pool, const char *path, bool adopt, char *
 	p = mmap(NULL, pool->size, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
 	if (p == MAP_FAILED) {
 		rc = -errno;
-		pool_why(why, why_len, "cannot map backing file %s (mmap: %s)", path,
+		why_set(why, why_len, "cannot map backing file %s (mmap: %s)", path,
 			 g_strerror(-rc));
 		return rc;
 	}
@@ -512,7 +500,7 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 		page = hpage;
 	}
 	if (params->adopt && !params->backing_file) {
-		pool_why(why, why_len, "only a backing file can be adopted");
+		why_set(why, why_len, "only a backing file can be adopted");
 		return -EINVAL;
 	}
 	/* an adopted file's size is checked once its trailer told it */
@@ -522,7 +510,7 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 
 	pool = g_try_new0(struct pool, 1);
 	if (!pool) {
-		pool_why(why, why_len, "out of memory");
+		why_set(why, why_len, "out of memory");
 		return -ENOMEM;
 	}
 	pool->fd = -1;
@@ -558,7 +546,7 @@ int pool_open(const struct pool_params *params, struct pool **out, char *why, si
 	}
 	rc = pool_make_regions(pool);
 	if (rc) {
-		pool_why(why, why_len, "cannot set up %u regions: %s", pool->nregions,
+		why_set(why, why_len, "cannot set up %u regions: %s", pool->nregions,
 			 g_strerror(-rc));
 		goto err_close;
 	}

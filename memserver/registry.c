@@ -20,22 +20,10 @@
 
 #include "pool.h"
 #include "units.h"
+#include "why.h"
 
 #define REGISTRY_UNIT (1ULL << 20) /* named pool sizes are whole MiBs */
 #define REGISTRY_SUFFIX ".pool"
-
-static void registry_why(char *why, size_t why_len, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-
-static void registry_why(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !why_len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, why_len, fmt, ap);
-	va_end(ap);
-}
 
 void registry_init(struct registry *reg, uint64_t capacity, uint64_t chunk_size,
 		   bool hugepages, const char *backing_dir, const struct tenant_set *tenants)
@@ -198,7 +186,7 @@ static int registry_adopt_file(struct registry *reg, const char *file, char *why
 	if (n < sizeof(stem))
 		memcpy(stem, file, n);
 	if (n >= sizeof(stem) || !proto_pool_name_valid(stem)) {
-		registry_why(why, why_len, "--backing-dir %s: %s is not named after a pool "
+		why_set(why, why_len, "--backing-dir %s: %s is not named after a pool "
 			     "(NAME.pool, NAME 1-31 of A-Z a-z 0-9 _ . -)", reg->backing_dir, file);
 		return -EINVAL;
 	}
@@ -208,7 +196,7 @@ static int registry_adopt_file(struct registry *reg, const char *file, char *why
 	if (rc)
 		goto out;
 	if (strcmp(pool_name(pool), stem)) {
-		registry_why(why, why_len, "%s records the pool name '%s', not '%s'; rename it "
+		why_set(why, why_len, "%s records the pool name '%s', not '%s'; rename it "
 			     "to match or move it out of --backing-dir", path, pool_name(pool), stem);
 		pool_close(pool);
 		rc = -EINVAL;
@@ -221,11 +209,11 @@ static int registry_adopt_file(struct registry *reg, const char *file, char *why
 	rc = registry_add(reg, pool, false, path);
 	if (rc == -ENOSPC || rc == -E2BIG) {
 		units_format_size(reg->capacity - reg->used, b, sizeof(b));
-		registry_why(why, why_len,
+		why_set(why, why_len,
 			     "%s holds a %s pool but only %s of --capacity is left for it; raise "
 			     "--capacity or move the file out of --backing-dir", path, a, b);
 	} else if (rc) {
-		registry_why(why, why_len, "cannot serve %s: %s", path, g_strerror(-rc));
+		why_set(why, why_len, "cannot serve %s: %s", path, g_strerror(-rc));
 	} else {
 		g_message("serving pool '%s' of %s from %s", stem, a, path);
 	}
@@ -250,7 +238,7 @@ int registry_adopt_dir(struct registry *reg, char *why, size_t why_len)
 	d = opendir(reg->backing_dir);
 	if (!d) {
 		rc = -errno;
-		registry_why(why, why_len, "cannot read --backing-dir %s: %s", reg->backing_dir,
+		why_set(why, why_len, "cannot read --backing-dir %s: %s", reg->backing_dir,
 			     g_strerror(-rc));
 		goto out;
 	}

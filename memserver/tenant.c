@@ -15,18 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void tenant_why(char *why, size_t why_len, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-
-static void tenant_why(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!why || !why_len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, why_len, fmt, ap);
-	va_end(ap);
-}
+#include "why.h"
 
 /* the holder of a token equal to @hash among the admin and tenants[0, n), or NULL */
 static const char *tenant_dup(const struct tenant_set *ts, unsigned int n,
@@ -52,14 +41,14 @@ static int tenant_add(struct tenant_set *ts, const char *dir, const char *name, 
 	int rc;
 
 	if (!proto_pool_name_valid(name)) {
-		tenant_why(why, why_len,
+		why_set(why, why_len,
 			   "--token-dir %s: '%s' is not a tenant name (1-31 of A-Z a-z 0-9 _ . -, "
 			   "starting with a letter, digit or _)", dir, name);
 		return -EINVAL;
 	}
 	grown = realloc(ts->tenants, (ts->ntenants + 1) * sizeof(*ts->tenants));
 	if (!grown) {
-		tenant_why(why, why_len, "out of memory");
+		why_set(why, why_len, "out of memory");
 		return -ENOMEM;
 	}
 	ts->tenants = grown;
@@ -69,18 +58,18 @@ static int tenant_add(struct tenant_set *ts, const char *dir, const char *name, 
 	path = g_build_filename(dir, name, NULL);
 	rc = proto_token_load(path, t->token_hash);
 	if (rc == -EINVAL)
-		tenant_why(why, why_len, "--token-dir: %s holds no token (it is empty)", path);
+		why_set(why, why_len, "--token-dir: %s holds no token (it is empty)", path);
 	else if (rc == -EFBIG)
-		tenant_why(why, why_len, "--token-dir: %s is larger than 4 KiB; a token is a "
+		why_set(why, why_len, "--token-dir: %s is larger than 4 KiB; a token is a "
 			   "short secret", path);
 	else if (rc)
-		tenant_why(why, why_len, "--token-dir: cannot read %s: %s", path, g_strerror(-rc));
+		why_set(why, why_len, "--token-dir: cannot read %s: %s", path, g_strerror(-rc));
 	g_free(path);
 	if (rc)
 		return rc;
 	dup = tenant_dup(ts, ts->ntenants, t->token_hash);
 	if (dup) {
-		tenant_why(why, why_len,
+		why_set(why, why_len,
 			   "--token-dir %s: tenant %s has the same token as %s; every tenant needs "
 			   "its own", dir, name, dup);
 		return -EINVAL;
@@ -103,7 +92,7 @@ int tenant_load_dir(struct tenant_set *ts, const char *dir, char *why, size_t wh
 	d = opendir(dir);
 	if (!d) {
 		rc = -errno;
-		tenant_why(why, why_len, "cannot read --token-dir %s: %s", dir, g_strerror(-rc));
+		why_set(why, why_len, "cannot read --token-dir %s: %s", dir, g_strerror(-rc));
 		return rc;
 	}
 	errno = 0;
@@ -115,7 +104,7 @@ int tenant_load_dir(struct tenant_set *ts, const char *dir, char *why, size_t wh
 	}
 	if (!rc && errno) {
 		rc = -errno;
-		tenant_why(why, why_len, "cannot read --token-dir %s: %s", dir, g_strerror(-rc));
+		why_set(why, why_len, "cannot read --token-dir %s: %s", dir, g_strerror(-rc));
 	}
 	closedir(d);
 	if (!rc && ts->ntenants)
