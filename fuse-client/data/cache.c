@@ -54,21 +54,37 @@ static void config_defaults(struct cache_config *cfg)
 #undef CACHE_DEFAULT
 }
 
-/* slots, request size and the dirty thresholds from the configuration */
+void cache_set_limits(struct cache *c)
+{
+	/* shares of the whole cache, within what is in use now */
+	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
+	c->dirty_max = MAX(c->dirty_bg + 1,
+			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
+	c->dirty_max = MIN(c->dirty_max, c->live - c->max_req);
+	c->dirty_bg = MIN(c->dirty_bg, c->dirty_max - 1);
+}
+
+/* slots, chunks, request size and the dirty thresholds from the configuration */
 static void geometry(struct cache *c, unsigned int nslots)
 {
 	c->bs = c->cfg.block_size;
 	c->shift = (unsigned int)__builtin_ctz(c->bs);
 	c->subs = c->bs / CACHE_SUB;
 	c->nslots = nslots;
-	c->max_req = MAX(1U, c->nslots / 4);
-	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
-	c->dirty_max = MAX(c->dirty_bg + 1,
-			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
-	c->dirty_max = MIN(c->dirty_max, c->nslots - c->max_req);
+	c->chunk_slots = MIN(nslots, MAX(16U, CACHE_CHUNK / c->bs));
+	c->nchunks = (nslots + c->chunk_slots - 1) / c->chunk_slots;
+	c->nactive = c->cfg.resident ? c->nchunks : 1;
+	c->live = c->cfg.resident ? nslots : c->chunk_slots;
+	/* what one request holds must fit the smallest cache: one chunk */
+	c->max_req = MAX(1U, c->chunk_slots / 4);
+	cache_set_limits(c);
 	c->expire_ns = (uint64_t)c->cfg.dirty_expire_ms * 1000000ULL;
 }
 
+/*
+ * Address space for the whole cache; cache_grow.c makes it resident a chunk
+ * at a time, as it is used.
+ */
 static int arena_map(struct cache *c)
 {
 	int rc;
@@ -85,27 +101,20 @@ static int arena_map(struct cache *c)
 	/* 2 MiB pages where the kernel can: fewer faults as slots are first used, fewer TLB misses */
 	if (madvise(c->arena, c->arena_len, MADV_HUGEPAGE) < 0)
 		g_debug("madvise(cache arena, MADV_HUGEPAGE): %s", g_strerror(errno));
-	/*
-	 * The cache is a fixed reservation, resident from the start (as RDMA
-	 * registration would make it anyway): the kernel zeroes its pages
-	 * now, not on the data path of the first writes and fetches, where
-	 * that zeroing cost a fifth of the client's CPU in a sequential write.
-	 * Advice only: kernels before 5.14 fault the slots in as they are used.
-	 */
-	if (madvise(c->arena, c->arena_len, MADV_POPULATE_WRITE) < 0)
-		g_debug("madvise(cache arena, MADV_POPULATE_WRITE): %s", g_strerror(errno));
 	return 0;
 }
 
 static void arena_register(struct cache *c)
 {
-	int rc = remote_register_arena(c->remote, c->arena, c->arena_len);
+	int rc = remote_arena_set(c->remote, c->arena, c->arena_len,
+				  (size_t)c->chunk_slots * c->bs);
 
 	if (rc == 0)
 		c->arena_registered = true;
 	else
 		g_message("the cache arena could not be registered (%s): data moves through bounce buffers",
 			  g_strerror(-rc));
+	cache_grow_first(c);
 }
 
 int cache_create(const struct cache_config *cfg, struct io *io, struct cache **out)
@@ -130,6 +139,7 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 	c->remote = io_remote(io);
 	geometry(c, (unsigned int)nslots);
 	c->wb_efd = -1;
+	c->trim_efd = -1;
 	c->ra_efd = -1;
 	c->ra_stop_efd = -1;
 	pthread_mutex_init(&c->lock, NULL);
@@ -143,10 +153,13 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 	if (rc < 0)
 		goto err_unmap;
 	arena_register(c);
+	rc = cache_grow_start(c);
+	if (rc < 0)
+		goto err_grow;
 	if (c->cfg.writeback) {
 		rc = cache_writeback_start(c);
 		if (rc < 0)
-			goto err_unregister;
+			goto err_grow;
 	}
 	if (c->cfg.readahead) {
 		rc = cache_ra_start(c);
@@ -162,9 +175,10 @@ int cache_create(const struct cache_config *cfg, struct io *io, struct cache **o
 
 err_writeback:
 	cache_writeback_stop(c);
-err_unregister:
+err_grow:
+	cache_grow_stop(c);
 	if (c->arena_registered)
-		remote_unregister_arena(c->remote);
+		remote_arena_clear(c->remote);
 	cache_index_free(c);
 err_unmap:
 	munmap(c->arena, c->arena_len);
@@ -179,12 +193,13 @@ void cache_destroy(struct cache *c)
 {
 	if (!c)
 		return;
+	cache_grow_stop(c);
 	cache_writeback_stop(c);
 	cache_ra_stop(c);
 	if (c->ndirty)
 		g_message("cache_destroy: %u dirty blocks were never written back", c->ndirty);
 	if (c->arena_registered)
-		remote_unregister_arena(c->remote);
+		remote_arena_clear(c->remote);
 	cache_index_free(c);
 	if (c->arena)
 		munmap(c->arena, c->arena_len);

@@ -50,6 +50,13 @@ struct cache_config {
 	unsigned int flush_interval_ms; /* the write-back thread's period (100) */
 	unsigned int ra_threads; /* readahead threads (2) */
 	unsigned int writeback_threads; /* write-back threads (2): batches go out in parallel */
+	/* after this long without a read or write, all but the first chunk go back (-o cache_idle); 0: never */
+	unsigned int idle_ms;
+	/*
+	 * All of it resident and registered from the start, never given back
+	 * (-o swap: a swap-out must not fault memory in)
+	 */
+	bool resident;
 };
 
 int cache_create(const struct cache_config *cfg, struct io *io, struct cache **out);

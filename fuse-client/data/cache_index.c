@@ -48,10 +48,12 @@ int cache_index_init(struct cache *c)
 		struct cache_block *b = &c->blocks[i];
 
 		b->data = c->arena + (size_t)i * c->bs;
+		if (i >= c->live)
+			continue; /* not in use yet (cache_grow.c) */
 		b->hnext = c->free_list;
 		c->free_list = b;
 	}
-	c->nfree = c->nslots;
+	c->nfree = c->live;
 	c->inodes = g_hash_table_new(g_int64_hash, g_int64_equal);
 	return 0;
 }
@@ -232,13 +234,15 @@ struct cache_block *cache_slot_take(struct cache *c)
 		c->free_list = b->hnext;
 		b->hnext = NULL;
 		c->nfree--;
+		if (c->nfree < c->chunk_slots / 8)
+			cache_grow_wanted(c); /* ahead of need */
 		return b;
 	}
-	if (!c->nclean)
+	if (cache_grow_wanted(c) || !c->nclean)
 		return NULL;
-	for (steps = 0; steps < 2 * c->nslots; steps++) {
+	for (steps = 0; steps < 2 * c->live; steps++) {
 		b = &c->blocks[c->hand];
-		c->hand = c->hand + 1 == c->nslots ? 0 : c->hand + 1;
+		c->hand = c->hand + 1 >= c->live ? 0 : c->hand + 1;
 		if (b->state != CACHE_CLEAN || b->pins || b->busy)
 			continue;
 		if (b->ref) {
@@ -258,6 +262,8 @@ struct cache_block *cache_slot_take(struct cache *c)
 
 void cache_slot_return(struct cache *c, struct cache_block *b)
 {
+	if ((unsigned int)(b - c->blocks) >= c->live)
+		return; /* its chunk is being given back (cache_grow.c) */
 	b->hnext = c->free_list;
 	c->free_list = b;
 	c->nfree++;

@@ -10,6 +10,7 @@
  *   cache_readahead.c  sequential detection and the readahead threads
  *   cache_wait.c       the waits, each on its own condition, and their wake-ups
  *   cache_thread.c     starting the background threads
+ *   cache_grow.c       the arena's chunks: growth with use, giving memory back
  *   cache_stats.c      counters, latency histograms, the stats text
  *
  * docs/ARCHITECTURE.md ("The block cache") describes the model: the arena,
@@ -161,6 +162,11 @@ struct cache_counters {
 	uint64_t discarded; /* dirty blocks given up (inode gone, or errors) */
 	uint64_t throttled; /* writers that waited for the write-back thread */
 	uint64_t fsyncs;
+	uint64_t chunks_grown; /* cache_grow.c */
+	uint64_t chunks_released;
+	uint64_t released_blocks; /* clean blocks dropped to give a chunk back */
+	uint64_t pressure_releases; /* ticks that gave memory back because it ran short */
+	uint64_t idle_releases; /* ... because the mount was idle */
 };
 
 struct cache_ra_job;
@@ -175,9 +181,24 @@ struct cache {
 	unsigned int subs; /* sub-blocks per block */
 	unsigned int max_req; /* blocks one request may hold at once */
 
-	uint8_t *arena;
+	uint8_t *arena; /* nslots * bs bytes reserved; chunks [0, nactive) in use */
 	size_t arena_len;
-	bool arena_registered;
+	bool arena_registered; /* remote_arena_set done: chunks are registered as they come */
+	bool reg_warned;
+
+	/* growth and giving back (cache_grow.c); under lock, written by the trim thread */
+	unsigned int chunk_slots; /* slots per chunk */
+	unsigned int nchunks, nactive;
+	unsigned int live; /* slots below it are in use; above: a chunk draining, or not in use */
+	bool grow_blocked; /* memory is short: takers evict instead of asking for growth */
+	bool grow_wanted; /* a taker asked the trim thread for a chunk */
+	bool trim_stop;
+	bool trim_started;
+	pthread_t trim_thread;
+	int trim_efd; /* kick and stop */
+	struct memwatch *mw; /* NULL: no pressure signal */
+	uint64_t headroom; /* memwatch's last reading (stats) */
+	uint64_t seen_activity, idle_since_ns; /* trim thread only */
 
 	pthread_mutex_t lock;
 	/* the waits of cache_wait.c, each with its own condition and waiter count */
@@ -291,6 +312,25 @@ static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_
 	*s = off > bo ? (uint32_t)(off - bo) : 0;
 	*e = end < bo + c->bs ? (uint32_t)(end - bo) : c->bs;
 }
+
+/* dirty thresholds from the slots in use (c->lock held, or before threads start) */
+void cache_set_limits(struct cache *c);
+
+/* ---- cache_grow.c ---- */
+
+#define CACHE_CHUNK (16U << 20) /* bytes the arena grows and shrinks by (at least a block) */
+
+/* register and fault in the first chunk, or all of a resident cache (at create) */
+void cache_grow_first(struct cache *c);
+int cache_grow_start(struct cache *c);
+void cache_grow_stop(struct cache *c); /* NULL-tolerant parts; before the arena goes */
+/*
+ * A taker found too few free slots: true (the trim thread was asked for a
+ * chunk: wait for a slot) when the cache may grow, false (evict) when it
+ * may not. c->lock held.
+ */
+bool cache_grow_wanted(struct cache *c);
+void cache_grow_kick(struct cache *c);
 
 /* ---- cache_index.c (c->lock held unless said otherwise) ---- */
 

@@ -126,21 +126,38 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 {
 	static const char *const op_names[CACHE_OP_N] = { "read", "write", "fsync" };
 	struct text t = { .buf = buf, .cap = cap };
-	unsigned int nblocks, nclean, ndirty, nfree, i;
+	unsigned int nblocks, nclean, ndirty, nfree, nactive, live, resident, i;
+	uint64_t headroom;
 
 	if (!cap)
 		return -ERANGE;
 	buf[0] = 0;
 	pthread_mutex_lock(&c->lock);
-	nblocks = c->nslots - c->nfree;
+	nactive = c->nactive;
+	live = c->live;
+	resident = MIN(nactive * c->chunk_slots, c->nslots);
+	nblocks = live - c->nfree;
+	for (i = live; i < resident; i++) /* a chunk being given back */
+		nblocks += c->blocks[i].state != CACHE_EMPTY;
 	nclean = c->nclean;
 	ndirty = c->ndirty;
 	nfree = c->nfree;
+	headroom = c->headroom;
 	pthread_mutex_unlock(&c->lock);
 
 	put(&t, "block_size %u\n", c->bs);
 	put(&t, "slots %u\n", c->nslots);
 	put(&t, "cache_bytes %zu\n", c->arena_len);
+	put(&t, "cache_resident_bytes %zu\n", (size_t)resident * c->bs);
+	put(&t, "cache_chunks %u\n", nactive);
+	put(&t, "cache_chunks_max %u\n", c->nchunks);
+	put(&t, "cache_idle_s %u\n", c->cfg.idle_ms / 1000);
+	put(&t, "memory_headroom %" G_GUINT64_FORMAT "\n", headroom);
+	put(&t, "chunks_grown %" G_GUINT64_FORMAT "\n", ld(&c->st.chunks_grown));
+	put(&t, "chunks_released %" G_GUINT64_FORMAT "\n", ld(&c->st.chunks_released));
+	put(&t, "released_blocks %" G_GUINT64_FORMAT "\n", ld(&c->st.released_blocks));
+	put(&t, "pressure_releases %" G_GUINT64_FORMAT "\n", ld(&c->st.pressure_releases));
+	put(&t, "idle_releases %" G_GUINT64_FORMAT "\n", ld(&c->st.idle_releases));
 	put(&t, "zero_copy %s\n", c->arena_registered ? "yes" : "no");
 	put(&t, "writeback %s\n", c->cfg.writeback ? "on" : "off");
 	put(&t, "readahead_max %" G_GUINT64_FORMAT "\n", c->cfg.readahead);

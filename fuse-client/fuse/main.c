@@ -288,6 +288,8 @@ static int open_cache(const struct options *o, struct io *io, struct cache **cac
 		.block_size = o->block_size,
 		.readahead = o->readahead,
 		.writeback = o->writeback,
+		.idle_ms = o->cache_idle_ms,
+		.resident = o->swap,
 	};
 	int rc = cache_create(&cfg, io, cache);
 

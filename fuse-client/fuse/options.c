@@ -58,6 +58,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("size=%s", size_str, 0),
 	OPT("donors=%s", donors, 0),
 	OPT("refresh=%s", refresh_str, 0),
+	OPT("cache_idle=%s", cache_idle_str, 0),
 	OPT("degraded", degraded, 1),
 	OPT("direct_io", direct_io, 1),
 	OPT("format", format, 1),
@@ -415,6 +416,11 @@ static int validate_tuning(struct options *o)
 	}
 	if (o->refresh_str)
 		o->refresh_ms = (unsigned int)(secs * 1000 + 0.5);
+	secs = 0;
+	if (parse_timeout("cache_idle", o->cache_idle_str, false, &secs) < 0)
+		return -EINVAL;
+	if (o->cache_idle_str)
+		o->cache_idle_ms = (unsigned int)(secs * 1000 + 0.5);
 	return 0;
 }
 
@@ -480,6 +486,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
 	o->refresh_ms = FOLLOW_DEFAULT_REFRESH_MS;
+	o->cache_idle_ms = OPTIONS_DEFAULT_CACHE_IDLE_S * 1000;
 	o->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 
 	if (fuse_opt_parse(&o->args, o, options_table, options_proc) < 0)
@@ -565,6 +572,7 @@ void options_free(struct options *o)
 	free(o->attr_timeout_str);
 	free(o->reconnect_timeout_str);
 	free(o->refresh_str);
+	free(o->cache_idle_str);
 	fuse_opt_free_args(&o->args);
 	memset(o, 0, sizeof(*o));
 }
@@ -591,6 +599,11 @@ void options_print_help(const char *prog)
 	       "    -o token_file=FILE     file holding the memserver's access token\n"
 	       "    -o cache_size=SIZE     client block cache size (default RAM/16 within\n"
 	       "                           64M..1G: %s here)\n"
+	       "                           the cache's ceiling: it grows with use in 16M\n"
+	       "                           chunks and gives them back when memory runs short\n"
+	       "    -o cache_idle=SECS     after this long without reads or writes the cache\n"
+	       "                           gives back all but its first chunk (default 30;\n"
+	       "                           0: never)\n"
 	       "    -o block_size=SIZE     cache block size, power of two 4K..1M (default %s)\n"
 	       "    -o readahead=SIZE      largest readahead window for sequential reads\n"
 	       "                           (default %s; 0: none)\n"

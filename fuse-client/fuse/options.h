@@ -33,6 +33,7 @@
 #define OPTIONS_MAX_QPS 64U
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
 #define OPTIONS_DEFAULT_RECONNECT_S 60 /* reconnect_timeout, seconds */
+#define OPTIONS_DEFAULT_CACHE_IDLE_S 30 /* cache_idle, seconds */
 /* -o swap defaults (docs/ARCHITECTURE.md, "Serving swap", says why) */
 #define OPTIONS_SWAP_CACHE_SIZE (4ULL << 20)
 #define OPTIONS_SWAP_BLOCK_SIZE (4U << 10)
@@ -65,6 +66,7 @@ struct options {
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
 	char *refresh_str;
+	char *cache_idle_str;
 	char *replicas_str;
 	char *ec_str; /* "K+M" */
 	char *size_str; /* -o size=: each named pool's size if format creates it */
@@ -90,6 +92,7 @@ struct options {
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */
 	unsigned int refresh_ms; /* -o ro: how often the writer's changes are applied */
+	unsigned int cache_idle_ms; /* the cache gives memory back after this long idle; 0: never */
 	unsigned int replicas; /* 0: the default (remote.h) */
 	unsigned int ec_k, ec_m; /* -o ec=K+M; 0, 0: none (copies) */
 	uint64_t pool_size; /* -o size=: 0 when not given */

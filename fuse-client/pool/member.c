@@ -13,9 +13,10 @@
  * copies between the bounce buffer and the caller's memory. Requests bigger
  * than the bounce buffer loop.
  *
- * The arena. The block cache registers its slot memory once
- * (member_register_arena); every channel registers it with its xport, also
- * after a reconnect. An iovec piece that lies inside the arena is posted
+ * The arena. The block cache registers its slot memory chunk by chunk as
+ * it grows (member_arena_add); every channel registers each chunk with its
+ * xport, also after a reconnect. An iovec piece that lies inside one
+ * registered chunk is posted
  * straight from / into that memory (RDMA READs land in cache slots, WRITEs
  * go out of them, TCP receives into them): no bounce copy, and such pieces
  * do not count against the bounce size, so a whole multi-block request is
@@ -79,9 +80,8 @@ struct member_chan {
 	unsigned int idx;
 	struct xport *x; /* NULL: not connected (reconnect on next use); under lock */
 	struct xport_mr *mr; /* bounce registration with x; under lock */
-	struct xport_mr *arena_mr; /* the cache arena's registration with x, or NULL; under lock */
-	uint8_t *arena; /* the arena this channel posts from (NULL: none); under lock */
-	size_t arena_len;
+	/* the cache arena's chunks registered with x (NULL: not registered); under lock */
+	struct xport_mr **arena_mr;
 	uint8_t *bounce; /* bounce_len bytes, page aligned, lives as long as the member */
 	struct xport_op *ops; /* scratch, MEMBER_MAX_BATCH entries; under lock */
 	uint8_t **dst; /* READ: where each op's bytes go; under lock */
@@ -98,9 +98,15 @@ struct member {
 	struct xport_params params;
 	struct proto_pool pool;
 	uint64_t *region_start; /* pool offset of each region's first byte */
-	/* the registered cache arena (member_register_arena); written under every channel lock */
+	/*
+	 * The cache arena (member_arena_set): chunk i is [arena + i * arena_chunk,
+	 * + arena_chunk), the last one shorter; arena_on[i]: registered (again on
+	 * every reconnect). Written under every channel lock.
+	 */
 	uint8_t *arena;
-	size_t arena_len;
+	size_t arena_len, arena_chunk;
+	unsigned int arena_nchunks;
+	bool *arena_on;
 	size_t bounce_len;
 	unsigned int nchan;
 	struct member_chan *chan;
@@ -125,12 +131,64 @@ static bool conn_error(int rc)
 	       rc == -EPIPE || rc == -ECONNABORTED || rc == -ESHUTDOWN;
 }
 
-static void chan_disconnect(struct member_chan *c)
+/* bytes of arena chunk i */
+static size_t arena_chunk_len(const struct member *r, unsigned int i)
+{
+	return MIN(r->arena_chunk, r->arena_len - (size_t)i * r->arena_chunk);
+}
+
+/* register chunk i with channel c's transport (lock held, connected) */
+static int chan_arena_reg(struct member *r, struct member_chan *c, unsigned int i)
+{
+	size_t len = arena_chunk_len(r, i);
+	int rc;
+
+	rc = xport_reg_mr(c->x, r->arena + (size_t)i * r->arena_chunk, len, &c->arena_mr[i]);
+	if (rc < 0)
+		g_message("xport_reg_mr(cache arena chunk %u, %zu bytes) on channel %u: %s", i, len,
+			  c->idx, g_strerror(-rc));
+	return rc;
+}
+
+static void chan_arena_dereg(struct member_chan *c, unsigned int i)
+{
+	if (c->x)
+		xport_dereg_mr(c->x, c->arena_mr[i]);
+	c->arena_mr[i] = NULL;
+}
+
+/* register every chunk marked on (lock held, connected); all or nothing */
+static int chan_arena_reg_all(struct member *r, struct member_chan *c)
+{
+	unsigned int i, k;
+	int rc;
+
+	for (i = 0; i < r->arena_nchunks; i++) {
+		if (!r->arena_on[i])
+			continue;
+		rc = chan_arena_reg(r, c, i);
+		if (rc < 0) {
+			for (k = 0; k < i; k++)
+				chan_arena_dereg(c, k);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void chan_arena_dereg_all(struct member *r, struct member_chan *c)
+{
+	unsigned int i;
+
+	for (i = 0; c->arena_mr && i < r->arena_nchunks; i++)
+		chan_arena_dereg(c, i);
+}
+
+static void chan_disconnect(struct member *r, struct member_chan *c)
 {
 	if (!c->x)
 		return;
-	xport_dereg_mr(c->x, c->arena_mr);
-	c->arena_mr = NULL;
+	chan_arena_dereg_all(r, c);
 	xport_dereg_mr(c->x, c->mr);
 	c->mr = NULL;
 	xport_close(c->x);
@@ -187,18 +245,14 @@ static int chan_connect(struct member *r, struct member_chan *c, bool first)
 		g_message("xport_reg_mr(%zu bytes): %s", r->bounce_len, g_strerror(-rc));
 		goto err_close;
 	}
-	if (r->arena) {
-		rc = xport_reg_mr(x, r->arena, r->arena_len, &c->arena_mr);
-		if (rc < 0) {
-			g_message("xport_reg_mr(cache arena, %zu bytes): %s", r->arena_len,
-				  g_strerror(-rc));
-			goto err_dereg_bounce;
-		}
-	}
 	c->x = x;
+	rc = chan_arena_reg_all(r, c);
+	if (rc < 0)
+		goto err_dereg_bounce;
 	return 0;
 
 err_dereg_bounce:
+	c->x = NULL;
 	xport_dereg_mr(x, c->mr);
 	c->mr = NULL;
 err_close:
@@ -338,7 +392,7 @@ static int chan_done(struct member *r, struct member_chan *c, enum xport_op_type
 	if (conn_error(rc) && c->x) {
 		g_debug("channel %u: %s %s: %s; reconnecting", c->idx, c->x->peer,
 			xport_op_type_str(type), g_strerror(-rc));
-		chan_disconnect(c);
+		chan_disconnect(r, c);
 	}
 	chan_put(r, c);
 	if (rc == -EKEYREVOKED) {
@@ -418,11 +472,18 @@ static int region_of(const struct member *r, uint64_t off)
 	return (int)lo;
 }
 
-/* does [p, p+len) lie in the channel's registered arena? */
-static bool in_arena(const struct member_chan *c, const uint8_t *p, size_t len)
+/* the registration of the arena chunk [p, p+len) lies in on channel c, or NULL */
+static struct xport_mr *arena_mr_of(const struct member *r, const struct member_chan *c,
+				    const uint8_t *p, size_t len)
 {
-	return c->arena_mr && p >= c->arena && len <= c->arena_len &&
-	       (size_t)(p - c->arena) <= c->arena_len - len;
+	size_t off;
+
+	if (!c->arena_mr || p < r->arena || (size_t)(p - r->arena) >= r->arena_len)
+		return NULL;
+	off = (size_t)(p - r->arena);
+	if (len > r->arena_chunk - off % r->arena_chunk)
+		return NULL; /* crosses into the next chunk */
+	return c->arena_mr[off / r->arena_chunk];
 }
 
 /*
@@ -445,7 +506,7 @@ static int chan_rw(struct member *r, struct member_chan *c, enum xport_op_type t
 
 		while (i < cnt && n < max_batch && (zero || used < r->bounce_len)) {
 			uint64_t off, rem;
-			bool direct;
+			struct xport_mr *direct;
 			size_t len;
 			int reg;
 			struct xport_op *op = &c->ops[n];
@@ -459,7 +520,8 @@ static int chan_rw(struct member *r, struct member_chan *c, enum xport_op_type t
 			if (off < offs[i] || off >= r->pool.size)
 				return -ERANGE;
 			len = iov[i].iov_len - pos;
-			direct = !zero && in_arena(c, (uint8_t *)iov[i].iov_base + pos, len);
+			direct = zero ? NULL :
+					arena_mr_of(r, c, (uint8_t *)iov[i].iov_base + pos, len);
 			if (zero)
 				len = MIN(len, r->bounce_len);
 			else if (!direct)
@@ -479,7 +541,7 @@ static int chan_rw(struct member *r, struct member_chan *c, enum xport_op_type t
 				op->local = c->bounce;
 			} else if (direct) {
 				/* cache arena: straight from / into the slot */
-				op->mr = c->arena_mr;
+				op->mr = direct;
 				op->local = (uint8_t *)iov[i].iov_base + pos;
 				c->dst[n] = NULL;
 			} else {
@@ -697,13 +759,15 @@ void member_close(struct member *r)
 	for (i = 0; i < r->nchan; i++) {
 		struct member_chan *c = &r->chan[i];
 
-		chan_disconnect(c);
+		chan_disconnect(r, c);
+		g_free(c->arena_mr);
 		free(c->bounce);
 		g_free(c->ops);
 		g_free(c->dst);
 		pthread_mutex_destroy(&c->lock);
 	}
 	g_free(r->chan);
+	g_free(r->arena_on);
 	g_free(r->region_start);
 	proto_pool_clear(&r->pool);
 	g_free(r->host);
@@ -799,66 +863,95 @@ int member_fetch_add_unfenced(struct member *r, uint64_t off, uint64_t add, uint
 	return do_atomic(r, XPORT_FETCH_ADD, false, off, add, 0, old);
 }
 
-int member_register_arena(struct member *r, void *addr, size_t len)
-{
-	unsigned int i, k;
-	int rc = 0;
-
-	if (!addr || !len || r->arena)
-		return -EINVAL;
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_lock(&r->chan[i].lock);
-	for (i = 0; i < r->nchan; i++) {
-		struct member_chan *c = &r->chan[i];
-
-		if (!c->x)
-			continue; /* registered when it reconnects */
-		rc = xport_reg_mr(c->x, addr, len, &c->arena_mr);
-		if (rc < 0) {
-			g_message("xport_reg_mr(cache arena, %zu bytes) on channel %u: %s", len, i,
-				  g_strerror(-rc));
-			break;
-		}
-	}
-	if (rc < 0) {
-		for (k = 0; k < i; k++) {
-			xport_dereg_mr(r->chan[k].x, r->chan[k].arena_mr);
-			r->chan[k].arena_mr = NULL;
-		}
-	} else {
-		r->arena = addr;
-		r->arena_len = len;
-		for (i = 0; i < r->nchan; i++) {
-			r->chan[i].arena = addr;
-			r->chan[i].arena_len = len;
-		}
-	}
-	for (i = 0; i < r->nchan; i++)
-		pthread_mutex_unlock(&r->chan[i].lock);
-	return rc;
-}
-
-void member_unregister_arena(struct member *r)
+static void lock_all(struct member *r)
 {
 	unsigned int i;
 
-	if (!r || !r->arena)
-		return;
 	for (i = 0; i < r->nchan; i++)
 		pthread_mutex_lock(&r->chan[i].lock);
-	for (i = 0; i < r->nchan; i++) {
-		struct member_chan *c = &r->chan[i];
+}
 
-		if (c->x)
-			xport_dereg_mr(c->x, c->arena_mr);
-		c->arena_mr = NULL;
-		c->arena = NULL;
-		c->arena_len = 0;
-	}
-	r->arena = NULL;
-	r->arena_len = 0;
+static void unlock_all(struct member *r)
+{
+	unsigned int i;
+
 	for (i = 0; i < r->nchan; i++)
 		pthread_mutex_unlock(&r->chan[i].lock);
+}
+
+int member_arena_set(struct member *r, void *base, size_t len, size_t chunk)
+{
+	unsigned int i;
+
+	if (!base || !len || !chunk || r->arena)
+		return -EINVAL;
+	lock_all(r);
+	r->arena_nchunks = (unsigned int)((len + chunk - 1) / chunk);
+	r->arena_on = g_new0(bool, r->arena_nchunks);
+	for (i = 0; i < r->nchan; i++)
+		r->chan[i].arena_mr = g_new0(struct xport_mr *, r->arena_nchunks);
+	r->arena = base;
+	r->arena_len = len;
+	r->arena_chunk = chunk;
+	unlock_all(r);
+	return 0;
+}
+
+int member_arena_add(struct member *r, unsigned int i)
+{
+	unsigned int k, n;
+	int rc = 0;
+
+	if (!r->arena || i >= r->arena_nchunks)
+		return -EINVAL;
+	lock_all(r);
+	for (n = 0; n < r->nchan && !r->arena_on[i]; n++) {
+		if (!r->chan[n].x)
+			continue; /* registered when it reconnects */
+		rc = chan_arena_reg(r, &r->chan[n], i);
+		if (rc < 0)
+			break;
+	}
+	if (rc < 0)
+		for (k = 0; k < n; k++)
+			chan_arena_dereg(&r->chan[k], i);
+	else
+		r->arena_on[i] = true;
+	unlock_all(r);
+	return rc;
+}
+
+void member_arena_remove(struct member *r, unsigned int i)
+{
+	unsigned int n;
+
+	if (!r || !r->arena || i >= r->arena_nchunks)
+		return;
+	lock_all(r);
+	for (n = 0; n < r->nchan; n++)
+		chan_arena_dereg(&r->chan[n], i);
+	r->arena_on[i] = false;
+	unlock_all(r);
+}
+
+void member_arena_clear(struct member *r)
+{
+	unsigned int n;
+
+	if (!r || !r->arena)
+		return;
+	lock_all(r);
+	for (n = 0; n < r->nchan; n++) {
+		chan_arena_dereg_all(r, &r->chan[n]);
+		g_free(r->chan[n].arena_mr);
+		r->chan[n].arena_mr = NULL;
+	}
+	g_free(r->arena_on);
+	r->arena_on = NULL;
+	r->arena = NULL;
+	r->arena_len = r->arena_chunk = 0;
+	r->arena_nchunks = 0;
+	unlock_all(r);
 }
 
 bool member_fail_once(pthread_mutex_t *lock, char **failure, atomic_bool *failed, char *why)

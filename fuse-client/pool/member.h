@@ -79,15 +79,20 @@ int member_cas(struct member *r, uint64_t off, uint64_t compare, uint64_t swap, 
 int member_fetch_add(struct member *r, uint64_t off, uint64_t add, uint64_t *old);
 
 /*
- * The block cache's arena: register [addr, addr+len) with every channel's
- * transport (now, and again after each reconnect). readv/writev pieces that
- * lie inside it move straight between the pool and that memory, with no
- * bounce copy (RDMA READs land in cache slots). One arena at a time: -EINVAL
- * if one is registered; other -errno from xport_reg_mr (nothing registered).
- * Unregister only when no request can be using it. NULL-tolerant.
+ * The block cache's arena, registered chunk by chunk as the cache grows:
+ * member_arena_set gives its place ([base, base+len) in chunks of chunk
+ * bytes, the last one shorter; nothing registered yet; -EINVAL if an arena
+ * is set); member_arena_add registers chunk i with every channel's
+ * transport (now, and again after each reconnect; -errno from xport_reg_mr,
+ * nothing registered); member_arena_remove and member_arena_clear undo them,
+ * only when no request can be using those bytes. readv/writev pieces inside
+ * one registered chunk move straight between the pool and that memory, with
+ * no bounce copy (RDMA READs land in cache slots). NULL-tolerant undo.
  */
-int member_register_arena(struct member *r, void *addr, size_t len);
-void member_unregister_arena(struct member *r);
+int member_arena_set(struct member *r, void *base, size_t len, size_t chunk);
+int member_arena_add(struct member *r, unsigned int i);
+void member_arena_remove(struct member *r, unsigned int i);
+void member_arena_clear(struct member *r);
 
 /*
  * The failed state. member_fail() records why the pool can no longer be used

@@ -326,10 +326,8 @@ static int reconnect(struct remote *r, unsigned int i)
 		return -ESTALE;
 	}
 	member_set_nowait(m, remote_redundant(r));
-	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
-		g_message("%s: the cache arena is not registered: its transfers are copied",
-			  r->info.m[i].addr);
 	pthread_mutex_lock(&r->set_lock);
+	remote_arena_join(r, m, r->info.m[i].addr);
 	r->mem[i].m = m;
 	g_strlcpy(r->mem[i].name, r->info.m[i].addr, sizeof(r->mem[i].name));
 	pthread_mutex_unlock(&r->set_lock);

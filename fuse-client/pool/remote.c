@@ -588,6 +588,7 @@ void remote_close(struct remote *r)
 	}
 	pthread_rwlock_destroy(&r->rb_lock);
 	pthread_mutex_destroy(&r->set_lock);
+	g_free(r->arena_on);
 	g_free(r->transport);
 	g_free(r->failure);
 	g_free(r->replace_error);
@@ -764,36 +765,95 @@ int remote_quorum(struct remote *r, unsigned int held, char **why)
 
 /* ---- every member alike ---- */
 
-int remote_register_arena(struct remote *r, void *addr, size_t len)
+int remote_arena_set(struct remote *r, void *base, size_t len, size_t chunk)
 {
 	unsigned int i, k;
 	int rc;
 
+	pthread_mutex_lock(&r->set_lock);
 	for (i = 0; i < r->n; i++) {
 		if (!r->mem[i].m)
 			continue;
-		rc = member_register_arena(r->mem[i].m, addr, len);
+		rc = member_arena_set(r->mem[i].m, base, len, chunk);
 		if (rc < 0) {
 			for (k = 0; k < i; k++)
-				member_unregister_arena(r->mem[k].m);
+				member_arena_clear(r->mem[k].m);
+			pthread_mutex_unlock(&r->set_lock);
 			return rc;
 		}
 	}
-	r->arena = addr;
+	r->arena = base;
 	r->arena_len = len;
+	r->arena_chunk = chunk;
+	r->arena_on = g_new0(bool, (len + chunk - 1) / chunk);
+	pthread_mutex_unlock(&r->set_lock);
 	return 0;
 }
 
-void remote_unregister_arena(struct remote *r)
+int remote_arena_add(struct remote *r, unsigned int chunk)
+{
+	unsigned int i, k;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->set_lock);
+	for (i = 0; i < r->n; i++) {
+		if (!r->mem[i].m)
+			continue;
+		rc = member_arena_add(r->mem[i].m, chunk);
+		if (rc < 0) {
+			for (k = 0; k < i; k++)
+				member_arena_remove(r->mem[k].m, chunk);
+			break;
+		}
+	}
+	if (rc == 0)
+		r->arena_on[chunk] = true;
+	pthread_mutex_unlock(&r->set_lock);
+	return rc;
+}
+
+void remote_arena_remove(struct remote *r, unsigned int chunk)
 {
 	unsigned int i;
 
-	if (!r)
-		return;
+	pthread_mutex_lock(&r->set_lock);
 	for (i = 0; i < r->n; i++)
-		member_unregister_arena(r->mem[i].m);
+		member_arena_remove(r->mem[i].m, chunk);
+	r->arena_on[chunk] = false;
+	pthread_mutex_unlock(&r->set_lock);
+}
+
+void remote_arena_clear(struct remote *r)
+{
+	unsigned int i;
+
+	if (!r || !r->arena)
+		return;
+	pthread_mutex_lock(&r->set_lock);
+	for (i = 0; i < r->n; i++)
+		member_arena_clear(r->mem[i].m);
+	g_free(r->arena_on);
+	r->arena_on = NULL;
 	r->arena = NULL;
-	r->arena_len = 0;
+	r->arena_len = r->arena_chunk = 0;
+	pthread_mutex_unlock(&r->set_lock);
+}
+
+void remote_arena_join(struct remote *r, struct member *m, const char *name)
+{
+	size_t i, n;
+
+	if (!r->arena)
+		return;
+	n = (r->arena_len + r->arena_chunk - 1) / r->arena_chunk;
+	if (member_arena_set(m, r->arena, r->arena_len, r->arena_chunk) < 0)
+		goto fail;
+	for (i = 0; i < n; i++)
+		if (r->arena_on[i] && member_arena_add(m, (unsigned int)i) < 0)
+			goto fail;
+	return;
+fail:
+	g_message("%s: the cache arena is not registered: its transfers are copied", name);
 }
 
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)

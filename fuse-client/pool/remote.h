@@ -205,9 +205,15 @@ int remote_scrub(struct remote *r, struct remote_scrub *s);
 /* a read-write mount's rule: enough members up (majority, or -o degraded)? *why if not */
 int remote_quorum(struct remote *r, unsigned int held, char **why);
 
-/* the block cache's arena (member.h member_register_arena), on every member */
-int remote_register_arena(struct remote *r, void *addr, size_t len);
-void remote_unregister_arena(struct remote *r);
+/*
+ * The block cache's arena, chunk by chunk, on every member (member.h
+ * member_arena_set and the rest; a member that joins later gets the same:
+ * remote_arena_join, under set_lock, with the message naming it).
+ */
+int remote_arena_set(struct remote *r, void *base, size_t len, size_t chunk);
+int remote_arena_add(struct remote *r, unsigned int chunk);
+void remote_arena_remove(struct remote *r, unsigned int chunk);
+void remote_arena_clear(struct remote *r);
 
 /*
  * The failed state (member.h member_fail): every request fails with -EIO

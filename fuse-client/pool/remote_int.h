@@ -63,8 +63,10 @@ struct remote {
 	char *replace_error; /* the last failed replace's message; under set_lock */
 	struct lanes *lanes; /* a set's per-member threads (remote_io.c), or NULL */
 	struct member_config mcfg; /* how members are reached (a replacement too) */
-	void *arena; /* the cache arena every member has registered, or NULL */
-	size_t arena_len;
+	/* the cache arena every member knows (remote_arena_set), or NULL; under set_lock */
+	void *arena;
+	size_t arena_len, arena_chunk;
+	bool *arena_on; /* its chunks registered on every member */
 	char *transport; /* mcfg.transport, owned */
 	/* the rebuild (rebuild.c): one member at a time, on the keeper thread */
 	pthread_rwlock_t rb_lock;
@@ -320,5 +322,8 @@ int ec_frags_read(struct remote *r, uint64_t s, uint32_t want, uint32_t off, uin
 		  uint8_t *const col[], uint32_t *got);
 int ec_frags_write(struct remote *r, uint64_t s, uint32_t which, uint32_t off, uint32_t len,
 		   uint8_t *const col[]);
+
+/* give member m (joining the set; set_lock held) the arena's registered chunks */
+void remote_arena_join(struct remote *r, struct member *m, const char *name);
 
 #endif /* RMEM_REMOTE_INT_H */

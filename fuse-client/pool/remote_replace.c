@@ -132,9 +132,8 @@ static int replace(struct remote *r, const char *old, const char *addr, char **e
 	if (rc < 0)
 		return rc;
 	member_set_nowait(m, remote_redundant(r));
-	if (r->arena && member_register_arena(m, r->arena, r->arena_len) < 0)
-		g_message("%s: the cache arena is not registered: its transfers are copied", addr);
 	pthread_mutex_lock(&r->set_lock);
+	remote_arena_join(r, m, addr);
 	member_close(r->mem[i].m);
 	r->mem[i].m = m;
 	g_strlcpy(r->mem[i].name, member_server(m), sizeof(r->mem[i].name));

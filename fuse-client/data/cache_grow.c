@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * cache_grow.c - the cache's memory: grown in chunks as it is used, given
+ * back when the machine (or the process's memory cgroup) runs short and
+ * when the mount is idle.
+ *
+ * The arena is reserved whole at mount (address space only) and used in
+ * chunks of CACHE_CHUNK bytes, [0, nactive) of them. Only chunk 0 is made
+ * resident and registered at mount. A slot taker that finds no free slot
+ * while chunks remain and memory is plentiful does not evict: it asks the
+ * trim thread to grow, which faults the next chunk in (MADV_POPULATE_WRITE:
+ * the zeroing happens there, not on the data path), registers it with every
+ * member (RDMA needs the memory registered before a transfer lands in it)
+ * and puts its slots on the free list. The thread grows ahead of need too,
+ * when free slots run low.
+ *
+ * Giving back takes the highest chunk: its slots leave the free list and
+ * the index (clean blocks are dropped; dirty ones are written back first, so
+ * the chunk may take a few ticks to drain), then it is deregistered and
+ * MADV_DONTNEED returns its pages. Chunk 0 is never given back. The trim
+ * thread ticks every TRIM_TICK_MS while there is something to give back,
+ * reading memwatch.h's headroom: below the low watermark (1/32 of the limit,
+ * at least 64 MiB) it gives back enough chunks to come back above twice
+ * that, and nothing grows until headroom exceeds twice the watermark plus a
+ * chunk. After cache_idle seconds without a read or a write it gives back
+ * every chunk but the first.
+ *
+ * Growing and giving back both run on the trim thread only, so a chunk is
+ * never registered and deregistered at once. A resident cache (-o swap) is
+ * whole from the start and has no trim thread.
+ */
+#define G_LOG_DOMAIN "rmemfs-cache"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "cache_int.h"
+#include "clock.h"
+#include "memwatch.h"
+#include "remote.h"
+
+#define TRIM_TICK_MS 250
+#define TRIM_LOW_MIN (64ULL << 20)
+#define TRIM_LOW_DIV 32
+
+static size_t chunk_bytes(const struct cache *c, unsigned int k)
+{
+	size_t off = (size_t)k * c->chunk_slots * c->bs;
+
+	return MIN((size_t)c->chunk_slots * c->bs, c->arena_len - off);
+}
+
+static unsigned int chunk_end(const struct cache *c, unsigned int k)
+{
+	return MIN((k + 1) * c->chunk_slots, c->nslots);
+}
+
+/* put slots [from, to) on the free list, lowest first out (c->lock held) */
+static void free_list_push(struct cache *c, unsigned int from, unsigned int to)
+{
+	unsigned int i;
+
+	for (i = to; i-- > from;) {
+		struct cache_block *b = &c->blocks[i];
+
+		if (b->state != CACHE_EMPTY)
+			continue;
+		b->hnext = c->free_list;
+		c->free_list = b;
+		c->nfree++;
+	}
+}
+
+/* take slots at or above c->live off the free list (c->lock held) */
+static void free_list_trim(struct cache *c)
+{
+	struct cache_block **pp = &c->free_list;
+
+	while (*pp) {
+		if ((unsigned int)(*pp - c->blocks) >= c->live) {
+			struct cache_block *b = *pp;
+
+			*pp = b->hnext;
+			b->hnext = NULL;
+			c->nfree--;
+		} else {
+			pp = &(*pp)->hnext;
+		}
+	}
+}
+
+/* slots in use changed to live (c->lock held) */
+static void set_live(struct cache *c, unsigned int live)
+{
+	unsigned int old = c->live;
+
+	c->live = live;
+	if (live > old)
+		free_list_push(c, old, live);
+	else
+		free_list_trim(c);
+	if (c->hand >= live)
+		c->hand = 0;
+	cache_set_limits(c);
+	cache_wake_slot(c);
+	cache_wake_dirty(c);
+}
+
+void cache_grow_kick(struct cache *c)
+{
+	uint64_t one = 1;
+
+	if (c->trim_efd >= 0 && write(c->trim_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		g_message("waking the cache trim thread: write(eventfd): %s", g_strerror(errno));
+}
+
+bool cache_grow_wanted(struct cache *c)
+{
+	if (c->nactive == c->nchunks || c->grow_blocked || c->stopping)
+		return false;
+	if (!c->grow_wanted) {
+		c->grow_wanted = true;
+		cache_grow_kick(c);
+	}
+	return true;
+}
+
+/* fault chunk k in and register it (c->lock NOT held) */
+static void chunk_activate(struct cache *c, unsigned int k)
+{
+	uint8_t *p = c->arena + (size_t)k * c->chunk_slots * c->bs;
+	size_t len = chunk_bytes(c, k);
+	int rc;
+
+	if (madvise(p, len, MADV_POPULATE_WRITE) < 0)
+		g_debug("madvise(cache chunk %u, MADV_POPULATE_WRITE): %s", k, g_strerror(errno));
+	if (!c->arena_registered)
+		return;
+	rc = remote_arena_add(c->remote, k);
+	if (rc < 0 && !c->reg_warned) {
+		c->reg_warned = true;
+		g_message("cache chunk %u could not be registered (%s): its transfers are copied",
+			  k, g_strerror(-rc));
+	}
+}
+
+static void chunk_release(struct cache *c, unsigned int k)
+{
+	uint8_t *p = c->arena + (size_t)k * c->chunk_slots * c->bs;
+
+	if (c->arena_registered)
+		remote_arena_remove(c->remote, k);
+	if (madvise(p, chunk_bytes(c, k), MADV_DONTNEED) < 0)
+		g_message("madvise(cache chunk %u, MADV_DONTNEED): %s", k, g_strerror(errno));
+}
+
+void cache_grow_first(struct cache *c)
+{
+	unsigned int k;
+	int rc = 0;
+
+	for (k = 0; c->arena_registered && k < c->nactive && rc == 0; k++)
+		rc = remote_arena_add(c->remote, k);
+	if (rc < 0) {
+		g_message("the cache arena could not be registered (%s): data moves through bounce buffers",
+			  g_strerror(-rc));
+		remote_arena_clear(c->remote);
+		c->arena_registered = false;
+	}
+	for (k = 0; k < c->nactive; k++)
+		if (madvise(c->arena + (size_t)k * c->chunk_slots * c->bs, chunk_bytes(c, k),
+			    MADV_POPULATE_WRITE) < 0)
+			g_debug("madvise(cache chunk %u, MADV_POPULATE_WRITE): %s", k,
+				g_strerror(errno));
+}
+
+/* one more chunk in use (a draining one back first); trim thread */
+static void grow_one(struct cache *c)
+{
+	unsigned int k;
+
+	pthread_mutex_lock(&c->lock);
+	c->grow_wanted = false;
+	if (c->live < chunk_end(c, c->nactive - 1)) {
+		set_live(c, chunk_end(c, c->nactive - 1));
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (c->nactive == c->nchunks) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	k = c->nactive;
+	pthread_mutex_unlock(&c->lock);
+
+	chunk_activate(c, k);
+
+	pthread_mutex_lock(&c->lock);
+	c->nactive = k + 1;
+	set_live(c, chunk_end(c, k));
+	cache_count(&c->st.chunks_grown, 1);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Give the highest chunk back: 0, -EAGAIN (only chunk 0 is left) or -EBUSY
+ * (blocks in it are dirty or in use: it drains, and is retried next tick).
+ * Trim thread.
+ */
+static int shrink_one(struct cache *c)
+{
+	unsigned int k, i, busy = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->nactive <= 1) {
+		pthread_mutex_unlock(&c->lock);
+		return -EAGAIN;
+	}
+	k = c->nactive - 1;
+	if (c->live > k * c->chunk_slots)
+		set_live(c, k * c->chunk_slots);
+	for (i = k * c->chunk_slots; i < chunk_end(c, k); i++) {
+		struct cache_block *b = &c->blocks[i];
+
+		if (b->state == CACHE_EMPTY)
+			continue;
+		if (b->state == CACHE_CLEAN && !b->pins && !b->busy) {
+			cache_count(&c->st.released_blocks, 1);
+			cache_block_drop(c, b);
+			continue;
+		}
+		busy++;
+	}
+	if (busy) {
+		cache_wake_writeback(c);
+		pthread_mutex_unlock(&c->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	chunk_release(c, k);
+
+	pthread_mutex_lock(&c->lock);
+	c->nactive = k;
+	cache_count(&c->st.chunks_released, 1);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static uint64_t activity(struct cache *c)
+{
+	return __atomic_load_n(&c->st.bytes_read, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&c->st.bytes_written, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&c->st.misses, __ATOMIC_RELAXED);
+}
+
+/* chunks to give back for memory's sake (0: none), and whether growing is allowed */
+static unsigned int pressure(struct cache *c, bool *may_grow)
+{
+	struct memwatch_reading m;
+	uint64_t low, chunk = (uint64_t)c->chunk_slots * c->bs;
+
+	*may_grow = true;
+	if (!c->mw || memwatch_read(c->mw, &m) < 0)
+		return 0;
+	low = MAX(TRIM_LOW_MIN, m.limit / TRIM_LOW_DIV);
+	c->headroom = m.headroom;
+	*may_grow = m.headroom >= 2 * low + chunk;
+	if (m.headroom >= low)
+		return 0;
+	return (unsigned int)((2 * low - m.headroom + chunk - 1) / chunk);
+}
+
+static void shrink(struct cache *c, unsigned int n, uint64_t *counter)
+{
+	unsigned int k;
+
+	for (k = 0; k < n; k++)
+		if (shrink_one(c) < 0)
+			break;
+	if (k)
+		cache_count(counter, 1);
+}
+
+static void trim_tick(struct cache *c)
+{
+	uint64_t now = clock_now_ns(), seen = activity(c);
+	unsigned int give;
+	bool may_grow, wanted;
+
+	give = pressure(c, &may_grow);
+	pthread_mutex_lock(&c->lock);
+	c->grow_blocked = !may_grow;
+	wanted = c->grow_wanted;
+	if (c->grow_blocked) {
+		c->grow_wanted = false;
+		cache_wake_slot(c); /* takers waiting for growth evict instead */
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	if (seen != c->seen_activity || wanted) {
+		c->seen_activity = seen;
+		c->idle_since_ns = now;
+	}
+	if (give)
+		shrink(c, give, &c->st.pressure_releases);
+	else if (c->cfg.idle_ms && now - c->idle_since_ns >= (uint64_t)c->cfg.idle_ms * 1000000ULL)
+		shrink(c, c->nchunks, &c->st.idle_releases);
+	else if (wanted && may_grow)
+		grow_one(c);
+}
+
+static void *trim_main(void *arg)
+{
+	struct cache *c = arg;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = c->trim_efd, .events = POLLIN };
+		uint64_t v;
+		int timeout;
+
+		pthread_mutex_lock(&c->lock);
+		timeout = c->nactive > 1 ? TRIM_TICK_MS : -1;
+		pthread_mutex_unlock(&c->lock);
+		if (poll(&pfd, 1, timeout) > 0 && read(c->trim_efd, &v, sizeof(v)) < 0 &&
+		    errno != EAGAIN)
+			g_message("cache trim thread: read(eventfd): %s", g_strerror(errno));
+		if (__atomic_load_n(&c->trim_stop, __ATOMIC_ACQUIRE))
+			break;
+		trim_tick(c);
+	}
+	return NULL;
+}
+
+int cache_grow_start(struct cache *c)
+{
+	int rc;
+
+	if (c->cfg.resident || c->nchunks == 1)
+		return 0; /* nothing to grow, nothing to give back */
+	if (memwatch_open("", &c->mw) < 0)
+		g_message("/proc/meminfo cannot be read: the cache will not give memory back under pressure");
+	c->idle_since_ns = clock_now_ns();
+	c->trim_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->trim_efd < 0) {
+		rc = -errno;
+		g_message("eventfd (cache trim thread): %s", g_strerror(-rc));
+		return rc;
+	}
+	rc = -pthread_create(&c->trim_thread, NULL, trim_main, c);
+	if (rc < 0) {
+		g_message("starting the cache trim thread: %s", g_strerror(-rc));
+		close(c->trim_efd);
+		c->trim_efd = -1;
+		return rc;
+	}
+	c->trim_started = true;
+	return 0;
+}
+
+void cache_grow_stop(struct cache *c)
+{
+	if (c->trim_started) {
+		__atomic_store_n(&c->trim_stop, true, __ATOMIC_RELEASE);
+		cache_grow_kick(c);
+		pthread_join(c->trim_thread, NULL);
+		c->trim_started = false;
+	}
+	if (c->trim_efd >= 0)
+		close(c->trim_efd);
+	c->trim_efd = -1;
+	memwatch_close(c->mw);
+	c->mw = NULL;
+}
