@@ -47,7 +47,8 @@
 # stay mounted); tmpfs has no cold state (drop_caches only). The data itself stays in RAM in
 # every case (the memserver's pool, or tmpfs).
 # Memory: VmHWM/VmRSS of the rmemfs client and memserver (and of the baselines' daemons),
-# sampled every 0.5 s, reported against cache_size + 64 MiB and pool + 32 MiB.
+# sampled every 0.5 s, reported against cache_size + 64 MiB and pool + 32 MiB; and the rmemfs
+# client's RSS right after its first mount and after each job, with its cache's resident bytes.
 #
 # Options:
 #   --quick            smoke run (< 2 minutes): small sizes, 1 s jobs; the figures mean little
@@ -79,6 +80,8 @@
 #                      replicas=1 on six members - capacity, throughput, a slowed member's p99
 #   --pools            the third: what many pools on one memserver cost one client's rmem-perf
 #                      (issue 25; scripts/bench/pools.sh --help)
+#   --footprint        the fourth: the client's RSS after mount, writes, reads, idleness and a
+#                      memory hog beside it (issue 26; scripts/bench/footprint.sh --help)
 #
 # Output in the results directory: results.txt (the tables, the -o options of every rmemfs
 # mount), results.json (the same data plus the environment and every exact command line),
@@ -95,12 +98,13 @@ ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rm
 READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
 PY=/usr/bin/python3
 
-# --scale-out, --pools: the other benchmarks (many memservers behind rate-limited links; many
-# pools on one memserver), each its own script
+# --scale-out, --pools, --footprint: the other benchmarks (many memservers behind rate-limited
+# links; many pools on one memserver; the client's own memory), each its own script
 for a in "$@"; do
 	case $a in
 	--scale-out) other=scaleout.sh ;;
 	--pools) other=pools.sh ;;
+	--footprint) other=footprint.sh ;;
 	*) continue ;;
 	esac
 	rest=()
@@ -412,7 +416,12 @@ import os, sys
 try:
     sys.stdout.write(os.getxattr(sys.argv[1], "user.rmemfs.stats").decode(errors="replace"))
 except OSError:
-    sys.exit(1)' "$MNT" >"$RAW/$1/$2.stats-$3" 2>/dev/null || rm -f "$RAW/$1/$2.stats-$3"
+    sys.exit(1)' "$MNT" >"$RAW/$1/$2.stats-$3" 2>/dev/null || { rm -f "$RAW/$1/$2.stats-$3"; return 0; }
+	# and the client's RSS at that moment (issue 26: the report shows it after each job)
+	local kib
+	kib=$(client_rss_kib "$1")
+	[ -n "$kib" ] && echo "client_rss_bytes $((kib * 1024))" >>"$RAW/$1/$2.stats-$3"
+	return 0
 }
 
 # run_fio TARGET JOB TIMEOUT FIO-ARGS...: one fio job, JSON into raw/TARGET/JOB.json
@@ -515,6 +524,7 @@ run_target()
 		run_rmem_perf "$(rmemfs_transport "$t")"
 	fi
 	target_mount "$t" 1 || { note "$t" all "failed to mount"; return 1; }
+	[[ $t == rmemfs-* ]] && config "rss_after_mount:$t" "$(client_rss_kib "$t")"
 	D=$MNT/bench
 	mkdir -p "$D" || { note "$t" all "mkdir on the mount failed"; return 1; }
 	if ! dd if=/dev/zero of="$D/.direct-probe" bs=4096 count=1 oflag=direct 2>/dev/null ||

@@ -43,7 +43,7 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members|readers|swap|ec|pools)$;
+#                                (default ^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint)$;
 #                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
@@ -54,14 +54,15 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # the filesystem tests whose code paths depend most on the transport: data integrity (random
 # reads, writes, truncates, holes, mmap, O_DIRECT), remount / crash / lease (RDMA CAS), sets
 # and readers (atomics on every member, a follower's READs of the journal), swap (the daemon's
-# locked memory and the RDMA registrations under mlockall, swap-ins and -outs); the whole suite
+# locked memory and the RDMA registrations under mlockall, swap-ins and -outs), footprint (the
+# cache arena registered chunk by chunk as it grows, deregistered as it gives memory back); the whole suite
 # takes about 20 minutes on emulated rxe. fs-model (the namespace model) ran here until
 # issue 22: its paths are the metadata layer's, the same over either transport, and its
 # 54 s in the guest were what kept CI under 30 minutes (RMEMFS_RDMA_FS=. still runs it).
 # In fs-members and fs-ec the tests of the pool layer's logic alone (refusals, capacity,
 # records, a crash's intent map, fsck: conftest.py pool_logic_only) skip here: the same code
 # runs over TCP in the main and ASan builds; 136 s of fs-members' 207 s in the guest
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec|pools)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest
