@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from memcg import MemCgroup  # noqa: E402
+
 MIB = 1 << 20
 HOG = r"""
 import mmap, os, sys, time
@@ -45,7 +48,6 @@ for _ in range(total // 8):
 print('HELD', flush=True)
 sys.stdin.read()
 """
-V1 = '/sys/fs/cgroup/memory'
 
 
 def rss(pid):
@@ -78,73 +80,6 @@ def drop_caches():
     subprocess.run(['sync'], check=False)
     with open('/proc/sys/vm/drop_caches', 'w') as f:
         f.write('3')
-
-
-class Cgroup:
-    """a memory cgroup of our own (v1 if there, else cgroup2 with +memory)"""
-
-    def __init__(self):
-        name = f'rmemfs-footprint-{os.getpid()}-{time.monotonic_ns() % 100000}'
-        if os.path.exists(os.path.join(V1, 'memory.limit_in_bytes')):
-            self.v2, parent = False, V1
-        else:
-            self.v2, parent = True, self.v2_root()
-            if not parent:
-                raise RuntimeError('no memory cgroup (v1, or cgroup2 with +memory)')
-        self.parent = parent
-        self.path = os.path.join(parent, name)
-        os.mkdir(self.path)
-        if not self.v2:
-            self.write('memory.swappiness', 0)
-
-    def limit(self, nbytes):
-        self.write('memory.max' if self.v2 else 'memory.limit_in_bytes', nbytes)
-
-    def usage(self):
-        name = 'memory.current' if self.v2 else 'memory.usage_in_bytes'
-        with open(os.path.join(self.path, name)) as f:
-            return int(f.read())
-
-    @staticmethod
-    def v2_root():
-        with open('/proc/self/mounts') as f:
-            for line in f:
-                p = line.split()
-                if p[2] == 'cgroup2':
-                    try:
-                        with open(os.path.join(p[1], 'cgroup.subtree_control')) as s:
-                            if 'memory' in s.read().split():
-                                return p[1]
-                    except OSError:
-                        pass
-        return None
-
-    def write(self, name, value):
-        with open(os.path.join(self.path, name), 'w') as f:
-            f.write(str(value))
-
-    @staticmethod
-    def join(procs):
-        with open(procs, 'w') as f:
-            f.write(str(os.getpid()))
-
-    def remove(self, pids):
-        for pid in pids:
-            try:
-                with open(os.path.join(self.parent, 'cgroup.procs'), 'w') as f:
-                    f.write(str(pid))
-            except OSError:
-                pass
-        wait_for(lambda: self._rmdir(), 10)
-
-    def _rmdir(self):
-        try:
-            os.rmdir(self.path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
 
 
 class Run:
@@ -191,12 +126,14 @@ class Run:
         opts += self.opts
         self.fs_log = open(os.path.join(self.work, 'rmemfs.log'), 'w')
         # the client starts in a memory cgroup of its own, without a limit until the hog comes
-        self.cg = Cgroup()
-        procs = os.path.join(self.cg.path, 'cgroup.procs')
+        self.cg = MemCgroup('rmemfs-footprint')
+        if not self.cg.v2:
+            self.cg.write('memory.swappiness', 0)
+        procs = self.cg.procs
         self.fs = subprocess.Popen([os.path.join(self.build, 'fuse-client/rmemfs'),
                                     f'127.0.0.1:{port}', self.mnt, '-f', '-o', ','.join(opts)],
                                    stdout=self.fs_log, stderr=subprocess.STDOUT,
-                                   preexec_fn=lambda: Cgroup.join(procs))
+                                   preexec_fn=lambda: MemCgroup.join(procs))
         if not wait_for(lambda: os.path.ismount(self.mnt) or self.fs.poll() is not None, 60) \
                 or not os.path.ismount(self.mnt):
             raise RuntimeError('rmemfs did not mount (see %s)' % self.fs_log.name)
@@ -259,7 +196,10 @@ class Run:
                 self.fs.wait(10)
                 subprocess.run(['umount', '-l', self.mnt], check=False)
         if self.cg:
-            self.cg.remove([self.fs.pid] if self.fs.poll() is None else [])
+            if self.fs.poll() is None:  # still there: out of the cgroup first
+                with open(os.path.join(os.path.dirname(self.cg.path), 'cgroup.procs'), 'w') as f:
+                    f.write(str(self.fs.pid))
+            self.cg.remove()
         if self.ms:
             self.ms.send_signal(signal.SIGTERM)
             try:

@@ -42,6 +42,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rmemtest import (EXIT_TIMEOUT, MemServerProc, OutputPump, daemon_env,  # noqa: E402,F401
                       log_warnings, stop_process)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'scripts', 'lib'))
+from memcg import MemCgroup  # noqa: E402,F401
 
 BUILD = os.environ.get('RMEM_BUILD_DIR', '')
 TRANSPORT = os.environ.get('RMEM_TEST_TRANSPORT', 'tcp')
@@ -579,76 +582,3 @@ def read_line(proc, timeout):
     t.start()
     t.join(timeout)
     return box[0] if box else ''
-
-
-class MemCgroup:
-    """A memory cgroup of its own: v1 (memory.limit_in_bytes, memsw left unlimited) or v2
-    (memory.max, memory.swap.max=max)."""
-
-    V1 = '/sys/fs/cgroup/memory'
-
-    def __init__(self):
-        self.path = None
-        name = f'rmemfs-test-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}'
-        if os.path.exists(os.path.join(self.V1, 'memory.limit_in_bytes')):
-            self.v2 = False
-            parent = self.V1
-        else:
-            self.v2 = True
-            parent = self.v2_root()
-        os.mkdir(os.path.join(parent, name))
-        self.path = os.path.join(parent, name)
-        if self.v2:
-            self.write('memory.swap.max', 'max')
-
-    @staticmethod
-    def unavailable():
-        if os.path.exists(os.path.join(MemCgroup.V1, 'memory.limit_in_bytes')):
-            return None
-        if MemCgroup.v2_root():
-            return None
-        return 'no memory cgroup (v1 /sys/fs/cgroup/memory, or v2 with +memory)'
-
-    @staticmethod
-    def v2_root():
-        """A cgroup2 mount whose children get the memory controller, or None."""
-        with open('/proc/self/mounts') as f:
-            roots = [l.split()[1] for l in f if l.split()[2] == 'cgroup2']
-        for root in roots:
-            try:
-                with open(os.path.join(root, 'cgroup.subtree_control')) as f:
-                    if 'memory' in f.read().split():
-                        return root
-            except OSError:
-                pass
-        return None
-
-    def write(self, name, value):
-        with open(os.path.join(self.path, name), 'w') as f:
-            f.write(str(value))
-
-    def limit(self, nbytes):
-        """nbytes, or None: no limit"""
-        if self.v2:
-            self.write('memory.max', 'max' if nbytes is None else nbytes)
-        else:
-            self.write('memory.limit_in_bytes', -1 if nbytes is None else nbytes)
-
-    @property
-    def procs(self):
-        return os.path.join(self.path, 'cgroup.procs')
-
-    def remove(self):
-        """rmdir, once its processes are gone (retried briefly: exits take a moment)."""
-        if self.path and not wait_for(lambda: self._rmdir(), timeout=10, step=0.1):
-            return f'cannot remove cgroup {self.path}'
-        return None
-
-    def _rmdir(self):
-        try:
-            os.rmdir(self.path)
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
