@@ -12,7 +12,8 @@
  * the zeroing happens there, not on the data path), registers it with every
  * member (RDMA needs the memory registered before a transfer lands in it)
  * and puts its slots on the free list. The thread grows ahead of need too,
- * when free slots run low.
+ * when free slots run low, and when writers wait for write-back because the
+ * dirty limit of the cache in use is reached.
  *
  * Giving back takes the highest chunk: its slots leave the free list and
  * the index (clean blocks are dropped; dirty ones are written back first, so

@@ -234,7 +234,7 @@ struct cache_block *cache_slot_take(struct cache *c)
 		c->free_list = b->hnext;
 		b->hnext = NULL;
 		c->nfree--;
-		if (c->nfree < c->chunk_slots / 8)
+		if (c->nfree < c->chunk_slots / 4)
 			cache_grow_wanted(c); /* ahead of need */
 		return b;
 	}

@@ -42,6 +42,7 @@ void cache_wait_slot(struct cache *c)
 void cache_wait_dirty(struct cache *c)
 {
 	cache_wake_writeback(c);
+	cache_grow_wanted(c); /* a grown cache allows more dirty blocks (cache_set_limits) */
 	c->dirty_waiters++;
 	pthread_cond_wait(&c->dirty_cond, &c->lock);
 	c->dirty_waiters--;

@@ -11,7 +11,7 @@ on 127.0.0.1, the client's VmRSS and its cache's resident bytes (the stats xattr
   write      after writing --size MiB sequentially (1 MiB writes, fsync)
   read       after reading it back cold (page cache dropped; the client cache holds what
              it kept)
-  idle       after --idle seconds without I/O (-o cache_idle=IDLE; the default is 30 s)
+  idle       after --idle seconds without I/O (-o cache_idle=IDLE; default 30 s as rmemfs's)
   pressure   after a memory hog beside the client: both in one memory cgroup (v1, or
              cgroup2 with the memory controller) whose limit leaves the hog up to 256 MiB
              short unless the client gives memory back (the file read again first so the
@@ -180,7 +180,10 @@ class Run:
         self.point('pressure', hog_held=line.strip() == 'HELD', client_alive=self.fs.poll() is None,
                    cgroup_limit=limit, hog_mib=self.hog_mib, hog_secs=took,
                    chunks_released=after.get('chunks_released', 0) -
-                   before.get('chunks_released', 0))
+                   before.get('chunks_released', 0),
+                   pressure_releases=after.get('pressure_releases', 0) -
+                   before.get('pressure_releases', 0),
+                   idle_releases=after.get('idle_releases', 0) - before.get('idle_releases', 0))
 
     def stop(self):
         if self.hog:
@@ -221,11 +224,13 @@ def table(runs):
                 notes.append('after %d s idle' % r['waited_s'])
             if r['point'] == 'pressure':
                 notes.append('hog of %d MiB in a cgroup of %.0f MiB with the client: %s in %.1f s; '
-                             'client %s; %d chunks given back' % (
+                             'client %s; %d chunks given back (%d times for pressure, %d for '
+                             'idleness)' % (
                                  r['hog_mib'], r['cgroup_limit'] / MIB,
                                  'all of it held' if r['hog_held'] else 'NOT all held',
                                  r['hog_secs'], 'alive' if r['client_alive'] else 'DEAD',
-                                 r['chunks_released']))
+                                 r['chunks_released'], r['pressure_releases'],
+                                 r['idle_releases']))
             lines.append('| %s | %s | %.1f | %s | %s |' % (
                 label, r['point'], r['rss'] / MIB,
                 '%.0f' % (r['cache_resident'] / MIB) if r['cache_resident'] is not None else '-',
@@ -236,7 +241,7 @@ def table(runs):
 def main(argv):
     build, out = argv[1], argv[2]
     args = argv[3:]
-    size, idle, hog = 1024, 10, 1024
+    size, idle, hog = 1024, 30, 1024
 
     def opt(name, default):
         return int(args[args.index(name) + 1]) if name in args else default

@@ -9,7 +9,7 @@
 #
 # Options:
 #   --size MIB         data written and read (default 1024; quick 128)
-#   --idle SECS        -o cache_idle of the mounts (default 10; quick 3)
+#   --idle SECS        -o cache_idle of the mounts (default 30, rmemfs's own; quick 3)
 #   --hog MIB          the memory hog (default 1024; quick 384)
 #   --quick            smoke run
 #   --build-dir DIR    build here (default build-bench/, release, no tests); --no-build
