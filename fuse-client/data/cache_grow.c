@@ -19,12 +19,12 @@
  * the index (clean blocks are dropped; dirty ones are written back first, so
  * the chunk may take a few ticks to drain), then it is deregistered and
  * MADV_DONTNEED returns its pages. Chunk 0 is never given back. The trim
- * thread ticks every TRIM_TICK_MS while there is something to give back,
- * reading memwatch.h's headroom: below the low watermark (1/32 of the limit,
- * at least 64 MiB) it gives back enough chunks to come back above twice
- * that, and nothing grows until headroom exceeds twice the watermark plus a
- * chunk. After cache_idle seconds without a read or a write it gives back
- * every chunk but the first.
+ * thread ticks every TRIM_TICK_MS while there is something to give back
+ * or growth is held back, reading memwatch.h's headroom: below the low
+ * watermark (1/32 of the limit, at least 64 MiB) it gives back enough
+ * chunks to come back above twice that, and nothing grows until headroom
+ * exceeds twice the watermark plus a chunk. After cache_idle seconds
+ * without a read or a write it gives back every chunk but the first.
  *
  * Growing and giving back both run on the trim thread only, so a chunk is
  * never registered and deregistered at once. A resident cache (-o swap) is
@@ -326,8 +326,9 @@ static void *trim_main(void *arg)
 		uint64_t v;
 		int timeout;
 
+		/* something to give back, or growth held back until memory is plentiful again */
 		pthread_mutex_lock(&c->lock);
-		timeout = c->nactive > 1 ? TRIM_TICK_MS : -1;
+		timeout = c->nactive > 1 || c->grow_blocked ? TRIM_TICK_MS : -1;
 		pthread_mutex_unlock(&c->lock);
 		if (poll(&pfd, 1, timeout) > 0 && read(c->trim_efd, &v, sizeof(v)) < 0 &&
 		    errno != EAGAIN)

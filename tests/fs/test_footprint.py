@@ -151,6 +151,12 @@ def test_memory_pressure_gives_memory_back(env):
         assert s['cache_resident_bytes'] + hog_mib * MIB <= limit, s
         assert rss(fs.proc.pid) + hog_mib * MIB <= limit
         check_file(os.path.join(mnt, 'f'), 3, cached)
+        # the hog gone, the cache grows again with use
+        hog.kill()
+        hog.wait(30)
+        grown = stats(mnt)['chunks_grown']
+        assert wait_for(lambda: check_file(os.path.join(mnt, 'f'), 3, cached) or
+                        stats(mnt)['chunks_grown'] > grown, timeout=60, step=0), stats(mnt)
     finally:
         if hog:
             hog.kill()
