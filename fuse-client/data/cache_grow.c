@@ -6,12 +6,14 @@
  *
  * The arena is reserved whole at mount (address space only) and used in
  * chunks of CACHE_CHUNK bytes, [0, nactive) of them. Only chunk 0 is made
- * resident and registered at mount. A slot taker that finds no free slot
- * while chunks remain and memory is plentiful does not evict: it asks the
- * trim thread to grow, which faults the next chunk in (MADV_POPULATE_WRITE:
- * the zeroing happens there, not on the data path), registers it with every
- * member (RDMA needs the memory registered before a transfer lands in it)
- * and puts its slots on the free list. The thread grows ahead of need too,
+ * resident and offered for registration at mount. A slot taker that finds
+ * no free slot while chunks remain and memory is plentiful does not evict:
+ * it asks the trim thread to grow (by half again as many chunks as are in
+ * use), which faults the next chunks in (MADV_POPULATE_WRITE: the zeroing
+ * happens there, not on the data path), offers each to every member (a
+ * channel registers it when it first moves bytes of it: RDMA needs memory
+ * registered before a transfer lands in it) and puts its slots on the free
+ * list. The thread grows ahead of need too,
  * when free slots run low, and when writers wait for write-back because the
  * dirty limit of the cache in use is reached.
  *
@@ -181,10 +183,15 @@ void cache_grow_first(struct cache *c)
 				g_strerror(errno));
 }
 
-/* one more chunk in use (a draining one back first); trim thread */
-static void grow_one(struct cache *c)
+/*
+ * More chunks in use (a draining one back first): half as many again as are
+ * in use, at least one, each published as soon as it is ready - a cache
+ * being filled reaches its size in a few steps, each of which stalls takers
+ * and locks every channel to register. Trim thread.
+ */
+static void grow(struct cache *c)
 {
-	unsigned int k;
+	unsigned int k, n, i;
 
 	pthread_mutex_lock(&c->lock);
 	c->grow_wanted = false;
@@ -193,20 +200,18 @@ static void grow_one(struct cache *c)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	if (c->nactive == c->nchunks) {
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
 	k = c->nactive;
+	n = MIN(c->nchunks - k, MAX(1U, k / 2));
 	pthread_mutex_unlock(&c->lock);
 
-	chunk_activate(c, k);
-
-	pthread_mutex_lock(&c->lock);
-	c->nactive = k + 1;
-	set_live(c, chunk_end(c, k));
-	cache_count(&c->st.chunks_grown, 1);
-	pthread_mutex_unlock(&c->lock);
+	for (i = 0; i < n; i++) {
+		chunk_activate(c, k + i);
+		pthread_mutex_lock(&c->lock);
+		c->nactive = k + i + 1;
+		set_live(c, chunk_end(c, k + i));
+		cache_count(&c->st.chunks_grown, 1);
+		pthread_mutex_unlock(&c->lock);
+	}
 }
 
 /*
@@ -314,7 +319,7 @@ static void trim_tick(struct cache *c)
 	else if (c->cfg.idle_ms && now - c->idle_since_ns >= (uint64_t)c->cfg.idle_ms * 1000000ULL)
 		shrink(c, c->nchunks, &c->st.idle_releases);
 	else if (wanted && may_grow)
-		grow_one(c);
+		grow(c);
 }
 
 static void *trim_main(void *arg)

@@ -13,10 +13,11 @@
  * copies between the bounce buffer and the caller's memory. Requests bigger
  * than the bounce buffer loop.
  *
- * The arena. The block cache registers its slot memory chunk by chunk as
- * it grows (member_arena_add); every channel registers each chunk with its
- * xport, also after a reconnect. An iovec piece that lies inside one
- * registered chunk is posted
+ * The arena. The block cache offers its slot memory chunk by chunk as it
+ * grows (member_arena_add); each channel registers a chunk with its xport
+ * the first time it moves bytes of it (again after a reconnect), under its
+ * own lock, so growing the cache never waits for the channels' requests in
+ * flight. An iovec piece that lies inside one registered chunk is posted
  * straight from / into that memory (RDMA READs land in cache slots, WRITEs
  * go out of them, TCP receives into them): no bounce copy, and such pieces
  * do not count against the bounce size, so a whole multi-block request is
@@ -80,7 +81,7 @@ struct member_chan {
 	unsigned int idx;
 	struct xport *x; /* NULL: not connected (reconnect on next use); under lock */
 	struct xport_mr *mr; /* bounce registration with x; under lock */
-	/* the cache arena's chunks registered with x (NULL: not registered); under lock */
+	/* the cache arena's chunks registered with x (NULL: not yet); under lock */
 	struct xport_mr **arena_mr;
 	uint8_t *bounce; /* bounce_len bytes, page aligned, lives as long as the member */
 	struct xport_op *ops; /* scratch, MEMBER_MAX_BATCH entries; under lock */
@@ -100,13 +101,15 @@ struct member {
 	uint64_t *region_start; /* pool offset of each region's first byte */
 	/*
 	 * The cache arena (member_arena_set): chunk i is [arena + i * arena_chunk,
-	 * + arena_chunk), the last one shorter; arena_on[i]: registered (again on
-	 * every reconnect). Written under every channel lock.
+	 * + arena_chunk), the last one shorter; arena_on[i]: offered (channels
+	 * register it on first use). The geometry is written under every channel
+	 * lock.
 	 */
 	uint8_t *arena;
 	size_t arena_len, arena_chunk;
 	unsigned int arena_nchunks;
-	bool *arena_on;
+	atomic_bool *arena_on;
+	atomic_bool reg_warned; /* a chunk's registration failed: said once */
 	size_t bounce_len;
 	unsigned int nchan;
 	struct member_chan *chan;
@@ -144,9 +147,9 @@ static int chan_arena_reg(struct member *r, struct member_chan *c, unsigned int 
 	int rc;
 
 	rc = xport_reg_mr(c->x, r->arena + (size_t)i * r->arena_chunk, len, &c->arena_mr[i]);
-	if (rc < 0)
-		g_message("xport_reg_mr(cache arena chunk %u, %zu bytes) on channel %u: %s", i, len,
-			  c->idx, g_strerror(-rc));
+	if (rc < 0 && !atomic_exchange(&r->reg_warned, true))
+		g_message("%s: xport_reg_mr(cache arena chunk %u, %zu bytes) on channel %u: %s; "
+			  "its transfers are copied", r->server, i, len, c->idx, g_strerror(-rc));
 	return rc;
 }
 
@@ -155,25 +158,6 @@ static void chan_arena_dereg(struct member_chan *c, unsigned int i)
 	if (c->x)
 		xport_dereg_mr(c->x, c->arena_mr[i]);
 	c->arena_mr[i] = NULL;
-}
-
-/* register every chunk marked on (lock held, connected); all or nothing */
-static int chan_arena_reg_all(struct member *r, struct member_chan *c)
-{
-	unsigned int i, k;
-	int rc;
-
-	for (i = 0; i < r->arena_nchunks; i++) {
-		if (!r->arena_on[i])
-			continue;
-		rc = chan_arena_reg(r, c, i);
-		if (rc < 0) {
-			for (k = 0; k < i; k++)
-				chan_arena_dereg(c, k);
-			return rc;
-		}
-	}
-	return 0;
 }
 
 static void chan_arena_dereg_all(struct member *r, struct member_chan *c)
@@ -246,15 +230,8 @@ static int chan_connect(struct member *r, struct member_chan *c, bool first)
 		goto err_close;
 	}
 	c->x = x;
-	rc = chan_arena_reg_all(r, c);
-	if (rc < 0)
-		goto err_dereg_bounce;
 	return 0;
 
-err_dereg_bounce:
-	c->x = NULL;
-	xport_dereg_mr(x, c->mr);
-	c->mr = NULL;
 err_close:
 	xport_close(x);
 	return rc;
@@ -472,18 +449,26 @@ static int region_of(const struct member *r, uint64_t off)
 	return (int)lo;
 }
 
-/* the registration of the arena chunk [p, p+len) lies in on channel c, or NULL */
-static struct xport_mr *arena_mr_of(const struct member *r, const struct member_chan *c,
-				    const uint8_t *p, size_t len)
+/*
+ * The registration on channel c (lock held, connected) of the arena chunk
+ * [p, p+len) lies in, made now if the chunk is offered and c has not yet;
+ * NULL: not in one offered chunk, or it cannot be registered (copied then).
+ */
+static struct xport_mr *arena_mr_of(struct member *r, struct member_chan *c, const uint8_t *p,
+				    size_t len)
 {
 	size_t off;
+	unsigned int i;
 
 	if (!c->arena_mr || p < r->arena || (size_t)(p - r->arena) >= r->arena_len)
 		return NULL;
 	off = (size_t)(p - r->arena);
 	if (len > r->arena_chunk - off % r->arena_chunk)
 		return NULL; /* crosses into the next chunk */
-	return c->arena_mr[off / r->arena_chunk];
+	i = (unsigned int)(off / r->arena_chunk);
+	if (!c->arena_mr[i] && atomic_load(&r->arena_on[i]))
+		chan_arena_reg(r, c, i);
+	return c->arena_mr[i];
 }
 
 /*
@@ -887,7 +872,7 @@ int member_arena_set(struct member *r, void *base, size_t len, size_t chunk)
 		return -EINVAL;
 	lock_all(r);
 	r->arena_nchunks = (unsigned int)((len + chunk - 1) / chunk);
-	r->arena_on = g_new0(bool, r->arena_nchunks);
+	r->arena_on = g_new0(atomic_bool, r->arena_nchunks);
 	for (i = 0; i < r->nchan; i++)
 		r->chan[i].arena_mr = g_new0(struct xport_mr *, r->arena_nchunks);
 	r->arena = base;
@@ -899,26 +884,10 @@ int member_arena_set(struct member *r, void *base, size_t len, size_t chunk)
 
 int member_arena_add(struct member *r, unsigned int i)
 {
-	unsigned int k, n;
-	int rc = 0;
-
 	if (!r->arena || i >= r->arena_nchunks)
 		return -EINVAL;
-	lock_all(r);
-	for (n = 0; n < r->nchan && !r->arena_on[i]; n++) {
-		if (!r->chan[n].x)
-			continue; /* registered when it reconnects */
-		rc = chan_arena_reg(r, &r->chan[n], i);
-		if (rc < 0)
-			break;
-	}
-	if (rc < 0)
-		for (k = 0; k < n; k++)
-			chan_arena_dereg(&r->chan[k], i);
-	else
-		r->arena_on[i] = true;
-	unlock_all(r);
-	return rc;
+	atomic_store(&r->arena_on[i], true);
+	return 0;
 }
 
 void member_arena_remove(struct member *r, unsigned int i)
@@ -927,11 +896,12 @@ void member_arena_remove(struct member *r, unsigned int i)
 
 	if (!r || !r->arena || i >= r->arena_nchunks)
 		return;
-	lock_all(r);
-	for (n = 0; n < r->nchan; n++)
+	atomic_store(&r->arena_on[i], false);
+	for (n = 0; n < r->nchan; n++) {
+		pthread_mutex_lock(&r->chan[n].lock);
 		chan_arena_dereg(&r->chan[n], i);
-	r->arena_on[i] = false;
-	unlock_all(r);
+		pthread_mutex_unlock(&r->chan[n].lock);
+	}
 }
 
 void member_arena_clear(struct member *r)

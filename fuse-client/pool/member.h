@@ -79,15 +79,17 @@ int member_cas(struct member *r, uint64_t off, uint64_t compare, uint64_t swap, 
 int member_fetch_add(struct member *r, uint64_t off, uint64_t add, uint64_t *old);
 
 /*
- * The block cache's arena, registered chunk by chunk as the cache grows:
+ * The block cache's arena, offered chunk by chunk as the cache grows:
  * member_arena_set gives its place ([base, base+len) in chunks of chunk
- * bytes, the last one shorter; nothing registered yet; -EINVAL if an arena
- * is set); member_arena_add registers chunk i with every channel's
- * transport (now, and again after each reconnect; -errno from xport_reg_mr,
- * nothing registered); member_arena_remove and member_arena_clear undo them,
- * only when no request can be using those bytes. readv/writev pieces inside
- * one registered chunk move straight between the pool and that memory, with
- * no bounce copy (RDMA READs land in cache slots). NULL-tolerant undo.
+ * bytes, the last one shorter; nothing offered yet; -EINVAL if an arena is
+ * set); member_arena_add offers chunk i (-EINVAL outside the arena): each
+ * channel registers it with its transport when it first moves bytes of it,
+ * and again after a reconnect; member_arena_remove and member_arena_clear
+ * withdraw and deregister, only when no request can be using those bytes.
+ * readv/writev pieces inside one registered chunk move straight between the
+ * pool and that memory, with no bounce copy (RDMA READs land in cache
+ * slots); where a registration fails they are copied (said once).
+ * NULL-tolerant undo.
  */
 int member_arena_set(struct member *r, void *base, size_t len, size_t chunk);
 int member_arena_add(struct member *r, unsigned int i);
