@@ -98,10 +98,7 @@ static int arena_map(struct cache *c)
 		g_message("mmap(cache arena, %zu bytes): %s", c->arena_len, g_strerror(-rc));
 		return rc;
 	}
-	/* 2 MiB pages where the kernel can: fewer faults as slots are first used, fewer TLB misses */
-	if (madvise(c->arena, c->arena_len, MADV_HUGEPAGE) < 0)
-		g_debug("madvise(cache arena, MADV_HUGEPAGE): %s", g_strerror(errno));
-	return 0;
+	return 0; /* its chunks are faulted in as cache_grow.c decides */
 }
 
 static void arena_register(struct cache *c)

@@ -163,6 +163,7 @@ struct cache_counters {
 	uint64_t throttled; /* writers that waited for the write-back thread */
 	uint64_t fsyncs;
 	uint64_t chunks_grown; /* cache_grow.c */
+	uint64_t chunks_populated; /* of those, faulted in whole when they came */
 	uint64_t chunks_released;
 	uint64_t released_blocks; /* clean blocks dropped to give a chunk back */
 	uint64_t pressure_releases; /* ticks that gave memory back because it ran short */
@@ -331,6 +332,10 @@ void cache_grow_stop(struct cache *c); /* NULL-tolerant parts; before the arena 
  */
 bool cache_grow_wanted(struct cache *c);
 void cache_grow_kick(struct cache *c);
+/* does registering a chunk pin its memory (RDMA, or a resident cache)? */
+bool cache_pins_chunks(const struct cache *c);
+/* bytes of the first nactive chunks resident now (mincore); 0 if it cannot tell */
+size_t cache_resident_bytes(struct cache *c, unsigned int nactive);
 
 /* ---- cache_index.c (c->lock held unless said otherwise) ---- */
 

@@ -148,12 +148,14 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 	put(&t, "block_size %u\n", c->bs);
 	put(&t, "slots %u\n", c->nslots);
 	put(&t, "cache_bytes %zu\n", c->arena_len);
-	put(&t, "cache_resident_bytes %zu\n", (size_t)resident * c->bs);
+	put(&t, "cache_inuse_bytes %zu\n", (size_t)resident * c->bs);
+	put(&t, "cache_resident_bytes %zu\n", cache_resident_bytes(c, nactive));
 	put(&t, "cache_chunks %u\n", nactive);
 	put(&t, "cache_chunks_max %u\n", c->nchunks);
 	put(&t, "cache_idle_s %u\n", c->cfg.idle_ms / 1000);
 	put(&t, "memory_headroom %" G_GUINT64_FORMAT "\n", headroom);
 	put(&t, "chunks_grown %" G_GUINT64_FORMAT "\n", ld(&c->st.chunks_grown));
+	put(&t, "chunks_populated %" G_GUINT64_FORMAT "\n", ld(&c->st.chunks_populated));
 	put(&t, "chunks_released %" G_GUINT64_FORMAT "\n", ld(&c->st.chunks_released));
 	put(&t, "released_blocks %" G_GUINT64_FORMAT "\n", ld(&c->st.released_blocks));
 	put(&t, "pressure_releases %" G_GUINT64_FORMAT "\n", ld(&c->st.pressure_releases));
