@@ -79,6 +79,9 @@
 #                      replicas=1 on six members - capacity, throughput, a slowed member's p99
 #   --pools            the third: what many pools on one memserver cost one client's rmem-perf
 #                      (issue 25; scripts/bench/pools.sh --help)
+#   --growth           the fourth: mount time, ls -R, stat rate, rmemfs-fsck time and client
+#                      RSS at 10k, 100k and 1M small files and at 1 GiB and 8 GiB of data
+#                      (issue 26; scripts/bench/growth.sh --help)
 #
 # Output in the results directory: results.txt (the tables, the -o options of every rmemfs
 # mount), results.json (the same data plus the environment and every exact command line),
@@ -95,12 +98,13 @@ ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rm
 READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
 PY=/usr/bin/python3
 
-# --scale-out, --pools: the other benchmarks (many memservers behind rate-limited links; many
-# pools on one memserver), each its own script
+# --scale-out, --pools, --growth: the other benchmarks (many memservers behind rate-limited
+# links; many pools on one memserver; costs as the files and data grow), each its own script
 for a in "$@"; do
 	case $a in
 	--scale-out) other=scaleout.sh ;;
 	--pools) other=pools.sh ;;
+	--growth) other=growth.sh ;;
 	*) continue ;;
 	esac
 	rest=()
