@@ -19,8 +19,10 @@
 # m = 1000000) spread evenly over 100 directories, each file --file-size bytes (default 4096,
 # written by metabench create: create+write+close), or an amount of data (1g, 8g: GiB) as
 # 1 GiB files in one directory, written sequentially with dd (1 MiB blocks, fsync). The
-# RSS of the client right after the first (formatting) mount of the empty filesystem is the
-# "RSS empty" column; "RSS B/file" is (RSS after the cold mount - RSS empty) / files.
+# The empty filesystem is mounted cold too (after the formatting mount, before populating):
+# its mount time and client RSS are the baseline, "mount empty s" and "RSS empty";
+# "mount us/file" is (mount s - mount empty s) / files and "RSS B/file" is (RSS after the
+# cold mount - RSS empty) / files: what each file adds.
 # The pool: files x max(1.2 x the file's 4 KiB blocks, 4 KiB) + 256 MiB (the checkpoint slot,
 # pool/32, must hold the metadata), or data x 1.1 + 256 MiB: 8g needs about 9 GiB.
 #
@@ -68,7 +70,7 @@ WORK=$(mktemp -d /tmp/rmemfs-growth.XXXXXX)
 MNT=$WORK/mnt
 mkdir -p "$MNT"
 : >"$WORK/pids"
-FS_PID="" POOL=""
+FS_PID="" POOL="" MOUNT_S=""
 
 # the client is growth.py mount's child, not ours: stop it only while it is still the rmemfs
 # of our mount point (a pid that exited may have been reused)
@@ -109,17 +111,20 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.4f", b - a }'; }
 # put KEY VALUE: one figure of the current set
 put() { printf '%s\t%s\n' "$1" "$2" >>"$RAW/$SET.tsv"; echo "  $1 $2"; }
 
-# client_mount WHAT [FIRST]: rmemfs -f on $MNT (FIRST=1: -o format); prints the mount time
+# client_mount WHAT [FIRST]: rmemfs -f on $MNT (FIRST=1: -o format); sets FS_PID and
+# MOUNT_S, the seconds it took
 client_mount()
 {
-	local opts="token_file=$WORK/token" t
+	local opts="token_file=$WORK/token"
 	[ "${2:-}" = 1 ] && opts="$opts,format"
 	local cmd=("$RMEMFS" "127.0.0.1:$MS_PORT" "$MNT" -f -o "$opts")
 	record_cmd "$SET" "$1" "${cmd[@]}"
-	t=$("$PY" "$REPORT" mount "$MNT" "$WORK/client.pid" "$RAW/logs/$SET.client.log" \
-		"${cmd[@]}") || { tail -20 "$RAW/logs/$SET.client.log" >&2; return 1; }
-	FS_PID=$(cat "$WORK/client.pid")
-	echo "$t"
+	rm -f "$WORK/client.pid"
+	MOUNT_S=$("$PY" "$REPORT" mount "$MNT" "$WORK/client.pid" "$RAW/logs/$SET.client.log" \
+		"${cmd[@]}")
+	local rc=$?
+	FS_PID=$(cat "$WORK/client.pid" 2>/dev/null)
+	[ $rc = 0 ] || { tail -20 "$RAW/logs/$SET.client.log" >&2; return 1; }
 }
 
 # client_unmount: unmount and wait (up to 300 s: the client writes a checkpoint) for it to exit
@@ -217,7 +222,11 @@ run_set()
 	memserver_start "$SET" 127.0.0.1 tcp || return 1
 
 	echo "  populating"
-	client_mount "mount (first: formats the fresh pool)" 1 >/dev/null || return 1
+	client_mount "mount (first: formats the fresh pool)" 1 || return 1
+	client_unmount || return 1
+	drop_caches
+	client_mount "mount (cold, the empty filesystem; then populate)" || return 1
+	put mount_empty_s "$MOUNT_S"
 	put rss_empty_kib "$(rss)"
 	t=$(now)
 	if [ "$kind" = files ]; then populate_files "$amount"; else populate_data "$amount"; fi ||
@@ -239,8 +248,8 @@ run_set()
 	put fsck_maxrss_kib "$(tail -1 "$WORK/fsck.time")"
 
 	drop_caches
-	t=$(client_mount "mount (cold, then ls -R)") || return 1
-	put mount_s "$t"
+	client_mount "mount (cold, then ls -R)" || return 1
+	put mount_s "$MOUNT_S"
 	put rss_mount_kib "$(rss)"
 	record_cmd "$SET" "ls -R" ls -R "$MNT"
 	t=$(now)
@@ -250,8 +259,8 @@ run_set()
 	client_unmount || return 1
 
 	drop_caches
-	t=$(client_mount "mount (cold, then stat)") || return 1
-	put mount2_s "$t"
+	client_mount "mount (cold, then stat)" || return 1
+	put mount2_s "$MOUNT_S"
 	if [ "$kind" = files ]; then
 		record_cmd "$SET" stat "$META_BIN" "$MNT/dNN" stat -n $((amount / DIRS))
 		stat_files "$amount" || return 1
