@@ -87,8 +87,8 @@ def per(v, n, scale):
     return None if v is None or not n else v * scale / n
 
 
-COLUMNS = ('set', 'files', 'data GiB', 'populate s', 'mount empty s', 'mount s',
-           'mount us/file', 'ls -R s',
+COLUMNS = ('set', 'files', 'data GiB', 'populate s', 'mount empty s', 'mount s', 'load s',
+           'load us/file', 'ls -R s',
            'ls -R us/entry', 'stat files/s', 'stat us/file', 'fsck s', 'fsck us/file',
            'RSS empty MiB', 'RSS mount MiB', 'RSS after ls -R MiB', 'RSS after stat MiB',
            'RSS B/file')
@@ -102,7 +102,8 @@ def row(name, r):
     entries = files + int(r.get('dirs', 0))
     mount_s, ls_s, stat_s, fsck_s = (num(r, k) for k in ('mount_s', 'ls_s', 'stat_s', 'fsck_s'))
     empty_s = num(r, 'mount_empty_s')
-    grown_s = None if mount_s is None or empty_s is None else mount_s - empty_s
+    load_s, load0_s = num(r, 'mount_fs_s'), num(r, 'mount_empty_fs_s')
+    grown_s = None if load_s is None or load0_s is None else load_s - load0_s
     kib = {k: num(r, k) for k in ('rss_empty_kib', 'rss_mount_kib', 'rss_ls_kib', 'rss_stat_kib')}
     mib = {k: None if v is None else v / 1024 for k, v in kib.items()}
     grown = None
@@ -113,6 +114,8 @@ def row(name, r):
         'file_bytes': int(r.get('file_bytes', 0)), 'data_bytes': int(r.get('data_bytes', 0)),
         'pool': r.get('pool'), 'populate_s': num(r, 'populate_s'), 'mount_empty_s': empty_s,
         'mount_s': mount_s,
+        **{k: num(r, k) for k in r if k.startswith(('mount_', 'mount_empty_')) and
+           k.endswith(('_fs_s', '_cache_s', '_ckpt_s', '_derive_s', '_check_s'))},
         'mount2_s': num(r, 'mount2_s'), 'ls_s': ls_s, 'ls_entries': entries,
         'stat_s': stat_s, 'stat_files': files, 'stat_p50_us': num(r, 'stat_p50_us'),
         'stat_p99_us': num(r, 'stat_p99_us'), 'fsck_s': fsck_s, 'fsck_rc': r.get('fsck_rc'),
@@ -121,6 +124,7 @@ def row(name, r):
     }
     cells = [name, str(files), f"{int(r.get('data_bytes', 0)) / 2**30:.2f}",
              fmt(num(r, 'populate_s'), '.1f'), fmt(empty_s, '.3f'), fmt(mount_s, '.3f'),
+             fmt(load_s, '.3f'),
              fmt(per(grown_s, n, 1e6), '.2f'), fmt(ls_s, '.2f'),
              fmt(per(ls_s, entries if small else 0, 1e6), '.2f'),
              fmt(None if not stat_s else files / stat_s, '.0f'),

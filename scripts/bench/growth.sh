@@ -20,9 +20,12 @@
 # written by metabench create: create+write+close), or an amount of data (1g, 8g: GiB) as
 # 1 GiB files in one directory, written sequentially with dd (1 MiB blocks, fsync). The
 # The empty filesystem is mounted cold too (after the formatting mount, before populating):
-# its mount time and client RSS are the baseline, "mount empty s" and "RSS empty";
-# "mount us/file" is (mount s - mount empty s) / files and "RSS B/file" is (RSS after the
-# cold mount - RSS empty) / files: what each file adds.
+# its mount time and client RSS are the baseline, "mount empty s" and "RSS empty". The
+# client logs its mount's stages (G_MESSAGES_DEBUG): "load s" is the filesystem's (lease,
+# checkpoint, journal, check), "load us/file" that over the empty filesystem's per file; the
+# rest of a mount (the block cache, touched at mount: cache_size, RAM/16 up to 1 GiB) does
+# not depend on the files and its time varies with how readily the kernel finds the memory.
+# "RSS B/file" is (RSS after the cold mount - RSS empty) / files: what each file adds.
 # The pool: files x max(1.2 x the file's 4 KiB blocks, 4 KiB) + 256 MiB (the checkpoint slot,
 # pool/32, must hold the metadata), or data x 1.1 + 256 MiB: 8g needs about 9 GiB.
 #
@@ -117,7 +120,8 @@ client_mount()
 {
 	local opts="token_file=$WORK/token"
 	[ "${2:-}" = 1 ] && opts="$opts,format"
-	local cmd=("$RMEMFS" "127.0.0.1:$MS_PORT" "$MNT" -f -o "$opts")
+	local cmd=(env "G_MESSAGES_DEBUG=rmemfs rmemfs-meta" "$RMEMFS" "127.0.0.1:$MS_PORT" "$MNT"
+		-f -o "$opts")
 	record_cmd "$SET" "$1" "${cmd[@]}"
 	rm -f "$WORK/client.pid"
 	MOUNT_S=$("$PY" "$REPORT" mount "$MNT" "$WORK/client.pid" "$RAW/logs/$SET.client.log" \
@@ -137,6 +141,24 @@ client_unmount()
 }
 
 rss() { "$PY" "$REPORT" rss "$FS_PID"; }
+
+# put_stages PREFIX: the stage times of the last mount (its debug lines "mount stages: ..."
+# and "load of N inodes: ...") as PREFIX_fs_s (loading the filesystem: superblock, lease,
+# checkpoint, journal, check, go live), PREFIX_cache_s, PREFIX_ckpt_s (checkpoint and
+# journal), PREFIX_derive_s and PREFIX_check_s
+put_stages()
+{
+	local log=$RAW/logs/$SET.client.log line
+	line=$(grep 'mount stages:' "$log" | tail -1)
+	[[ $line =~ filesystem\ ([0-9.]+)\ s,\ cache\ ([0-9.]+) ]] || return 0
+	put "$1_fs_s" "${BASH_REMATCH[1]}"
+	put "$1_cache_s" "${BASH_REMATCH[2]}"
+	line=$(grep 'load of [0-9]* inodes:' "$log" | tail -1)
+	[[ $line =~ journal\ ([0-9.]+)\ s.*allocator\ ([0-9.]+)\ s,\ check\ ([0-9.]+) ]] || return 0
+	put "$1_ckpt_s" "${BASH_REMATCH[1]}"
+	put "$1_derive_s" "${BASH_REMATCH[2]}"
+	put "$1_check_s" "${BASH_REMATCH[3]}"
+}
 
 # set_kind SET: "files N" or "data BYTES"
 set_kind()
@@ -227,6 +249,7 @@ run_set()
 	drop_caches
 	client_mount "mount (cold, the empty filesystem; then populate)" || return 1
 	put mount_empty_s "$MOUNT_S"
+	put_stages mount_empty
 	put rss_empty_kib "$(rss)"
 	t=$(now)
 	if [ "$kind" = files ]; then populate_files "$amount"; else populate_data "$amount"; fi ||
@@ -250,6 +273,7 @@ run_set()
 	drop_caches
 	client_mount "mount (cold, then ls -R)" || return 1
 	put mount_s "$MOUNT_S"
+	put_stages mount
 	put rss_mount_kib "$(rss)"
 	record_cmd "$SET" "ls -R" ls -R "$MNT"
 	t=$(now)
