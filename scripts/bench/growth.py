@@ -88,9 +88,8 @@ def per(v, n, scale):
 
 
 COLUMNS = ('set', 'files', 'data GiB', 'populate s', 'mount empty s', 'mount s', 'load s',
-           'load us/file', 'ls -R s',
-           'ls -R us/entry', 'stat files/s', 'stat us/file', 'fsck s', 'fsck us/file',
-           'RSS empty MiB', 'RSS mount MiB', 'RSS after ls -R MiB', 'RSS after stat MiB',
+           'load us/file', 'ls -R s', 'ls -R us/entry', 'stat files/s', 'stat us/file',
+           'stat us/file median dir', 'fsck s', 'fsck us/file', 'RSS empty MiB', 'RSS mount MiB', 'RSS after ls -R MiB', 'RSS after stat MiB',
            'RSS B/file')
 
 
@@ -118,7 +117,9 @@ def row(name, r):
            k.endswith(('_fs_s', '_cache_s', '_ckpt_s', '_derive_s', '_check_s'))},
         'mount2_s': num(r, 'mount2_s'), 'ls_s': ls_s, 'ls_entries': entries,
         'stat_s': stat_s, 'stat_files': files, 'stat_p50_us': num(r, 'stat_p50_us'),
-        'stat_p99_us': num(r, 'stat_p99_us'), 'fsck_s': fsck_s, 'fsck_rc': r.get('fsck_rc'),
+        'stat_p99_us': num(r, 'stat_p99_us'),
+        'stat_dir_med_us': num(r, 'stat_dir_med_us'), 'fsck_s': fsck_s,
+        'fsck_rc': r.get('fsck_rc'),
         'fsck_maxrss_kib': num(r, 'fsck_maxrss_kib'), 'unmount_s': num(r, 'unmount_s'),
         **kib, 'rss_bytes_per_file': grown,
     }
@@ -128,7 +129,8 @@ def row(name, r):
              fmt(per(grown_s, n, 1e6), '.2f'), fmt(ls_s, '.2f'),
              fmt(per(ls_s, entries if small else 0, 1e6), '.2f'),
              fmt(None if not stat_s else files / stat_s, '.0f'),
-             fmt(per(stat_s, n, 1e6), '.2f'), fmt(fsck_s, '.2f'),
+             fmt(per(stat_s, n, 1e6), '.2f'),
+             fmt(num(r, 'stat_dir_med_us') if small else None, '.2f'), fmt(fsck_s, '.2f'),
              fmt(per(fsck_s, n, 1e6), '.2f'),
              fmt(mib['rss_empty_kib'], '.1f'), fmt(mib['rss_mount_kib'], '.1f'),
              fmt(mib['rss_ls_kib'], '.1f'), fmt(mib['rss_stat_kib'], '.1f'), fmt(grown, '.0f')]

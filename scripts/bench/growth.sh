@@ -197,7 +197,9 @@ populate_data()
 }
 
 # stat_files N: metabench stat of every file, per directory; total seconds, p50 and p99 into
-# the set's figures (p50/p99: the median over the directories)
+# the set's figures (p50/p99: the median over the directories) and stat_dir_med_us, the
+# median over the directories of their time per file (a stall of the shared machine in one
+# directory moves the total, not that)
 stat_files()
 {
 	local n=$1 i per
@@ -213,6 +215,7 @@ rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print('stat_s %.4f' % sum(r['elapsed_s'] for r in rs))
 print('stat_p50_us %.2f' % statistics.median(r['lat_p50_us'] for r in rs))
 print('stat_p99_us %.2f' % statistics.median(r['lat_p99_us'] for r in rs))
+print('stat_dir_med_us %.2f' % statistics.median(r['elapsed_s'] * 1e6 / r['ops'] for r in rs))
 EOF
 }
 
