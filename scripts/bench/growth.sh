@@ -74,6 +74,9 @@ MNT=$WORK/mnt
 mkdir -p "$MNT"
 : >"$WORK/pids"
 FS_PID="" POOL="" MOUNT_S=""
+# a 9 GiB pool can take the memserver more than targets.sh's default 30 s to set up on a
+# loaded machine
+MS_READY_TENTHS=1800
 
 # the client is growth.py mount's child, not ours: stop it only while it is still the rmemfs
 # of our mount point (a pid that exited may have been reused)
