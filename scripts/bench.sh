@@ -82,6 +82,9 @@
 #                      (issue 25; scripts/bench/pools.sh --help)
 #   --footprint        the fourth: the client's RSS after mount, writes, reads, idleness and a
 #                      memory hog beside it (issue 26; scripts/bench/footprint.sh --help)
+#   --growth           the fifth: mount time, ls -R, stat rate, rmemfs-fsck time and client
+#                      RSS at 10k, 100k and 1M small files and at 1 GiB and 8 GiB of data
+#                      (issue 26; scripts/bench/growth.sh --help)
 #
 # Output in the results directory: results.txt (the tables, the -o options of every rmemfs
 # mount), results.json (the same data plus the environment and every exact command line),
@@ -98,13 +101,15 @@ ALL_TARGETS="rmemfs-tcp rmemfs-readers rmemfs-rdma tmpfs passthrough_ll sshfs rm
 READERS_JOBS="seq-write-1m randwrite-4k-qd1 randwrite-4k-qd32 randwrite-4k-qd1-4j meta"
 PY=/usr/bin/python3
 
-# --scale-out, --pools, --footprint: the other benchmarks (many memservers behind rate-limited
-# links; many pools on one memserver; the client's own memory), each its own script
+# --scale-out, --pools, --footprint, --growth: the other benchmarks (many memservers behind
+# rate-limited links; many pools on one memserver; the client's own memory; costs as the files
+# and data grow), each its own script
 for a in "$@"; do
 	case $a in
 	--scale-out) other=scaleout.sh ;;
 	--pools) other=pools.sh ;;
 	--footprint) other=footprint.sh ;;
+	--growth) other=growth.sh ;;
 	*) continue ;;
 	esac
 	rest=()

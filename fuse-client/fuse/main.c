@@ -36,6 +36,7 @@
 #include <glib.h>
 
 #include "cache.h"
+#include "clock.h"
 #include "config.h"
 #include "devio.h"
 #include "donors.h"
@@ -389,6 +390,7 @@ static int mount_and_serve(struct fuse_session **se, const struct options *o,
 	struct cache *cache = NULL;
 	struct io *io = NULL;
 	char *err_msg = NULL;
+	int64_t t0 = clock_now_us(), t1, t2;
 	int status = 1, rc;
 
 	rc = remote_open(rcfg, &remote, &err_msg);
@@ -400,12 +402,17 @@ static int mount_and_serve(struct fuse_session **se, const struct options *o,
 	g_free(err_msg);
 	if (rc < 0)
 		return 1;
+	t1 = clock_now_us();
 	if (open_meta(o, remote, &meta) < 0)
 		goto out_remote;
+	t2 = clock_now_us();
 
 	io = io_create(meta, remote, !o->read_only);
 	if (open_cache(o, io, &cache) < 0)
 		goto out_meta;
+	g_debug("mount stages: connect %.3f s, filesystem %.3f s, cache %.3f s",
+		(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+		(double)(clock_now_us() - t2) / 1e6);
 	ctx->meta = meta;
 	ctx->io = io;
 	ctx->cache = cache;

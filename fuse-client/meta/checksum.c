@@ -22,6 +22,7 @@
 
 #define REGION LAYOUT_CSUM_REGION_BLOCKS
 #define RECOMPUTE_BLOCKS 256U /* blocks read per step of checksum_recompute */
+#define CHECK_BATCH 64 /* blocks rmemfs-fsck reads in one go where a block has one copy */
 
 int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
 {
@@ -236,6 +237,12 @@ int checksum_recompute(struct meta *m, uint64_t *blocks, uint64_t *regions)
 
 /* ---- rmemfs-fsck ---- */
 
+/* a block waiting in the batch: where it is and what its checksum says */
+struct check_item {
+	uint64_t ino, foff, pb;
+	uint32_t crc;
+};
+
 struct check {
 	struct meta *m;
 	bool repair;
@@ -243,6 +250,12 @@ struct check {
 	void *ctx;
 	unsigned int bad, repaired;
 	uint8_t *copy[LAYOUT_SET_MAX];
+	/* one copy: CHECK_BATCH blocks read at once, not one round trip each */
+	struct check_item item[CHECK_BATCH];
+	uint64_t off[CHECK_BATCH];
+	struct iovec iov[CHECK_BATCH];
+	uint8_t *batch;
+	int nbatch;
 };
 
 static void G_GNUC_PRINTF(2, 3) say(struct check *k, const char *fmt, ...)
@@ -309,6 +322,41 @@ static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb
 	return 0;
 }
 
+/*
+ * The batch's blocks in one remote_readv. A block that does not match its
+ * checksum, and every block when the read fails (a member down), goes
+ * through check_block, which reads it again and reports it exactly as an
+ * unbatched check would. 0 or the pool's -errno.
+ */
+static int check_batch(struct check *k)
+{
+	int i, n = k->nbatch, rc = 0;
+	bool read = remote_readv(k->m->r, k->off, k->iov, n) == 0;
+
+	k->nbatch = 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		const struct check_item *it = &k->item[i];
+
+		if (!read || layout_crc(k->iov[i].iov_base, LAYOUT_BLOCK) != it->crc)
+			rc = check_block(k, it->ino, it->foff, it->pb, it->crc);
+	}
+	return rc;
+}
+
+/* check block pb (ino at foff) now, or (one copy) add it to the batch; 0 or -errno */
+static int check_add(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb, uint32_t crc)
+{
+	int i = k->nbatch;
+
+	if (!k->batch)
+		return check_block(k, ino, foff, pb, crc);
+	k->item[i] = (struct check_item){ .ino = ino, .foff = foff, .pb = pb, .crc = crc };
+	k->off[i] = extent_pool_off(k->m, pb);
+	k->iov[i] = (struct iovec){ .iov_base = k->batch + (size_t)i * LAYOUT_BLOCK,
+				    .iov_len = LAYOUT_BLOCK };
+	return ++k->nbatch == CHECK_BATCH ? check_batch(k) : 0;
+}
+
 int checksum_check(struct meta *m, bool repair, void (*report)(void *ctx, const char *line),
 		   void *ctx, unsigned int *bad, unsigned int *repaired)
 {
@@ -320,6 +368,8 @@ int checksum_check(struct meta *m, bool repair, void (*report)(void *ctx, const 
 
 	for (c = 0; c < LAYOUT_SET_MAX; c++)
 		k.copy[c] = g_malloc(LAYOUT_BLOCK);
+	if (remote_copies(m->r) == 1)
+		k.batch = g_malloc((size_t)CHECK_BATCH * LAYOUT_BLOCK);
 	extent_written(m, runs);
 	for (i = 0; i < runs->len && rc == 0; i++) {
 		struct extent_run *run = &g_array_index(runs, struct extent_run, i);
@@ -328,11 +378,14 @@ int checksum_check(struct meta *m, bool repair, void (*report)(void *ctx, const 
 
 		for (b = 0; b < run->count && rc == 0; b++)
 			if (csum_get(m->csum, run->pblock + b, &crc))
-				rc = check_block(&k, run->ino, (run->file_block + b) * LAYOUT_BLOCK,
-						 run->pblock + b, crc);
+				rc = check_add(&k, run->ino, (run->file_block + b) * LAYOUT_BLOCK,
+					       run->pblock + b, crc);
 	}
+	if (rc == 0 && k.nbatch)
+		rc = check_batch(&k);
 	for (c = 0; c < LAYOUT_SET_MAX; c++)
 		g_free(k.copy[c]);
+	g_free(k.batch);
 	g_array_free(runs, TRUE);
 	*bad = k.bad;
 	*repaired = k.repaired;

@@ -29,7 +29,17 @@ struct fsck_ctx {
 	struct meta *m;
 	enum fsck_mode mode;
 	struct fsck_report *rep;
+	/* the inode table in ino order, sorted once (a million inodes: 0.2 s a sort); sorted
+	 * again after an inode is created or destroyed (by ensure_root, lost_found) */
+	struct meta_inode **arr;
+	guint n;
 };
+
+static void sort_inodes(struct fsck_ctx *c)
+{
+	g_free(c->arr);
+	c->arr = inode_table_sorted(c->m, &c->n);
+}
 
 void fsck_report_init(struct fsck_report *rep)
 {
@@ -234,20 +244,17 @@ static int check_blocks(struct fsck_ctx *c)
 {
 	struct meta *m = c->m;
 	struct dup_scan s = { 0 };
-	struct meta_inode **arr;
-	guint n, i;
+	guint i;
 	int rc = 0;
 
 	rc = alloc_new(m->g.data_blocks, &s.seen);
 	if (rc < 0)
 		return rc;
 	s.conflicts = g_array_new(FALSE, FALSE, sizeof(struct conflict));
-	arr = inode_table_sorted(m, &n);
-	for (i = 0; i < n; i++) {
-		s.ino = arr[i]->a.ino;
-		inode_ext_foreach(arr[i], scan_ext, &s);
+	for (i = 0; i < c->n; i++) {
+		s.ino = c->arr[i]->a.ino;
+		inode_ext_foreach(c->arr[i], scan_ext, &s);
 	}
-	g_free(arr);
 	c->rep->blocks_used = s.blocks;
 	for (i = 0; i < s.conflicts->len && !rc; i++) {
 		struct conflict *cf = &g_array_index(s.conflicts, struct conflict, i);
@@ -458,12 +465,10 @@ static void ensure_root(struct fsck_ctx *c)
 static GHashTable *find_unreachable(struct fsck_ctx *c, struct walk *w)
 {
 	GHashTable *unreachable = g_hash_table_new(g_direct_hash, g_direct_equal);
-	struct meta_inode **arr;
-	guint n, i;
+	guint i;
 
-	arr = inode_table_sorted(c->m, &n);
-	for (i = 0; i < n; i++) {
-		struct meta_inode *in = arr[i];
+	for (i = 0; i < c->n; i++) {
+		struct meta_inode *in = c->arr[i];
 
 		if (count_of(w->reached, in->a.ino))
 			continue;
@@ -472,7 +477,6 @@ static GHashTable *find_unreachable(struct fsck_ctx *c, struct walk *w)
 			"from the root",
 			(guint64)in->a.ino, type_name(in->a.mode), in->a.nlink);
 	}
-	g_free(arr);
 	return unreachable;
 }
 
@@ -574,12 +578,10 @@ static void attach_unreachable(struct meta *m, GHashTable *unreachable, struct m
 /* link counts of everything reached */
 static void check_links(struct fsck_ctx *c, struct walk *w)
 {
-	struct meta_inode **arr;
-	guint n, i;
+	guint i;
 
-	arr = inode_table_sorted(c->m, &n);
-	for (i = 0; i < n; i++) {
-		struct meta_inode *in = arr[i];
+	for (i = 0; i < c->n; i++) {
+		struct meta_inode *in = c->arr[i];
 		uint64_t want;
 
 		if (!count_of(w->reached, in->a.ino))
@@ -596,7 +598,6 @@ static void check_links(struct fsck_ctx *c, struct walk *w)
 			inode_touch_acct(c->m, in);
 		}
 	}
-	g_free(arr);
 }
 
 static void check_namespace(struct fsck_ctx *c)
@@ -620,6 +621,7 @@ static void check_namespace(struct fsck_ctx *c)
 			break;
 		}
 		attach_unreachable(c->m, unreachable, lf);
+		sort_inodes(c); /* lost_found may have made a directory */
 		walk_tree(c, &w, false);
 		g_hash_table_iter_init(&it, unreachable);
 		while (g_hash_table_iter_next(&it, &k, &v))
@@ -634,13 +636,11 @@ static void check_namespace(struct fsck_ctx *c)
 static void check_inodes(struct fsck_ctx *c)
 {
 	struct meta *m = c->m;
-	struct meta_inode **arr;
 	uint64_t max_ino = 0;
-	guint n, i;
+	guint i;
 
-	arr = inode_table_sorted(m, &n);
-	for (i = 0; i < n; i++) {
-		struct meta_inode *in = arr[i];
+	for (i = 0; i < c->n; i++) {
+		struct meta_inode *in = c->arr[i];
 
 		max_ino = MAX(max_ino, in->a.ino);
 		c->rep->inodes++;
@@ -657,7 +657,6 @@ static void check_inodes(struct fsck_ctx *c)
 			    (guint64)in->a.ino))
 			inode_symlink_set(m, in, "?", 1);
 	}
-	g_free(arr);
 	if (max_ino >= m->next_ino &&
 	    finding(c, true, "next inode number %" G_GUINT64_FORMAT " is not above inode %"
 		    G_GUINT64_FORMAT, (guint64)m->next_ino, (guint64)max_ino))
@@ -689,9 +688,11 @@ int fsck_check(struct meta *m, enum fsck_mode mode, struct fsck_report *rep)
 			(guint64)m->load.ckpt_gen, (guint64)m->load.bitmap_leaked,
 			(guint64)m->load.bitmap_missing);
 	ensure_root(&c);
+	sort_inodes(&c);
 	rc = check_blocks(&c);
 	check_namespace(&c);
 	check_inodes(&c);
+	g_free(c.arr);
 	if (mode != FSCK_CHECK && rep->repaired) {
 		uint64_t dups = 0;
 		int brc = inode_build_alloc(m, &dups);

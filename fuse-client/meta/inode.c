@@ -219,12 +219,17 @@ void inode_destroy(struct meta *m, struct meta_inode *in)
 	g_hash_table_remove(m->inodes, &in->a.ino);
 }
 
-static gint ino_cmp(gconstpointer a, gconstpointer b)
-{
-	const struct meta_inode *x = *(struct meta_inode *const *)a;
-	const struct meta_inode *y = *(struct meta_inode *const *)b;
+/* a sort key beside its inode: the compares read the array, not a million inodes */
+struct inode_sort_key {
+	uint64_t ino;
+	struct meta_inode *in;
+};
 
-	return x->a.ino < y->a.ino ? -1 : x->a.ino > y->a.ino;
+static int inode_sort_key_cmp(const void *a, const void *b)
+{
+	const struct inode_sort_key *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
 struct meta_inode **inode_table_sorted(struct meta *m, guint *n)
@@ -232,14 +237,21 @@ struct meta_inode **inode_table_sorted(struct meta *m, guint *n)
 	GHashTableIter it;
 	gpointer k, v;
 	struct meta_inode **arr;
+	struct inode_sort_key *keys;
 	guint i = 0;
 
 	*n = g_hash_table_size(m->inodes);
-	arr = g_new(struct meta_inode *, *n + 1);
+	keys = g_new(struct inode_sort_key, *n + 1);
 	g_hash_table_iter_init(&it, m->inodes);
-	while (g_hash_table_iter_next(&it, &k, &v))
-		arr[i++] = v;
-	qsort(arr, *n, sizeof(*arr), ino_cmp);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		keys[i].ino = ((struct meta_inode *)v)->a.ino;
+		keys[i++].in = v;
+	}
+	qsort(keys, *n, sizeof(*keys), inode_sort_key_cmp);
+	arr = g_new(struct meta_inode *, *n + 1);
+	for (i = 0; i < *n; i++)
+		arr[i] = keys[i].in;
+	g_free(keys);
 	return arr;
 }
 

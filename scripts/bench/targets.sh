@@ -193,7 +193,8 @@ drop_caches()
 
 MS_PID="" MS_PORT="" MS_ADDR="" FS_PID="" RMEMFS_SOURCE=""
 
-# memserver_start TARGET LISTEN TRANSPORT: MS_EXTRA (an array, may be unset) holds more options
+# memserver_start TARGET LISTEN TRANSPORT: MS_EXTRA (an array, may be unset) holds more options;
+# it waits MS_READY_TENTHS (default 300) tenths of a second for the ready line
 memserver_start()
 {
 	local target=$1 listen=$2 transport=$3
@@ -204,7 +205,7 @@ memserver_start()
 	"${cmd[@]}" >"$RAW/logs/$target.memserver.out" 2>"$RAW/logs/$target.memserver.err" &
 	MS_PID=$!
 	echo "$MS_PID" >>"$WORK/pids"
-	if ! MS_PORT=$(ready_port "$RAW/logs/$target.memserver.out" "$MS_PID" 300); then
+	if ! MS_PORT=$(ready_port "$RAW/logs/$target.memserver.out" "$MS_PID" "${MS_READY_TENTHS:-300}"); then
 		echo "bench: the memserver did not start:" >&2
 		cat "$RAW/logs/$target.memserver.out" "$RAW/logs/$target.memserver.err" >&2
 		return 1
