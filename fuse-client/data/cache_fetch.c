@@ -48,7 +48,8 @@ static unsigned int fetch_pieces(struct cache *c, struct cache_block *x, uint32_
 			p[np].len = e - s;
 			p[np].buf = x->data + s;
 			/* the written bits count from the block's start */
-			p[np].written = s ? NULL : x->alloc;
+			p[np].written = x->alloc;
+			p[np].written_base = bo;
 			np++;
 		}
 		if (e < j * CACHE_SUB)

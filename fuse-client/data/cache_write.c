@@ -4,7 +4,8 @@
  * cache_int.h).
  *
  * writeback=on: allocate the blocks the write needs (io_reserve: ENOSPC is
- * the write's error, not a surprise at write-back), move the size and times
+ * the write's error, not a surprise at write-back; the block remembers
+ * which of its sub-blocks have pool blocks, so that is done once), move the size and times
  * (extent_write_accept), then copy into the blocks - creating them without
  * reading the pool when the write covers them or they lie past EOF, or as
  * partly valid blocks otherwise (a later read or a write that would leave a
@@ -50,6 +51,43 @@ static bool range_allocated(struct cache *c, struct cache_inode *ci, uint64_t of
 	}
 	pthread_mutex_unlock(&c->lock);
 	return all;
+}
+
+/*
+ * Reserve the pool blocks of [off, end). A write inside one cache block
+ * learns in the same step which sub-blocks of that block have pool blocks
+ * (*learned: their mask, for learn_alloc once the block is in the cache):
+ * later writes to the block then need no reservation. 0 or -errno.
+ */
+static int reserve(struct cache *c, uint64_t ino, uint64_t off, uint64_t end, uint64_t *mask,
+		   bool *learned)
+{
+	uint64_t blk = off >> c->shift;
+
+	*learned = false;
+	if ((end - 1) >> c->shift != blk)
+		return io_reserve(c->io, ino, off, end - off);
+	memset(mask, 0, CACHE_MASK_WORDS * sizeof(*mask));
+	*learned = true;
+	return io_reserve_window(c->io, ino, off, end - off, cache_blk_off(c, blk), c->bs, mask,
+				 CACHE_MASK_WORDS);
+}
+
+/*
+ * The block of off has the pool blocks of mask (from reserve). Nothing frees
+ * them meanwhile: that takes an exclusive section, which drops the block.
+ */
+static void learn_alloc(struct cache *c, struct cache_inode *ci, uint64_t off,
+			const uint64_t *mask)
+{
+	struct cache_block *b;
+	unsigned int w;
+
+	pthread_mutex_lock(&c->lock);
+	b = cache_lookup(c, ci->ino, off >> c->shift);
+	for (w = 0; b && w < CACHE_MASK_WORDS; w++)
+		b->alloc[w] |= mask[w];
+	pthread_mutex_unlock(&c->lock);
 }
 
 /*
@@ -266,10 +304,11 @@ static ssize_t write_through(struct cache *c, struct cache_inode *ci, uint64_t o
 ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf, size_t len,
 		    bool set_times)
 {
-	uint64_t end = off + len, o;
+	uint64_t end = off + len, o, mask[CACHE_MASK_WORDS];
 	struct cache_inode *ci;
 	struct meta_attr attr;
 	ssize_t n = (ssize_t)len;
+	bool learned = false;
 	int rc;
 
 	if (len == 0)
@@ -295,7 +334,7 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 	if (rc == 0 && !S_ISREG(attr.mode))
 		rc = -EINVAL;
 	if (rc == 0 && !range_allocated(c, ci, off, end))
-		rc = io_reserve(c->io, ino, off, len); /* -ENOSPC: nothing was written */
+		rc = reserve(c, ino, off, end, mask, &learned); /* -ENOSPC: nothing was written */
 	if (rc == 0)
 		rc = extent_write_accept(c->meta, ino, end, set_times);
 	if (rc < 0) {
@@ -330,6 +369,8 @@ ssize_t cache_write(struct cache *c, uint64_t ino, uint64_t off, const void *buf
 	}
 	if (n > 0)
 		cache_count(&c->st.bytes_written, (uint64_t)n);
+	if (n > 0 && learned)
+		learn_alloc(c, ci, off, mask);
 out:
 	pthread_rwlock_unlock(&ci->rw);
 	cache_inode_unref(c, ci);

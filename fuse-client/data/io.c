@@ -139,6 +139,13 @@ static void G_GNUC_PRINTF(2, 3) io_report(struct io *io, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* set bits [from, to) of a bit mask */
+static void mask_set(uint64_t *mask, uint64_t from, uint64_t to)
+{
+	for (; from < to; from++)
+		mask[from / 64] |= 1ULL << (from % 64);
+}
+
 static inline uint64_t round_down(uint64_t v)
 {
 	return v & ~(IO_BS - 1);
@@ -774,12 +781,9 @@ static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, in
 				continue;
 			}
 			verify_read_add(io->verify, &vr, es, e->pool_off, s, t, dst);
-			if (p[k].written) {
-				uint64_t bb;
-
-				for (bb = (s - off) / IO_BS; bb <= (t - 1 - off) / IO_BS; bb++)
-					p[k].written[bb / 64] |= 1ULL << (bb % 64);
-			}
+			if (p[k].written)
+				mask_set(p[k].written, (s - p[k].written_base) / IO_BS,
+					 (t - 1 - p[k].written_base) / IO_BS + 1);
 		}
 	}
 	if (rc == 0) {
@@ -810,6 +814,34 @@ int io_reserve(struct io *io, uint64_t ino, uint64_t off, uint64_t len)
 	ext = g_array_new(FALSE, FALSE, sizeof(struct meta_extent));
 	rc = map_all(io, ino, off, len, true, ext);
 	g_array_free(ext, TRUE);
+	return rc;
+}
+
+int io_reserve_window(struct io *io, uint64_t ino, uint64_t off, uint64_t len, uint64_t woff,
+		      uint64_t wlen, uint64_t *mask, unsigned int nwords)
+{
+	uint64_t first = (off - woff) / IO_BS, last = (off + len - 1 - woff) / IO_BS;
+	struct meta_extent e[64];
+	bool all = true;
+	uint64_t b;
+	int n, i, rc;
+
+	if (!len || off < woff || off + len > woff + wlen || wlen / IO_BS > 64ULL * nwords)
+		return -EINVAL;
+	n = extent_map(io->meta, ino, woff, wlen, false, e, G_N_ELEMENTS(e));
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++)
+		if (e[i].pool_off)
+			mask_set(mask, e[i].file_block - woff / IO_BS,
+				 e[i].file_block - woff / IO_BS + e[i].count);
+	for (b = first; all && b <= last; b++)
+		all = mask[b / 64] & (1ULL << (b % 64));
+	if (all)
+		return 0;
+	rc = io_reserve(io, ino, off, len);
+	if (rc == 0)
+		mask_set(mask, first, last + 1);
 	return rc;
 }
 

@@ -116,10 +116,12 @@ struct io_piece {
 	void *buf;
 	/*
 	 * io_readv only, optional: bit i (of word i / 64) is set when the
-	 * META_BLOCK_SIZE block i of the piece holds written data in the pool
-	 * (off must then be block aligned). Bits are only ever set.
+	 * META_BLOCK_SIZE block at written_base + i * META_BLOCK_SIZE, one
+	 * of the piece's, holds written data in the pool (written_base is
+	 * block aligned, at most off). Bits are only ever set.
 	 */
 	uint64_t *written;
+	uint64_t written_base;
 };
 
 /*
@@ -136,6 +138,18 @@ int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n);
  * pool is -ENOSPC for that write, not a surprise at write-back.
  */
 int io_reserve(struct io *io, uint64_t ino, uint64_t off, uint64_t len);
+
+/*
+ * io_reserve for a write [off, off+len) that lies inside the window [woff,
+ * woff+wlen) (META_BLOCK_SIZE aligned, at most 64 * nwords blocks), and
+ * what the window's blocks are: bit i of mask[] (nwords words, set, never
+ * cleared) for block woff / META_BLOCK_SIZE + i when it holds written data
+ * or was reserved here. One lookup when the range is written already: the
+ * block cache remembers the mask, so that later writes to the window need
+ * none.
+ */
+int io_reserve_window(struct io *io, uint64_t ino, uint64_t off, uint64_t len, uint64_t woff,
+		      uint64_t wlen, uint64_t *mask, unsigned int nwords);
 
 /* 1 if the META_BLOCK_SIZE block holding off holds written data, 0 if not, or -errno */
 int io_block_written(struct io *io, uint64_t ino, uint64_t off);

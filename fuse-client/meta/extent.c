@@ -325,8 +325,16 @@ static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len
 	if (what & WRITE_TIMES) {
 		inode_now(&in->a.mtime);
 		in->a.ctime = in->a.mtime;
-		changed = true;
+		inode_touch_acct(m, in);
+		in->times_unlogged = 1;
 	}
+	/*
+	 * The times of an accepted write that moves no size go to the journal
+	 * with the commit of its data (a crash loses both or neither): random
+	 * overwrites then log the inode once per write-back, not per write.
+	 */
+	if (in->times_unlogged && (changed || (what & WRITE_COMMIT)))
+		changed = true;
 	meta_txn_end(m, changed ? in : NULL);
 	return meta_unlock(m, 0);
 }

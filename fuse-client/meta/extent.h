@@ -49,8 +49,10 @@ int extent_write_done(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);
  * write long before its data reaches the pool. accept: size = max(size,
  * end), and with times mtime = ctime = now (times false: a page-cache
  * write-back, whose times the kernel owns and sends by setattr); no block is
- * committed. commit, once the data of [off, off+len) is in the pool: its
- * blocks become part of the file; size and times are left alone.
+ * committed. Times that come without a new size are journaled with the next
+ * commit (or anything else that logs the inode), not at once. commit, once
+ * the data of [off, off+len) is in the pool: its blocks become part of the
+ * file; size and times are left alone (times accepted before are logged).
  */
 int extent_write_accept(struct meta *m, uint64_t ino, uint64_t end, bool times);
 int extent_write_commit(struct meta *m, uint64_t ino, uint64_t off, uint64_t len);

@@ -85,6 +85,8 @@ struct meta_inode {
 	uint8_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
 	uint8_t ext_inline; /* REG: ext1 is live (else exts) */
 	uint8_t pagecache; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
+	/* REG: mtime/ctime of cached writes not journaled yet (extent.c write_update) */
+	uint8_t times_unlogged;
 };
 
 /* one more kernel reference (a lookup reply); saturates rather than wraps */

@@ -108,6 +108,7 @@ void meta_log_inode(struct meta *m, struct meta_inode *in)
 {
 	inode_touch_acct(m, in);
 	journal_rec_inode(m->j, &in->a);
+	in->times_unlogged = 0;
 }
 
 void meta_txn_end(struct meta *m, struct meta_inode *in)

@@ -155,6 +155,33 @@ def test_kill9_then_remount(env):
     assert r.returncode == 0, f'rmemfs-fsck after a clean unmount:\n{r.stdout}\n{r.stderr}'
 
 
+def test_overwrite_times_survive_a_crash_after_fsync(env):
+    """An overwrite that moves no size journals its times with its data (at
+    write-back, not when accepted): after fsync both survive kill -9."""
+    server = env.server('64M')
+    fs = env.rmemfs(server)
+    p = os.path.join(fs.mountpoint, 'f')
+    data = bytearray(pattern(1, 256 << 10))
+    write_synced(p, bytes(data))
+    os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        for off in (0, 64 << 10, 200 << 10):
+            os.pwrite(fd, b'x' * 4096, off)
+            data[off:off + 4096] = b'x' * 4096
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    st = os.stat(p)
+    assert st.st_mtime_ns != 1_000_000_000 and st.st_size == len(data)
+    fs.kill9()
+    env.rmemfs(server, mountpoint=fs.mountpoint)
+    st2 = os.stat(p)
+    assert (st2.st_mtime_ns, st2.st_ctime_ns) == (st.st_mtime_ns, st.st_ctime_ns)
+    with open(p, 'rb') as f:
+        assert f.read() == bytes(data)
+
+
 WRITER = textwrap.dedent('''
     import os, random, sys
     mnt, done_log = sys.argv[1], sys.argv[2]
