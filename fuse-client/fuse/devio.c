@@ -54,9 +54,11 @@ static ssize_t devio_read(int fd, void *buf, size_t len, void *userdata)
 	struct devio *d = devio_of(userdata);
 	ssize_t n = read(fd, buf, len);
 
-	if (n >= (ssize_t)sizeof(struct fuse_in_header) &&
-	    !__atomic_load_n(&d->replied, __ATOMIC_ACQUIRE))
+	if (n < (ssize_t)sizeof(struct fuse_in_header))
+		return n;
+	if (!__atomic_load_n(&d->replied, __ATOMIC_ACQUIRE))
 		note_init(d, buf, n);
+	reqstats_read(&d->req, buf, n);
 	return n;
 }
 
@@ -96,6 +98,7 @@ static ssize_t devio_writev(int fd, struct iovec *iov, int count, void *userdata
 {
 	struct devio *d = devio_of(userdata);
 
+	reqstats_reply(&d->req, iov, count);
 	if (!__atomic_load_n(&d->replied, __ATOMIC_ACQUIRE) && is_init_reply(d, iov, count))
 		return write_init_reply(d, fd, iov);
 	return writev(fd, iov, count);

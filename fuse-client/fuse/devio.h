@@ -9,7 +9,8 @@
  * attached, devio reads every request itself, notes the INIT request's id and
  * the flags the kernel offered in it, and adds what ops_init asked for
  * (devio_ask) to the one INIT reply as it is written. Every other request
- * and reply passes unchanged, with one plain read() or writev() each.
+ * and reply passes unchanged, with one plain read() or writev() each, and is
+ * counted and timed on its way (reqstats.h).
  * docs/ARCHITECTURE.md ("Kernel side") says what is asked and why.
  */
 #ifndef RMEM_DEVIO_H
@@ -20,12 +21,15 @@
 
 #include <fuse_lowlevel.h>
 
+#include "reqstats.h"
+
 /* all zero: not attached (the kernel then seems to offer nothing) */
 struct devio {
 	uint64_t init_unique; /* the INIT request's id; 0 before it came (atomic) */
 	uint64_t offered; /* the kernel's INIT flags, flags2 as bits 32..63 */
 	uint64_t ask; /* flags added to the INIT reply (ops_init, devio_ask) */
 	bool replied; /* the INIT reply went out: nothing more to look at (atomic) */
+	struct reqstats req; /* every request read and replied to here */
 };
 
 /*

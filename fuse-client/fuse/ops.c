@@ -878,6 +878,9 @@ static void reply_stats(fuse_req_t req, size_t size)
 		n = stats_add(n, cache_stats_text(ctx->cache, buf + n, CACHE_STATS_MAX - (size_t)n));
 	if (n >= 0)
 		n = stats_add(n, io_stats_text(ctx->io, buf + n, CACHE_STATS_MAX - (size_t)n));
+	if (n >= 0)
+		n = stats_add(n, reqstats_text(&ctx->devio.req, buf + n,
+					       CACHE_STATS_MAX - (size_t)n));
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else if (size == 0)

@@ -21,6 +21,8 @@
  *   {"phase": .., "files": .., "ops": .., "errors": .., "first_error": "..",
  *    "elapsed_s": .., "ops_s": .., "lat_mean_us": .., "lat_p50_us": ..,
  *    "lat_p99_us": .., "lat_max_us": .., "partial": false}
+ * and, for create, the mean of each step of an operation: "open_us",
+ * "write_us", "close_us" (where a create's time goes, docs/PERFORMANCE.md).
  * A failed operation stops the phase and counts in "errors" (exit status 1).
  *
  * Built by bench.sh into its build directory with gcc -O2; not part of meson.
@@ -72,20 +74,38 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* one operation of the phase on path; returns 0 or -errno */
-static int do_one(enum metabench_phase phase, const char *path, const char *data, size_t size)
+enum metabench_step {
+	METABENCH_OPEN,
+	METABENCH_WRITE,
+	METABENCH_CLOSE,
+	METABENCH_STEPS
+};
+
+/*
+ * one operation of the phase on path; returns 0 or -errno. A create adds
+ * the time of its open, write and close to step_ns[].
+ */
+static int do_one(enum metabench_phase phase, const char *path, const char *data, size_t size,
+		  uint64_t *step_ns)
 {
+	uint64_t t0, t1, t2;
 	struct stat st;
 	int fd, rc;
 
 	switch (phase) {
 	case METABENCH_CREATE:
+		t0 = clock_now_ns();
 		fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
 		if (fd < 0)
 			return -errno;
+		t1 = clock_now_ns();
 		rc = size ? write_all(fd, data, size) : 0;
+		t2 = clock_now_ns();
 		if (close(fd) < 0 && rc == 0)
 			rc = -errno;
+		step_ns[METABENCH_OPEN] += t1 - t0;
+		step_ns[METABENCH_WRITE] += t2 - t1;
+		step_ns[METABENCH_CLOSE] += clock_now_ns() - t2;
 		return rc;
 	case METABENCH_STAT:
 		if (stat(path, &st) < 0)
@@ -174,6 +194,7 @@ usage:
 
 struct metabench_result {
 	uint64_t ops, errors, sum, elapsed, drops, drop_ns;
+	uint64_t step_ns[METABENCH_STEPS];
 	int partial;
 	char first_error[256];
 };
@@ -222,7 +243,8 @@ static void run_phase(const struct metabench_args *a, const char *data, uint64_t
 			r->partial = 1;
 			break;
 		}
-		rc = do_one(a->phase, path, data, a->phase == METABENCH_UNLINK ? 0 : a->size);
+		rc = do_one(a->phase, path, data, a->phase == METABENCH_UNLINK ? 0 : a->size,
+			    r->step_ns);
 		b = clock_now_ns();
 		if (rc < 0) {
 			r->errors++;
@@ -241,19 +263,25 @@ static void print_result(const struct metabench_args *a, struct metabench_result
 			 uint64_t *lat)
 {
 	uint64_t ops = r->ops;
+	double div = ops ? 1000.0 * ops : 1.0;
 
 	qsort(lat, ops, sizeof(*lat), cmp_u64);
 #define PCT(p) (ops ? lat[(ops - 1) * (p) / 100] / 1000.0 : 0.0)
 	printf("{\"phase\": \"%s\", \"files\": %llu, \"ops\": %llu, \"errors\": %llu, "
 	       "\"first_error\": \"%s\", \"bytes_per_file\": %llu, \"elapsed_s\": %.6f, "
 	       "\"ops_s\": %.1f, \"lat_mean_us\": %.2f, \"lat_p50_us\": %.2f, "
-	       "\"lat_p99_us\": %.2f, \"lat_max_us\": %.2f, \"drops\": %llu, \"partial\": %s}\n",
+	       "\"lat_p99_us\": %.2f, \"lat_max_us\": %.2f, \"drops\": %llu, \"partial\": %s",
 	       phase_names[a->phase], (unsigned long long)a->files, (unsigned long long)ops,
 	       (unsigned long long)r->errors, r->first_error, (unsigned long long)a->size,
 	       r->elapsed / 1e9, r->elapsed ? ops / (r->elapsed / 1e9) : 0.0,
 	       ops ? r->sum / 1000.0 / ops : 0.0, PCT(50), PCT(99), PCT(100),
 	       (unsigned long long)r->drops, r->partial ? "true" : "false");
 #undef PCT
+	if (a->phase == METABENCH_CREATE)
+		printf(", \"open_us\": %.2f, \"write_us\": %.2f, \"close_us\": %.2f",
+		       r->step_ns[METABENCH_OPEN] / div, r->step_ns[METABENCH_WRITE] / div,
+		       r->step_ns[METABENCH_CLOSE] / div);
+	printf("}\n");
 }
 
 int main(int argc, char **argv)
