@@ -15,15 +15,18 @@
  * too, when free slots run low, and when writers wait for write-back
  * because the dirty limit of the cache in use is reached.
  *
- * Whether a new chunk is faulted in at once: over RDMA, whose registration
- * pins it anyway, and over TCP when the blocks in the cache hold valid data
- * in more than half their bytes, the trim thread faults it in, in 2 MiB
- * pages (MADV_HUGEPAGE, MADV_POPULATE_WRITE: the zeroing happens there, not
- * on the data path, where 4 KiB page faults cost a first sequential write a
- * fifth to a third of its speed). Otherwise its slots fault in page by page
- * as bytes land in them: a 4 KiB random miss makes 4 KiB resident, not a
- * 64 KiB slot (populating cost a random-read job more CPU, in zeroing and
- * huge-page compaction, than its misses).
+ * Whether new chunks are faulted in by the trim thread
+ * (MADV_POPULATE_WRITE: it zeroes the pages, off the data path): over RDMA,
+ * whose registration pins a chunk anyway, each before it is used; over TCP,
+ * when the blocks in the cache hold valid data in more than half their
+ * bytes, after they are put in use, from the far end while takers use the
+ * near one, so a writer faster than the zeroing faults its own pages in
+ * rather than waiting. Otherwise slots fault in page by page as bytes land
+ * in them: a 4 KiB random miss makes 4 KiB resident, not a 64 KiB slot
+ * (populating cost a random-read job more CPU than its misses). Pages are
+ * 4 KiB: asking for 2 MiB pages (MADV_HUGEPAGE) made the kernel compact
+ * memory in the middle of a first sequential write where free huge pages
+ * were short, with writes stalled for 40-100 ms.
  *
  * Giving back takes the highest chunk: its slots leave the free list and
  * the index (clean blocks are dropped; dirty ones are written back first, so
@@ -45,6 +48,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -181,9 +185,6 @@ static void chunk_populate(struct cache *c, unsigned int k)
 {
 	uint8_t *p = c->arena + (size_t)k * c->chunk_slots * c->bs;
 
-	/* 2 MiB pages where the kernel can: a third faster to fill, fewer TLB misses */
-	if (madvise(p, chunk_bytes(c, k), MADV_HUGEPAGE) < 0)
-		g_debug("madvise(cache chunk %u, MADV_HUGEPAGE): %s", k, g_strerror(errno));
 	if (madvise(p, chunk_bytes(c, k), MADV_POPULATE_WRITE) < 0)
 		g_debug("madvise(cache chunk %u, MADV_POPULATE_WRITE): %s", k, g_strerror(errno));
 	else
@@ -252,6 +253,16 @@ size_t cache_resident_bytes(struct cache *c, unsigned int nactive)
 	return n * page;
 }
 
+/* chunks [0, nactive) in use now (trim thread; c->lock NOT held) */
+static void publish(struct cache *c, unsigned int nactive)
+{
+	pthread_mutex_lock(&c->lock);
+	cache_count(&c->st.chunks_grown, nactive - c->nactive);
+	c->nactive = nactive;
+	set_live(c, chunk_end(c, nactive - 1));
+	pthread_mutex_unlock(&c->lock);
+}
+
 /*
  * More chunks in use (a draining one back first): as many again as are in
  * use when its blocks are filled whole, half as many when not, at least
@@ -276,14 +287,24 @@ static void grow(struct cache *c)
 	/* a cache filled whole doubles; one of narrow misses grows by half again */
 	populate = chunk_wants_populate(c);
 	n = MIN(c->nchunks - k, MAX(1U, populate ? k : k / 2));
-	for (i = 0; i < n; i++) {
-		chunk_activate(c, k + i, populate);
-		pthread_mutex_lock(&c->lock);
-		c->nactive = k + i + 1;
-		set_live(c, chunk_end(c, k + i));
-		cache_count(&c->st.chunks_grown, 1);
-		pthread_mutex_unlock(&c->lock);
+	if (cache_pins_chunks(c)) {
+		/* registration on first use pins: fault each chunk in before it is used */
+		for (i = 0; i < n; i++) {
+			chunk_activate(c, k + i, true);
+			publish(c, k + i + 1);
+		}
+		return;
 	}
+	/*
+	 * Else all at once, then faulted in from the far end while takers
+	 * use the near one: a writer faster than the zeroing is never held
+	 * back by it (it faults its own pages in), and the two meet once.
+	 */
+	for (i = 0; i < n; i++)
+		chunk_activate(c, k + i, false);
+	publish(c, k + n);
+	for (i = n; populate && i-- > 0;)
+		chunk_populate(c, k + i);
 }
 
 /*
