@@ -54,16 +54,6 @@ static void config_defaults(struct cache_config *cfg)
 #undef CACHE_DEFAULT
 }
 
-void cache_set_limits(struct cache *c)
-{
-	/* shares of the whole cache, within what is in use now */
-	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
-	c->dirty_max = MAX(c->dirty_bg + 1,
-			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
-	c->dirty_max = MIN(c->dirty_max, c->live - c->max_req);
-	c->dirty_bg = MIN(c->dirty_bg, c->dirty_max - 1);
-}
-
 /* slots, chunks, request size and the dirty thresholds from the configuration */
 static void geometry(struct cache *c, unsigned int nslots)
 {

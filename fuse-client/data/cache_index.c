@@ -81,6 +81,16 @@ void cache_index_free(struct cache *c)
 	c->blocks = NULL;
 }
 
+void cache_set_limits(struct cache *c)
+{
+	/* shares of the whole cache, within what is in use now */
+	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
+	c->dirty_max = MAX(c->dirty_bg + 1,
+			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
+	c->dirty_max = MIN(c->dirty_max, c->live - c->max_req);
+	c->dirty_bg = MIN(c->dirty_bg, c->dirty_max - 1);
+}
+
 struct cache_block *cache_lookup(struct cache *c, uint64_t ino, uint64_t blk)
 {
 	struct cache_block *b = c->hash[hash_of(c, ino, blk)];

@@ -9,6 +9,7 @@
  *   cache_writeback.c  the write-back threads and synchronous write-back (fsync)
  *   cache_readahead.c  sequential detection and the readahead threads
  *   cache_wait.c       the waits, each on its own condition, and their wake-ups
+ *                      (the trim thread's too)
  *   cache_thread.c     starting the background threads
  *   cache_grow.c       the arena's chunks: growth with use, giving memory back
  *   cache_stats.c      counters, latency histograms, the stats text
@@ -314,8 +315,6 @@ static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_
 	*e = end < bo + c->bs ? (uint32_t)(end - bo) : c->bs;
 }
 
-/* dirty thresholds from the slots in use (c->lock held, or before threads start) */
-void cache_set_limits(struct cache *c);
 
 /* ---- cache_grow.c ---- */
 
@@ -325,19 +324,15 @@ void cache_set_limits(struct cache *c);
 void cache_grow_first(struct cache *c);
 int cache_grow_start(struct cache *c);
 void cache_grow_stop(struct cache *c); /* NULL-tolerant parts; before the arena goes */
-/*
- * A taker found too few free slots: true (the trim thread was asked for a
- * chunk: wait for a slot) when the cache may grow, false (evict) when it
- * may not. c->lock held.
- */
-bool cache_grow_wanted(struct cache *c);
-void cache_grow_kick(struct cache *c);
 /* does registering a chunk pin its memory (RDMA, or a resident cache)? */
 bool cache_pins_chunks(const struct cache *c);
 /* bytes of the first nactive chunks resident now (mincore); 0 if it cannot tell */
 size_t cache_resident_bytes(struct cache *c, unsigned int nactive);
 
 /* ---- cache_index.c (c->lock held unless said otherwise) ---- */
+
+/* dirty thresholds from the slots in use (c->lock held, or before threads start) */
+void cache_set_limits(struct cache *c);
 
 int cache_index_init(struct cache *c);
 void cache_index_free(struct cache *c); /* no lock; NULL-tolerant parts */
@@ -399,6 +394,14 @@ void cache_wake_slot(struct cache *c);
 void cache_wake_dirty(struct cache *c);
 /* the write-back threads, now rather than at their next period (any lock state) */
 void cache_wake_writeback(struct cache *c);
+/*
+ * A taker found too few free slots: true (the trim thread, cache_grow.c,
+ * was asked for chunks: wait for a slot) when the cache may grow, false
+ * (evict) when it may not. c->lock held.
+ */
+bool cache_grow_wanted(struct cache *c);
+/* the trim thread, now (any lock state) */
+void cache_grow_kick(struct cache *c);
 
 /* ---- cache_fetch.c ---- */
 

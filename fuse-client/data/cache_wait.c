@@ -116,3 +116,22 @@ void cache_wait_destroy(struct cache *c)
 	pthread_cond_destroy(&c->slot_cond);
 	pthread_cond_destroy(&c->dirty_cond);
 }
+
+void cache_grow_kick(struct cache *c)
+{
+	uint64_t one = 1;
+
+	if (c->trim_efd >= 0 && write(c->trim_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		g_message("waking the cache trim thread: write(eventfd): %s", g_strerror(errno));
+}
+
+bool cache_grow_wanted(struct cache *c)
+{
+	if (c->nactive == c->nchunks || c->grow_blocked || c->stopping)
+		return false;
+	if (!c->grow_wanted) {
+		c->grow_wanted = true;
+		cache_grow_kick(c);
+	}
+	return true;
+}

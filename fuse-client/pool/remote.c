@@ -3,9 +3,10 @@
  * remote.c - opening a plain pool or a member set and claiming it (remote.h):
  * connecting to the servers, reading their records and matching them to
  * places by pool id, the first records of a new set, the quorum rule, and
- * what applies to every member alike (the arena, the write deadline, the
- * state text). The members' states change in remote_state.c; the data path
- * is remote_io.c, replace remote_replace.c, the keeper rebuild.c.
+ * what applies to every member alike (the write deadline, the state text;
+ * the cache arena: remote_arena.c). The members' states change in
+ * remote_state.c; the data path is remote_io.c, replace remote_replace.c,
+ * the keeper rebuild.c.
  */
 #define G_LOG_DOMAIN "rmemfs-remote"
 
@@ -764,97 +765,6 @@ int remote_quorum(struct remote *r, unsigned int held, char **why)
 }
 
 /* ---- every member alike ---- */
-
-int remote_arena_set(struct remote *r, void *base, size_t len, size_t chunk)
-{
-	unsigned int i, k;
-	int rc;
-
-	pthread_mutex_lock(&r->set_lock);
-	for (i = 0; i < r->n; i++) {
-		if (!r->mem[i].m)
-			continue;
-		rc = member_arena_set(r->mem[i].m, base, len, chunk);
-		if (rc < 0) {
-			for (k = 0; k < i; k++)
-				member_arena_clear(r->mem[k].m);
-			pthread_mutex_unlock(&r->set_lock);
-			return rc;
-		}
-	}
-	r->arena = base;
-	r->arena_len = len;
-	r->arena_chunk = chunk;
-	r->arena_on = g_new0(bool, (len + chunk - 1) / chunk);
-	pthread_mutex_unlock(&r->set_lock);
-	return 0;
-}
-
-int remote_arena_add(struct remote *r, unsigned int chunk)
-{
-	unsigned int i, k;
-	int rc = 0;
-
-	pthread_mutex_lock(&r->set_lock);
-	for (i = 0; i < r->n; i++) {
-		if (!r->mem[i].m)
-			continue;
-		rc = member_arena_add(r->mem[i].m, chunk);
-		if (rc < 0) {
-			for (k = 0; k < i; k++)
-				member_arena_remove(r->mem[k].m, chunk);
-			break;
-		}
-	}
-	if (rc == 0)
-		r->arena_on[chunk] = true;
-	pthread_mutex_unlock(&r->set_lock);
-	return rc;
-}
-
-void remote_arena_remove(struct remote *r, unsigned int chunk)
-{
-	unsigned int i;
-
-	pthread_mutex_lock(&r->set_lock);
-	for (i = 0; i < r->n; i++)
-		member_arena_remove(r->mem[i].m, chunk);
-	r->arena_on[chunk] = false;
-	pthread_mutex_unlock(&r->set_lock);
-}
-
-void remote_arena_clear(struct remote *r)
-{
-	unsigned int i;
-
-	if (!r || !r->arena)
-		return;
-	pthread_mutex_lock(&r->set_lock);
-	for (i = 0; i < r->n; i++)
-		member_arena_clear(r->mem[i].m);
-	g_free(r->arena_on);
-	r->arena_on = NULL;
-	r->arena = NULL;
-	r->arena_len = r->arena_chunk = 0;
-	pthread_mutex_unlock(&r->set_lock);
-}
-
-void remote_arena_join(struct remote *r, struct member *m, const char *name)
-{
-	size_t i, n;
-
-	if (!r->arena)
-		return;
-	n = (r->arena_len + r->arena_chunk - 1) / r->arena_chunk;
-	if (member_arena_set(m, r->arena, r->arena_len, r->arena_chunk) < 0)
-		goto fail;
-	for (i = 0; i < n; i++)
-		if (r->arena_on[i] && member_arena_add(m, (unsigned int)i) < 0)
-			goto fail;
-	return;
-fail:
-	g_message("%s: the cache arena is not registered: its transfers are copied", name);
-}
 
 void remote_set_write_deadline(struct remote *r, uint64_t deadline_ns)
 {
