@@ -48,7 +48,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -70,6 +69,11 @@ static size_t chunk_bytes(const struct cache *c, unsigned int k)
 	size_t off = (size_t)k * c->chunk_slots * c->bs;
 
 	return MIN((size_t)c->chunk_slots * c->bs, c->arena_len - off);
+}
+
+static uint8_t *chunk_addr(const struct cache *c, unsigned int k)
+{
+	return c->arena + (size_t)k * c->chunk_slots * c->bs;
 }
 
 static unsigned int chunk_end(const struct cache *c, unsigned int k)
@@ -164,9 +168,7 @@ static bool chunk_wants_populate(struct cache *c)
 
 static void chunk_populate(struct cache *c, unsigned int k)
 {
-	uint8_t *p = c->arena + (size_t)k * c->chunk_slots * c->bs;
-
-	if (madvise(p, chunk_bytes(c, k), MADV_POPULATE_WRITE) < 0)
+	if (madvise(chunk_addr(c, k), chunk_bytes(c, k), MADV_POPULATE_WRITE) < 0)
 		g_debug("madvise(cache chunk %u, MADV_POPULATE_WRITE): %s", k, g_strerror(errno));
 	else
 		cache_count(&c->st.chunks_populated, 1);
@@ -191,11 +193,9 @@ static void chunk_activate(struct cache *c, unsigned int k, bool populate)
 
 static void chunk_release(struct cache *c, unsigned int k)
 {
-	uint8_t *p = c->arena + (size_t)k * c->chunk_slots * c->bs;
-
 	if (c->arena_registered)
 		remote_arena_remove(c->remote, k);
-	if (madvise(p, chunk_bytes(c, k), MADV_DONTNEED) < 0)
+	if (madvise(chunk_addr(c, k), chunk_bytes(c, k), MADV_DONTNEED) < 0)
 		g_message("madvise(cache chunk %u, MADV_DONTNEED): %s", k, g_strerror(errno));
 }
 
@@ -247,8 +247,8 @@ static void publish(struct cache *c, unsigned int nactive)
 /*
  * More chunks in use (a draining one back first): as many again as are in
  * use when its blocks are filled whole, half as many when not, at least
- * one, each published as soon as it is ready - a cache being filled reaches
- * its size in a few steps, each of which may stall takers. Trim thread.
+ * one - a cache being filled reaches its size in a few steps, each of which
+ * may stall takers. Trim thread.
  */
 static void grow(struct cache *c)
 {
