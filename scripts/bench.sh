@@ -91,7 +91,8 @@
 # ratios.png (gnuplot: rmemfs / each baseline per job, log scale, 1.0 line), raw/ (fio JSON,
 # metabench JSON, rmem-perf JSON, memory samples, daemon logs, the readers' follow loops). A
 # trap unmounts (lazily), stops every daemon and follow loop and removes the temporary
-# directory on any exit, Ctrl-C included.
+# directory on any exit, Ctrl-C included. The median of several runs, each ratio taken within
+# its run: scripts/bench/median.py DIR DIR DIR.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -732,7 +732,9 @@ static void test_crash_ordered(struct fx *f, gconstpointer d)
 	uint64_t ia, ib, ic;
 	char *msg = NULL;
 
-	cfg.dirty_expire_ms = 60000; /* and far below dirty_bg: nothing is written back by itself */
+	/* and far below dirty_bg (of the first chunk): nothing is written back by itself */
+	cfg.dirty_expire_ms = 60000;
+	cfg.dirty_bg_pct = 25;
 	fx_cache(f, &cfg);
 	fill_pattern(a, len, 31);
 	fill_pattern(b, len, 33);

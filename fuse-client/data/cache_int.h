@@ -169,6 +169,7 @@ struct cache_counters {
 	uint64_t released_blocks; /* clean blocks dropped to give a chunk back */
 	uint64_t pressure_releases; /* ticks that gave memory back because it ran short */
 	uint64_t idle_releases; /* ... because the mount was idle */
+	uint64_t ghost_hits; /* blocks taken in again soon after their eviction */
 };
 
 struct cache_ra_job;
@@ -213,6 +214,7 @@ struct cache {
 	unsigned int nslots;
 	struct cache_block **hash;
 	unsigned int hmask;
+	uint64_t *ghosts; /* by hash bucket: tags of evicted blocks (cache_index.c) */
 	struct cache_block *free_list;
 	unsigned int nfree, nclean, ndirty; /* ndirty: blocks with dirty bits */
 	unsigned int hand; /* CLOCK */
@@ -319,6 +321,8 @@ static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_
 /* ---- cache_grow.c ---- */
 
 #define CACHE_CHUNK (16U << 20) /* bytes the arena grows and shrinks by (at least a block) */
+/* the cache grows to this with use; beyond it, only when evicted blocks come back */
+#define CACHE_GROW_FREE (64ULL << 20)
 
 /* register and fault in the first chunk, or all of a resident cache (at create) */
 void cache_grow_first(struct cache *c);
@@ -349,6 +353,8 @@ struct cache_block *cache_slot_take(struct cache *c);
  */
 bool cache_slots_take_all(struct cache *c, struct cache_block **b, unsigned int n,
 			  struct cache_block **slots, unsigned int need);
+/* remember b's (inode, block) as evicted, so its coming back asks for growth */
+void cache_ghost_add(struct cache *c, const struct cache_block *b);
 /* give an unused slot from cache_slot_take back */
 void cache_slot_return(struct cache *c, struct cache_block *b);
 /* put slot b (from cache_slot_take) in the index as (ci, blk) in state */
@@ -400,6 +406,8 @@ void cache_wake_writeback(struct cache *c);
  * (evict) when it may not. c->lock held.
  */
 bool cache_grow_wanted(struct cache *c);
+/* is the cache in use below CACHE_GROW_FREE, where it grows on any need? */
+bool cache_grow_free(const struct cache *c);
 /* the trim thread, now (any lock state) */
 void cache_grow_kick(struct cache *c);
 

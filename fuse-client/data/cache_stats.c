@@ -173,6 +173,7 @@ ssize_t cache_stats_text(struct cache *c, char *buf, size_t cap)
 	put(&t, "readahead_hits %" G_GUINT64_FORMAT "\n", ld(&c->st.ra_hits));
 	put(&t, "fills %" G_GUINT64_FORMAT "\n", ld(&c->st.fills));
 	put(&t, "evictions %" G_GUINT64_FORMAT "\n", ld(&c->st.evictions));
+	put(&t, "ghost_hits %" G_GUINT64_FORMAT "\n", ld(&c->st.ghost_hits));
 	put(&t, "fetch_batches %" G_GUINT64_FORMAT "\n", ld(&c->st.fetch_batches));
 	put(&t, "bytes_read %" G_GUINT64_FORMAT "\n", ld(&c->st.bytes_read));
 	put(&t, "bytes_written %" G_GUINT64_FORMAT "\n", ld(&c->st.bytes_written));

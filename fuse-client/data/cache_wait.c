@@ -42,7 +42,8 @@ void cache_wait_slot(struct cache *c)
 void cache_wait_dirty(struct cache *c)
 {
 	cache_wake_writeback(c);
-	cache_grow_wanted(c); /* a grown cache allows more dirty blocks (cache_set_limits) */
+	if (cache_grow_free(c))
+		cache_grow_wanted(c); /* a grown cache allows more dirty blocks (cache_set_limits) */
 	c->dirty_waiters++;
 	pthread_cond_wait(&c->dirty_cond, &c->lock);
 	c->dirty_waiters--;
@@ -123,6 +124,11 @@ void cache_grow_kick(struct cache *c)
 
 	if (c->trim_efd >= 0 && write(c->trim_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		g_message("waking the cache trim thread: write(eventfd): %s", g_strerror(errno));
+}
+
+bool cache_grow_free(const struct cache *c)
+{
+	return (uint64_t)c->nactive * c->chunk_slots * c->bs < CACHE_GROW_FREE;
 }
 
 bool cache_grow_wanted(struct cache *c)

@@ -456,7 +456,7 @@ static void io_touch_atime(struct io *io, uint64_t ino, const struct meta_attr *
 {
 	struct timespec now;
 
-	clock_gettime(CLOCK_REALTIME, &now);
+	clock_file_time(&now);
 	if (attr->atime.tv_sec < attr->mtime.tv_sec ||
 	    (attr->atime.tv_sec == attr->mtime.tv_sec && attr->atime.tv_nsec <= attr->mtime.tv_nsec) ||
 	    attr->atime.tv_sec < attr->ctime.tv_sec ||
@@ -540,7 +540,7 @@ int io_truncate(struct io *io, uint64_t ino, const struct meta_setattr *sa,
 			s.valid |= META_SET_MTIME_NOW;
 		if (!(s.valid & META_SET_CTIME)) {
 			s.valid |= META_SET_CTIME;
-			clock_gettime(CLOCK_REALTIME, &s.ctime);
+			clock_file_time(&s.ctime);
 		}
 	}
 	if (s.size < attr.size && s.size % IO_BS) {

@@ -492,7 +492,7 @@ static int open_truncate(fuse_req_t req, fuse_ino_t ino)
 	memset(&sa, 0, sizeof(sa));
 	sa.valid = META_SET_SIZE | META_SET_MTIME_NOW | META_SET_CTIME;
 	sa.size = 0;
-	clock_gettime(CLOCK_REALTIME, &sa.ctime);
+	clock_file_time(&sa.ctime);
 	return do_truncate(ctx, ino, &sa, &cred, &a);
 }
 

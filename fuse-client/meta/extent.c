@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "commit.h"
 #include "csum.h"
 #include "hold.h"
@@ -323,7 +324,7 @@ static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len
 		changed = true;
 	}
 	if (what & WRITE_TIMES) {
-		inode_now(&in->a.mtime);
+		clock_file_time(&in->a.mtime);
 		in->a.ctime = in->a.mtime;
 		inode_touch_acct(m, in);
 		in->times_unlogged = 1;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "csum.h"
 #include "meta_int.h"
 #include "remote.h"
@@ -432,7 +433,7 @@ static struct meta_inode *lost_found(struct meta *m)
 	a.ino = m->next_ino;
 	a.mode = S_IFDIR | 0700;
 	a.nlink = 2;
-	inode_now(&a.mtime);
+	clock_file_time(&a.mtime);
 	a.atime = a.ctime = a.mtime;
 	lf = inode_create(m, &a);
 	if (lf)
@@ -456,7 +457,7 @@ static void ensure_root(struct fsck_ctx *c)
 	a.ino = META_ROOT_INO;
 	a.mode = S_IFDIR | 0755;
 	a.nlink = 2;
-	inode_now(&a.mtime);
+	clock_file_time(&a.mtime);
 	a.atime = a.ctime = a.mtime;
 	inode_create(m, &a);
 }

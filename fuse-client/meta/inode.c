@@ -35,11 +35,6 @@ static gint u64_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 	return x < y ? -1 : x > y;
 }
 
-void inode_now(struct timespec *ts)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-}
-
 uint8_t inode_dtype(uint32_t mode)
 {
 	return (uint8_t)((mode & S_IFMT) >> 12);

@@ -152,7 +152,6 @@ void inode_derive_parents(struct meta *m);
 /* build m->alloc from the extents; returns doubly-used blocks (FRESH excluded: none exist) */
 int inode_build_alloc(struct meta *m, uint64_t *dups);
 
-void inode_now(struct timespec *ts);
 void inode_load_problem(struct meta *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
 #endif /* RMEM_INODE_H */

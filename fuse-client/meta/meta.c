@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "commit.h"
 #include "inode.h"
 #include "journal.h"
@@ -100,7 +101,7 @@ int meta_may_change(struct meta *m, uint64_t grow)
 void meta_txn_begin(struct meta *m, struct timespec *now)
 {
 	if (now)
-		inode_now(now);
+		clock_file_time(now);
 	journal_begin(m->j);
 }
 
@@ -493,7 +494,7 @@ static void new_inode_attr(struct meta *m, struct meta_inode *p, uint32_t mode, 
 	if (S_ISCHR(mode) || S_ISBLK(mode))
 		a->rdev = rdev;
 	a->size = size;
-	inode_now(&a->mtime);
+	clock_file_time(&a->mtime);
 	a->atime = a->ctime = a->mtime;
 }
 

@@ -159,7 +159,7 @@ static int format_pool(struct meta **out, struct remote *r, struct super *sb, ch
 	root.nlink = 2;
 	root.uid = (uint32_t)getuid();
 	root.gid = (uint32_t)getgid();
-	inode_now(&root.mtime);
+	clock_file_time(&root.mtime);
 	root.atime = root.ctime = root.mtime;
 	inode_create(m, &root);
 	rc = inode_build_alloc(m, NULL);
