@@ -104,7 +104,7 @@ int meta_apply_rec(void *ctx, const struct journal_rec *r)
 			in = NULL;
 		}
 		if (in) {
-			in->a = r->inode;
+			inode_attr_set(in, &r->inode);
 			inode_touch_acct(m, in);
 		} else {
 			inode_create(m, &r->inode);

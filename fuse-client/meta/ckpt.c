@@ -116,9 +116,11 @@ static void put_entries(struct ser_ctx *s, struct meta_inode *in)
 
 static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 {
+	struct layout_inode a;
 	guint i;
 
-	layout_put_inode(s->b, &in->a);
+	inode_attr_get(in, &a);
+	layout_put_inode(s->b, &a);
 	put_le32(s->b, in->xattrs ? in->xattrs->len : 0);
 	if (S_ISLNK(in->a.mode)) {
 		size_t len = in->symlink ? strlen(in->symlink) : 0;

@@ -324,8 +324,11 @@ static int write_update(struct meta *m, uint64_t ino, uint64_t off, uint64_t len
 		changed = true;
 	}
 	if (what & WRITE_TIMES) {
-		clock_file_time(&in->a.mtime);
-		in->a.ctime = in->a.mtime;
+		struct timespec now;
+
+		clock_file_time(&now);
+		inode_time_set(&in->a.mtime, &now);
+		inode_time_set(&in->a.ctime, &now);
 		inode_touch_acct(m, in);
 		in->times_unlogged = 1;
 	}
@@ -428,9 +431,9 @@ int extent_fallocate(struct meta *m, uint64_t ino, uint64_t off, uint64_t len, i
 	rc = fill_holes(m, in, off / BS, last);
 	if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in->a.size) {
 		in->a.size = off + len;
-		in->a.mtime = now;
+		inode_time_set(&in->a.mtime, &now);
 	}
-	in->a.ctime = now;
+	inode_time_set(&in->a.ctime, &now);
 	meta_txn_end(m, in);
 	return meta_unlock(m, rc);
 }
@@ -439,6 +442,7 @@ int extent_punch_hole(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
 {
 	uint64_t first = (off + BS - 1) / BS, end = (off + len) / BS;
 	struct meta_inode *in;
+	struct timespec now;
 	int rc;
 
 	if (off + len < off)
@@ -446,12 +450,13 @@ int extent_punch_hole(struct meta *m, uint64_t ino, uint64_t off, uint64_t len)
 	rc = lock_range(m, ino, 0, 0, &in);
 	if (rc < 0)
 		return rc;
-	meta_txn_begin(m, &in->a.mtime);
+	meta_txn_begin(m, &now);
 	if (end > first) {
 		inode_ext_clear(m, in, first, end - first, true);
 		journal_rec_ext_clear(m->j, ino, first, end - first);
 	}
-	in->a.ctime = in->a.mtime;
+	inode_time_set(&in->a.mtime, &now);
+	inode_time_set(&in->a.ctime, &now);
 	meta_txn_end(m, in);
 	return meta_unlock(m, 0);
 }

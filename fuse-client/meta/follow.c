@@ -152,8 +152,8 @@ static void note_entry(struct follow *f, uint64_t dir, const char *name)
 
 static bool data_changed(const struct meta_inode *in, const struct journal_rec *r)
 {
-	return !in || in->a.size != r->inode.size || in->a.mtime.tv_sec != r->inode.mtime.tv_sec ||
-	       in->a.mtime.tv_nsec != r->inode.mtime.tv_nsec;
+	return !in || in->a.size != r->inode.size || in->a.mtime.sec != r->inode.mtime.tv_sec ||
+	       in->a.mtime.nsec != r->inode.mtime.tv_nsec;
 }
 
 /* journal_follow's apply: note what the record changes, then apply it (m->lock held) */
@@ -201,7 +201,7 @@ static void set_parents(struct follow *f)
 	for (i = 0; i + 1 < f->new_dirs->len; i += 2) {
 		struct meta_inode *c = inode_get(f->m, g_array_index(f->new_dirs, uint64_t, i + 1));
 
-		if (c && c->dir)
+		if (c && inode_dir(c))
 			c->dir->parent = g_array_index(f->new_dirs, uint64_t, i);
 	}
 	g_array_set_size(f->new_dirs, 0);
@@ -342,19 +342,21 @@ static void diff_inode(struct follow *f, struct meta_inode *old, struct meta_ino
 	GHashTableIter it;
 	gpointer k, v;
 
-	if (!fresh || memcmp(&old->a, &fresh->a, sizeof(old->a))) {
+	if (!fresh || !inode_attr_equal(old, fresh)) {
 		g_array_append_val(f->inos, old->a.ino);
 		g_array_append_val(f->data_inos, old->a.ino);
 	}
-	if (!old->dir)
+	if (!inode_dir(old))
 		return;
 	g_hash_table_iter_init(&it, old->dir->by_name);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
-		struct meta_dirent *d = v, *nd = fresh && fresh->dir ?
-							 inode_dir_lookup(fresh, d->name) : NULL;
+		struct meta_dirent *d = v, *nd;
+		char name[NAME_MAX + 1];
 
+		inode_dirent_name(d, name);
+		nd = fresh ? inode_dir_lookup(fresh, name) : NULL;
 		if (!nd || nd->ino != d->ino)
-			note_entry(f, old->a.ino, d->name);
+			note_entry(f, old->a.ino, name);
 	}
 }
 

@@ -336,7 +336,7 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 	walk_free(w);
 	w->reached = g_hash_table_new(g_direct_hash, g_direct_equal);
 	w->subdirs = g_hash_table_new(g_direct_hash, g_direct_equal);
-	if (!root || !root->dir)
+	if (!root || !inode_dir(root))
 		return;
 	bump(w->reached, META_ROOT_INO);
 	root->dir->parent = META_ROOT_INO;
@@ -355,9 +355,9 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 				fix = c->mode == FSCK_REPAIR;
 				if (report)
 					fix = finding(c, false, "directory %" G_GUINT64_FORMAT
-						      ": entry \"%s\" names missing inode %"
+						      ": entry \"%.*s\" names missing inode %"
 						      G_GUINT64_FORMAT, (guint64)dir->a.ino,
-						      d->name, (guint64)d->ino);
+						      (int)d->nlen, d->name, (guint64)d->ino);
 				if (fix)
 					g_ptr_array_add(drop, d);
 				continue;
@@ -365,21 +365,22 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 			if (d->type != inode_dtype(t->a.mode)) {
 				fix = report ? finding(c, true,
 						       "directory %" G_GUINT64_FORMAT
-						       ": entry \"%s\" says type %u, inode %"
+						       ": entry \"%.*s\" says type %u, inode %"
 						       G_GUINT64_FORMAT " is a %s",
-						       (guint64)dir->a.ino, d->name, d->type,
+						       (guint64)dir->a.ino, (int)d->nlen, d->name,
+						       (unsigned int)d->type,
 						       (guint64)t->a.ino, type_name(t->a.mode)) :
 					       c->mode != FSCK_CHECK;
 				if (fix)
 					d->type = inode_dtype(t->a.mode);
 			}
-			if (t->dir) {
+			if (inode_dir(t)) {
 				if (t->a.ino == META_ROOT_INO || count_of(w->reached, t->a.ino)) {
 					fix = report ? finding(c, false,
 							       "directory %" G_GUINT64_FORMAT
-							       " has a second name \"%s\" in %"
+							       " has a second name \"%.*s\" in %"
 							       G_GUINT64_FORMAT,
-							       (guint64)t->a.ino, d->name,
+							       (guint64)t->a.ino, (int)d->nlen, d->name,
 							       (guint64)dir->a.ino) :
 						       c->mode == FSCK_REPAIR;
 					if (fix)
@@ -413,7 +414,7 @@ static struct meta_inode *lost_found(struct meta *m)
 	char name[32];
 	unsigned int i;
 
-	for (i = 0; root && root->dir && i < 100; i++) {
+	for (i = 0; root && inode_dir(root) && i < 100; i++) {
 		struct meta_dirent *d;
 
 		if (i)
@@ -424,10 +425,10 @@ static struct meta_inode *lost_found(struct meta *m)
 		if (!d)
 			break;
 		lf = inode_get(m, d->ino);
-		if (lf && lf->dir)
+		if (lf && inode_dir(lf))
 			return lf;
 	}
-	if (!root || !root->dir || i == 100)
+	if (!root || !inode_dir(root) || i == 100)
 		return NULL;
 	memset(&a, 0, sizeof(a));
 	a.ino = m->next_ino;
@@ -447,7 +448,7 @@ static void ensure_root(struct fsck_ctx *c)
 	struct meta_inode *root = inode_get(m, META_ROOT_INO);
 	struct layout_inode a;
 
-	if (root && root->dir)
+	if (root && inode_dir(root))
 		return;
 	if (!finding(c, false, "the root directory is %s", root ? "not a directory" : "missing"))
 		return;
@@ -507,7 +508,7 @@ static void cover(struct meta *m, GHashTable *unreachable, GHashTable *covered, 
 		GHashTableIter it;
 		gpointer k, v;
 
-		if (!in || !in->dir)
+		if (!in || !inode_dir(in))
 			continue;
 		g_hash_table_iter_init(&it, in->dir->by_name);
 		while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -552,7 +553,7 @@ static void attach_unreachable(struct meta *m, GHashTable *unreachable, struct m
 		gpointer dk, dv;
 
 		g_ptr_array_add(order, k);
-		if (!in || !in->dir)
+		if (!in || !inode_dir(in))
 			continue;
 		g_hash_table_iter_init(&dit, in->dir->by_name);
 		while (g_hash_table_iter_next(&dit, &dk, &dv))
@@ -587,7 +588,7 @@ static void check_links(struct fsck_ctx *c, struct walk *w)
 
 		if (!count_of(w->reached, in->a.ino))
 			continue;
-		want = in->dir ? 2 + count_of(w->subdirs, in->a.ino) :
+		want = inode_dir(in) ? 2 + count_of(w->subdirs, in->a.ino) :
 				 count_of(w->reached, in->a.ino);
 		if (in->a.nlink == want)
 			continue;

@@ -15,6 +15,7 @@
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +28,40 @@
 #include "csum.h"
 #include "journal.h"
 #include "meta_int.h"
+#include "slab.h"
+
+/*
+ * Inode records and directory entries come from slabs (slab.h): no malloc
+ * header. Entries by size, 8 bytes apart: 24 bytes for a name of up to 8.
+ */
+#define DIRENT_SLABS ((sizeof(struct meta_dirent) + NAME_MAX + 7) / 8 - 2)
+
+static struct slab inode_slab = SLAB_INIT(sizeof(struct meta_inode));
+static struct slab dirent_slabs[DIRENT_SLABS];
+
+static_assert(sizeof(struct meta_inode) % 8 == 0, "inode records fill slab slots");
+static_assert(sizeof(struct meta_dirent) == 16, "dirent slab classes start at 24 bytes");
+
+static struct slab *dirent_slab(size_t nlen)
+{
+	static gsize once;
+	size_t i;
+
+	if (g_once_init_enter(&once)) {
+		for (i = 0; i < DIRENT_SLABS; i++)
+			dirent_slabs[i].size = (uint32_t)(8 * (i + 3));
+		g_once_init_leave(&once, 1);
+	}
+	g_assert(nlen >= 1 && nlen <= NAME_MAX);
+	return &dirent_slabs[(sizeof(struct meta_dirent) + nlen + 7) / 8 - 3];
+}
+
+static void dirent_free(gpointer p)
+{
+	struct meta_dirent *d = p;
+
+	slab_free(dirent_slab(d->nlen), d);
+}
 
 static gint u64_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 {
@@ -66,9 +101,56 @@ size_t inode_xattr_bytes(size_t nlen, size_t vlen)
 	return layout_uv_len(nlen) + nlen + layout_uv_len(vlen) + vlen;
 }
 
+/* ---- attributes ---- */
+
+void inode_attr_get(const struct meta_inode *in, struct layout_inode *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = in->a.ino;
+	a->mode = in->a.mode;
+	a->nlink = in->a.nlink;
+	a->uid = in->a.uid;
+	a->gid = in->a.gid;
+	a->rdev = inode_rdev(in);
+	a->size = in->a.size;
+	a->atime = inode_time_get(&in->a.atime);
+	a->mtime = inode_time_get(&in->a.mtime);
+	a->ctime = inode_time_get(&in->a.ctime);
+}
+
+void inode_attr_set(struct meta_inode *in, const struct layout_inode *a)
+{
+	g_assert(layout_mode_ok(a->mode));
+	in->a.ino = a->ino;
+	in->a.mode = (uint16_t)a->mode;
+	in->a.nlink = a->nlink;
+	in->a.uid = a->uid;
+	in->a.gid = a->gid;
+	in->a.size = a->size;
+	inode_time_set(&in->a.atime, &a->atime);
+	inode_time_set(&in->a.mtime, &a->mtime);
+	inode_time_set(&in->a.ctime, &a->ctime);
+	if (S_ISCHR(a->mode) || S_ISBLK(a->mode))
+		in->rdev = a->rdev;
+}
+
+bool inode_attr_equal(const struct meta_inode *x, const struct meta_inode *y)
+{
+	/* packed: no padding bytes to differ */
+	return memcmp(&x->a, &y->a, sizeof(x->a)) == 0 && inode_rdev(x) == inode_rdev(y);
+}
+
+static size_t attr_bytes(const struct meta_inode *in)
+{
+	struct layout_inode a;
+
+	inode_attr_get(in, &a);
+	return layout_inode_len(&a);
+}
+
 size_t inode_fixed_bytes(const struct meta_inode *in)
 {
-	size_t n = layout_inode_len(&in->a) + 4;
+	size_t n = attr_bytes(in) + 4;
 
 	if (S_ISREG(in->a.mode) || S_ISDIR(in->a.mode))
 		n += 4;
@@ -77,16 +159,47 @@ size_t inode_fixed_bytes(const struct meta_inode *in)
 
 /* ---- inode table ---- */
 
-/* by_name holds dirents as keys (a set: no value array); they hash by name */
+/*
+ * The inode table and the name sets are GHashTable sets (key and value the
+ * same pointer): a slot is then a 4-byte hash and one pointer, where a map
+ * keeps a second pointer array for the values.
+ */
+static guint inode_hash(gconstpointer p)
+{
+	uint64_t ino = ((const struct meta_inode *)p)->a.ino;
+
+	return (guint)(ino ^ ino >> 32);
+}
+
+static gboolean inode_equal(gconstpointer a, gconstpointer b)
+{
+	return ((const struct meta_inode *)a)->a.ino == ((const struct meta_inode *)b)->a.ino;
+}
+
+/* the names hash as g_str_hash would (djb2), over nlen bytes */
 static guint dirent_hash(gconstpointer p)
 {
-	return g_str_hash(((const struct meta_dirent *)p)->name);
+	const struct meta_dirent *d = p;
+	guint h = 5381;
+	size_t i;
+
+	for (i = 0; i < d->nlen; i++)
+		h = (h << 5) + h + (signed char)d->name[i];
+	return h;
 }
 
 static gboolean dirent_equal(gconstpointer a, gconstpointer b)
 {
-	return strcmp(((const struct meta_dirent *)a)->name,
-		      ((const struct meta_dirent *)b)->name) == 0;
+	const struct meta_dirent *x = a, *y = b;
+
+	return x->nlen == y->nlen && memcmp(x->name, y->name, x->nlen) == 0;
+}
+
+char *inode_dirent_name(const struct meta_dirent *d, char *buf)
+{
+	memcpy(buf, d->name, d->nlen);
+	buf[d->nlen] = 0;
+	return buf;
 }
 
 static void xattr_free(gpointer p)
@@ -114,22 +227,25 @@ static void inode_free_mem(gpointer p)
 
 	if (S_ISREG(in->a.mode) && !in->ext_inline && in->exts.tree)
 		g_tree_destroy(in->exts.tree);
-	dir_free(in->dir);
+	dir_free(inode_dir(in));
 	if (S_ISLNK(in->a.mode))
 		g_free(in->symlink);
 	if (in->xattrs)
 		g_ptr_array_free(in->xattrs, TRUE);
-	g_free(in);
+	slab_free(&inode_slab, in);
 }
 
 GHashTable *inode_table_new(void)
 {
-	return g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, inode_free_mem);
+	return g_hash_table_new_full(inode_hash, inode_equal, inode_free_mem, NULL);
 }
 
 struct meta_inode *inode_get(struct meta *m, uint64_t ino)
 {
-	return g_hash_table_lookup(m->inodes, &ino);
+	struct meta_inode key;
+
+	key.a.ino = ino;
+	return g_hash_table_lookup(m->inodes, &key);
 }
 
 struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
@@ -138,18 +254,18 @@ struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 
 	if (inode_get(m, a->ino))
 		return NULL;
-	in = g_new0(struct meta_inode, 1);
-	in->a = *a;
+	in = slab_alloc(&inode_slab);
+	inode_attr_set(in, a);
 	if (S_ISDIR(a->mode)) {
 		in->dir = g_new0(struct meta_dir, 1);
-		in->dir->by_name = g_hash_table_new_full(dirent_hash, dirent_equal, g_free, NULL);
+		in->dir->by_name = g_hash_table_new_full(dirent_hash, dirent_equal, dirent_free, NULL);
 		in->dir->by_cookie = g_ptr_array_new();
 		in->dir->next_cookie = 3;
 		in->dir->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
 	}
-	in->hdr_bytes = (uint8_t)layout_inode_len(&in->a);
+	in->hdr_bytes = (uint8_t)attr_bytes(in);
 	m->ckpt_bytes += inode_fixed_bytes(in);
-	g_hash_table_insert(m->inodes, &in->a.ino, in);
+	g_hash_table_add(m->inodes, in);
 	if (a->ino >= m->next_ino)
 		m->next_ino = a->ino + 1;
 	return in;
@@ -157,7 +273,7 @@ struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 
 void inode_touch_acct(struct meta *m, struct meta_inode *in)
 {
-	uint8_t now = (uint8_t)layout_inode_len(&in->a);
+	uint8_t now = (uint8_t)attr_bytes(in);
 
 	m->ckpt_bytes = m->ckpt_bytes - in->hdr_bytes + now;
 	in->hdr_bytes = now;
@@ -186,11 +302,11 @@ void inode_destroy(struct meta *m, struct meta_inode *in)
 
 		inode_xattr_del(m, in, x->name);
 	}
-	if (in->dir) {
+	if (inode_dir(in)) {
 		GHashTableIter it;
 		gpointer k, v;
 
-		g_hash_table_iter_init(&it, in->dir->by_name);
+		g_hash_table_iter_init(&it, inode_dir(in)->by_name);
 		while (g_hash_table_iter_next(&it, &k, &v)) {
 			struct meta_dirent *d = v;
 
@@ -211,7 +327,7 @@ void inode_destroy(struct meta *m, struct meta_inode *in)
 	 */
 	inode_touch_acct(m, in);
 	m->ckpt_bytes -= inode_fixed_bytes(in);
-	g_hash_table_remove(m->inodes, &in->a.ino);
+	g_hash_table_remove(m->inodes, in);
 }
 
 /* a sort key beside its inode: the compares read the array, not a million inodes */
@@ -256,25 +372,26 @@ struct meta_dirent *inode_dir_lookup(struct meta_inode *dir, const char *name)
 {
 	struct {
 		struct meta_dirent d;
-		char name[NAME_MAX + 1];
+		char name[NAME_MAX];
 	} key;
 	size_t len = strlen(name);
 
-	if (!dir->dir || len > NAME_MAX)
+	if (!inode_dir(dir) || len > NAME_MAX)
 		return NULL;
-	memcpy(key.d.name, name, len + 1);
+	key.d.nlen = len;
+	memcpy(key.d.name, name, len);
 	return g_hash_table_lookup(dir->dir->by_name, &key.d);
 }
 
 guint inode_dir_count(const struct meta_inode *dir)
 {
-	return dir->dir ? g_hash_table_size(dir->dir->by_name) : 0;
+	return inode_dir(dir) ? g_hash_table_size(dir->dir->by_name) : 0;
 }
 
 /*
  * by_cookie slots: a dirent, or where one was removed its cookie, shifted
  * left and tagged with bit 0 (dirents are aligned), so that a search never
- * walks over holes. Cookies are below 2^63 (inode_dir_add).
+ * walks over holes. Cookies are below 2^48 (inode_dir_add).
  */
 static uint64_t slot_cookie(gconstpointer p)
 {
@@ -306,7 +423,7 @@ static guint cookie_seek(const GPtrArray *a, uint64_t after)
 
 struct meta_dirent *inode_dir_next(const struct meta_inode *dir, uint64_t after)
 {
-	GPtrArray *a = dir->dir ? dir->dir->by_cookie : NULL;
+	GPtrArray *a = inode_dir(dir) ? dir->dir->by_cookie : NULL;
 	guint i = a ? cookie_seek(a, after) : 0;
 
 	for (; a && i < a->len; i++)
@@ -359,7 +476,7 @@ static void cookie_remove(struct meta_dir *md, const struct meta_dirent *d)
 	guint i = cookie_seek(a, d->cookie - 1), j, k;
 
 	g_assert(i < a->len && a->pdata[i] == d); /* every entry has its slot */
-	a->pdata[i] = (gpointer)(uintptr_t)(d->cookie << 1 | 1);
+	a->pdata[i] = (gpointer)(uintptr_t)((uint64_t)d->cookie << 1 | 1);
 	if (++md->holes < 64 || md->holes < a->len / 2)
 		return;
 	for (j = k = 0; j < a->len; j++)
@@ -379,7 +496,7 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 	old = inode_dir_lookup(dir, name);
 	if (old)
 		inode_dir_del(m, dir, old);
-	if (cookie < 3 || cookie >= 1ULL << 63 || cookie_used(md, cookie)) {
+	if (cookie < 3 || cookie >= INODE_COOKIE_LIMIT || cookie_used(md, cookie)) {
 		if (cookie)
 			inode_load_problem(m, "directory %" G_GUINT64_FORMAT
 					   ": entry \"%s\" has a duplicate or invalid cookie %"
@@ -387,21 +504,22 @@ struct meta_dirent *inode_dir_add(struct meta *m, struct meta_inode *dir, const 
 					   (guint64)dir->a.ino, name, (guint64)cookie);
 		cookie = md->next_cookie;
 	}
+	/* 2^48 entries made in one directory: 9 years at a million a second */
+	g_assert(cookie < INODE_COOKIE_LIMIT);
 	if (cookie >= md->next_cookie)
 		md->next_cookie = cookie + 1;
-	d = g_malloc(sizeof(*d) + nlen + 1);
+	d = slab_alloc(dirent_slab(nlen));
 	d->ino = ino;
 	d->cookie = cookie;
 	d->type = type;
 	d->nlen = (uint8_t)nlen;
 	memcpy(d->name, name, nlen);
-	d->name[nlen] = 0;
 	g_hash_table_add(md->by_name, d);
 	cookie_insert(md, d);
 	m->ckpt_bytes += inode_dirent_bytes(ino, cookie, nlen);
 	if (type == DT_DIR) {
 		child = inode_get(m, ino);
-		if (child && child->dir)
+		if (child && inode_dir(child))
 			child->dir->parent = dir->a.ino;
 	}
 	return d;
@@ -563,7 +681,7 @@ static void ext_insert(struct meta *m, struct meta_inode *in, uint64_t fb, uint6
 	e->fblock = fb;
 	e->count = count;
 	e->pblock = pb;
-	e->state = state;
+	e->state = state & 3;
 	if (!in->exts.tree)
 		in->exts.tree = g_tree_new_full(u64_cmp, NULL, NULL, g_free);
 	g_tree_insert(in->exts.tree, &e->fblock, e);
@@ -747,14 +865,14 @@ void inode_derive_parents(struct meta *m)
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		struct meta_inode *in = v;
 
-		if (in->dir)
+		if (inode_dir(in))
 			in->dir->parent = in->a.ino == META_ROOT_INO ? META_ROOT_INO : 0;
 	}
 	g_hash_table_iter_init(&it, m->inodes);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		struct meta_inode *in = v;
 
-		if (!in->dir)
+		if (!inode_dir(in))
 			continue;
 		g_hash_table_iter_init(&dit, in->dir->by_name);
 		while (g_hash_table_iter_next(&dit, &k, &v)) {
@@ -764,7 +882,7 @@ void inode_derive_parents(struct meta *m)
 			if (d->type != DT_DIR)
 				continue;
 			c = inode_get(m, d->ino);
-			if (c && c->dir && !c->dir->parent && c->a.ino != META_ROOT_INO)
+			if (c && inode_dir(c) && !c->dir->parent && c->a.ino != META_ROOT_INO)
 				c->dir->parent = in->a.ino;
 		}
 	}

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <glib.h>
@@ -26,6 +27,9 @@
 #include "layout.h"
 
 struct meta;
+
+/* directory cookies are below this (struct meta_dirent) */
+#define INODE_COOKIE_LIMIT (1ULL << 48)
 
 enum meta_ext_state {
 	META_EXT_WRITTEN = LAYOUT_EXT_WRITTEN,
@@ -35,17 +39,24 @@ enum meta_ext_state {
 
 struct meta_ext {
 	uint64_t fblock; /* tree key */
-	uint64_t count;
 	uint64_t pblock; /* data-area block index */
-	uint8_t state; /* enum meta_ext_state */
+	/* below data_blocks (< 2^30: layout.h LAYOUT_SLOT_MAX), so 62 bits hold it */
+	uint64_t count : 62;
+	uint64_t state : 2; /* enum meta_ext_state */
 };
 
+/*
+ * A directory entry. The name has no NUL (nlen says where it ends), so that
+ * an entry with a name of up to 8 bytes is 24 bytes: a 32-byte malloc chunk.
+ * Cookies are below 2^48 (inode_dir_add), which leaves room for the type
+ * and the name length beside the cookie.
+ */
 struct meta_dirent {
 	uint64_t ino;
-	uint64_t cookie;
-	uint8_t type; /* DT_* */
-	uint8_t nlen;
-	char name[]; /* NUL-terminated */
+	uint64_t cookie : 48;
+	uint64_t type : 8; /* DT_* */
+	uint64_t nlen : 8;
+	char name[];
 };
 
 struct meta_dir {
@@ -63,12 +74,46 @@ struct meta_xattr {
 };
 
 /*
- * One per inode, and so per small file: kept small (the metadata job of the
- * benchmark holds 100,000 of them). What belongs to one file type shares
- * the union; a.mode says which member is live.
+ * A timestamp in 12 bytes: every time_t (utimensat(2) takes any), where a
+ * struct timespec takes 16.
+ */
+struct inode_time {
+	int64_t sec;
+	uint32_t nsec; /* < 10^9 */
+} __attribute__((packed));
+
+/*
+ * The persistent attributes but rdev, packed: struct layout_inode is their
+ * decoded form (inode_attr_get/set convert). Every inode's mode passed
+ * layout_mode_ok(), so it fits 16 bits. A device's rdev is in the union of
+ * struct meta_inode; other inodes have none.
+ */
+struct inode_attr {
+	uint64_t ino;
+	uint64_t size; /* unused for dirs */
+	struct inode_time atime;
+	struct inode_time mtime;
+	struct inode_time ctime;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint16_t mode;
+} __attribute__((packed));
+
+/*
+ * One per inode, and so per small file: kept small (a million-file mount
+ * holds a million of them; docs/PERFORMANCE.md, "Client RAM per small file":
+ * 120 bytes, a 128-byte malloc chunk). What belongs to one file type shares
+ * the union; a.mode says which member is live (inode_dir, inode_rdev).
  */
 struct meta_inode {
-	struct layout_inode a; /* persistent attributes (a.size unused for dirs) */
+	struct inode_attr a; /* persistent attributes (with rdev in the union) */
+	uint8_t hdr_bytes; /* layout_inode_len of the attributes as counted in ckpt_bytes */
+	uint8_t ext_inline : 1; /* REG: ext1 is live (else exts) */
+	uint8_t pagecache : 1; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
+	/* REG: mtime/ctime of cached writes not journaled yet (extent.c write_update) */
+	uint8_t times_unlogged : 1;
+	uint32_t nlookup; /* kernel references (lookup count); sticks at UINT32_MAX */
 	union {
 		struct meta_ext ext1; /* REG with ext_inline: the file's only extent */
 		struct {
@@ -76,17 +121,12 @@ struct meta_inode {
 			uint64_t nblocks; /* blocks in the tree's extents, every state */
 		} exts;
 		char *symlink; /* LNK */
+		struct meta_dir *dir; /* DIR (never NULL); read it through inode_dir */
+		uint64_t rdev; /* CHR, BLK */
 	};
-	struct meta_dir *dir; /* directories (non-NULL exactly for them) */
 	GPtrArray *xattrs; /* struct meta_xattr *, NULL when none */
-	uint32_t nlookup; /* kernel references (lookup count); sticks at UINT32_MAX */
 	uint32_t nopen; /* kernel opens and internal pins */
 	uint32_t ncached; /* kernel opens that use the page cache (meta_open_file) */
-	uint8_t hdr_bytes; /* layout_inode_len(&a) as counted in ckpt_bytes */
-	uint8_t ext_inline; /* REG: ext1 is live (else exts) */
-	uint8_t pagecache; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
-	/* REG: mtime/ctime of cached writes not journaled yet (extent.c write_update) */
-	uint8_t times_unlogged;
 };
 
 /* one more kernel reference (a lookup reply); saturates rather than wraps */
@@ -96,13 +136,45 @@ static inline void inode_ref(struct meta_inode *in)
 		in->nlookup++;
 }
 
+/* the directory's entries, NULL for other inodes */
+static inline struct meta_dir *inode_dir(const struct meta_inode *in)
+{
+	return S_ISDIR(in->a.mode) ? in->dir : NULL;
+}
+
+/* a device's number, 0 for other inodes */
+static inline uint64_t inode_rdev(const struct meta_inode *in)
+{
+	return S_ISCHR(in->a.mode) || S_ISBLK(in->a.mode) ? in->rdev : 0;
+}
+
+static inline struct timespec inode_time_get(const struct inode_time *t)
+{
+	return (struct timespec){ .tv_sec = (time_t)t->sec, .tv_nsec = (long)t->nsec };
+}
+
+static inline void inode_time_set(struct inode_time *t, const struct timespec *ts)
+{
+	t->sec = ts->tv_sec;
+	t->nsec = (uint32_t)ts->tv_nsec;
+}
+
+/* the attributes in their decoded form (what journal and checkpoint write) */
+void inode_attr_get(const struct meta_inode *in, struct layout_inode *a);
+/* set them from a (same file type; then inode_touch_acct to keep ckpt_bytes right) */
+void inode_attr_set(struct meta_inode *in, const struct layout_inode *a);
+/* the same attributes (rdev included)? */
+bool inode_attr_equal(const struct meta_inode *x, const struct meta_inode *y);
+/* copy a name of d into buf (NAME_MAX + 1 bytes), NUL-terminated; returns buf */
+char *inode_dirent_name(const struct meta_dirent *d, char *buf);
+
 /* blocks in a file's extents, every state (0 for other inodes) */
 uint64_t inode_nblocks(const struct meta_inode *in);
 
 struct meta_inode *inode_get(struct meta *m, uint64_t ino);
 /* create an inode (attributes from a), or NULL if ino exists */
 struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a);
-/* set attributes (after changing in->a: call this to keep ckpt_bytes right) */
+/* recount the attributes' bytes (after changing in->a: keeps ckpt_bytes right) */
 void inode_touch_acct(struct meta *m, struct meta_inode *in);
 /* drop an inode with everything it owns (frees its blocks) */
 void inode_destroy(struct meta *m, struct meta_inode *in);
@@ -142,7 +214,7 @@ size_t inode_dirent_bytes(uint64_t ino, uint64_t cookie, size_t nlen);
 size_t inode_xattr_bytes(size_t nlen, size_t vlen);
 size_t inode_fixed_bytes(const struct meta_inode *in);
 
-/* an empty inode table: &in->a.ino -> struct meta_inode, which it owns */
+/* an empty inode table: a set of struct meta_inode hashed by a.ino, which it owns */
 GHashTable *inode_table_new(void);
 /* the inode table sorted by ino (g_free the array) */
 struct meta_inode **inode_table_sorted(struct meta *m, guint *n);

@@ -49,9 +49,9 @@ int meta_get(struct meta *m, uint64_t ino, enum meta_kind kind, struct meta_inod
 
 	if (!in)
 		return -ENOENT;
-	if (kind == META_DIR && !in->dir)
+	if (kind == META_DIR && !inode_dir(in))
 		return -ENOTDIR;
-	if (kind == META_REG && in->dir)
+	if (kind == META_REG && inode_dir(in))
 		return -EISDIR;
 	if (kind == META_REG && !S_ISREG(in->a.mode))
 		return -EINVAL;
@@ -107,8 +107,11 @@ void meta_txn_begin(struct meta *m, struct timespec *now)
 
 void meta_log_inode(struct meta *m, struct meta_inode *in)
 {
+	struct layout_inode a;
+
 	inode_touch_acct(m, in);
-	journal_rec_inode(m->j, &in->a);
+	inode_attr_get(in, &a);
+	journal_rec_inode(m->j, &a);
 	in->times_unlogged = 0;
 }
 
@@ -129,12 +132,12 @@ static void fill_attr(struct meta_inode *in, struct meta_attr *out)
 	out->nlink = in->a.nlink;
 	out->uid = in->a.uid;
 	out->gid = in->a.gid;
-	out->rdev = in->a.rdev;
+	out->rdev = inode_rdev(in);
 	out->size = S_ISDIR(in->a.mode) ? DIR_SIZE : in->a.size;
 	out->blocks = inode_nblocks(in);
-	out->atime = in->a.atime;
-	out->mtime = in->a.mtime;
-	out->ctime = in->a.ctime;
+	out->atime = inode_time_get(&in->a.atime);
+	out->mtime = inode_time_get(&in->a.mtime);
+	out->ctime = inode_time_get(&in->a.ctime);
 }
 
 /* a name an entry may have; *nlen gets its length */
@@ -216,7 +219,7 @@ static void free_if_unused(struct meta *m, struct meta_inode *in)
 /* in lost a name (inside a transaction): log it, or free it if nothing refers to it */
 static void name_dropped(struct meta *m, struct meta_inode *in, const struct timespec *now)
 {
-	in->a.ctime = *now;
+	inode_time_set(&in->a.ctime, now);
 	if (!maybe_free(m, in))
 		meta_log_inode(m, in);
 }
@@ -224,7 +227,8 @@ static void name_dropped(struct meta *m, struct meta_inode *in, const struct tim
 /* directory p's entries changed (inside a transaction) */
 static void dir_changed(struct meta *m, struct meta_inode *p, const struct timespec *now)
 {
-	p->a.mtime = p->a.ctime = *now;
+	inode_time_set(&p->a.mtime, now);
+	inode_time_set(&p->a.ctime, now);
 	meta_log_inode(m, p);
 }
 
@@ -350,7 +354,7 @@ static void setattr_apply(struct meta *m, struct meta_inode *in, const struct me
 			journal_rec_ext_clear(m->j, in->a.ino, nb, UINT64_MAX - nb);
 		}
 		in->a.size = sa->size;
-		in->a.mtime = *now;
+		inode_time_set(&in->a.mtime, now);
 	}
 	if (v & META_SET_MODE)
 		in->a.mode = (in->a.mode & S_IFMT) | (sa->mode & 07777);
@@ -360,14 +364,14 @@ static void setattr_apply(struct meta *m, struct meta_inode *in, const struct me
 	if (v & META_SET_GID)
 		in->a.gid = sa->gid;
 	if (v & META_SET_ATIME_NOW)
-		in->a.atime = *now;
+		inode_time_set(&in->a.atime, now);
 	else if (v & META_SET_ATIME)
-		in->a.atime = sa->atime;
+		inode_time_set(&in->a.atime, &sa->atime);
 	if (v & META_SET_MTIME_NOW)
-		in->a.mtime = *now;
+		inode_time_set(&in->a.mtime, now);
 	else if (v & META_SET_MTIME)
-		in->a.mtime = sa->mtime;
-	in->a.ctime = (v & META_SET_CTIME) ? sa->ctime : *now;
+		inode_time_set(&in->a.mtime, &sa->mtime);
+	inode_time_set(&in->a.ctime, (v & META_SET_CTIME) ? &sa->ctime : now);
 }
 
 int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
@@ -623,14 +627,14 @@ int meta_link(struct meta *m, uint64_t ino, uint64_t newparent, const char *newn
 	rc = name_lock_get(m, newname, &nlen, ino, META_ANY, &in);
 	if (rc < 0)
 		return rc;
-	rc = in->dir ? -EPERM : meta_get(m, newparent, META_DIR, &p);
+	rc = inode_dir(in) ? -EPERM : meta_get(m, newparent, META_DIR, &p);
 	if (!rc)
 		rc = add_check(m, p, newname, in->a.mode, in, 64 + nlen);
 	if (rc < 0)
 		return meta_unlock(m, rc);
 	meta_txn_begin(m, &now);
 	in->a.nlink++;
-	in->a.ctime = now;
+	inode_time_set(&in->a.ctime, &now);
 	meta_log_inode(m, in);
 	add_entry(m, p, newname, nlen, in, &now);
 	meta_txn_end(m, NULL);
@@ -676,7 +680,7 @@ int meta_unlink(struct meta *m, uint64_t parent, const char *name)
 	rc = lock_entry(m, parent, name, &p, &d, &in);
 	if (rc < 0)
 		return rc;
-	rc = in && in->dir ? -EISDIR : meta_may_change(m, 0);
+	rc = in && inode_dir(in) ? -EISDIR : meta_may_change(m, 0);
 	if (!rc)
 		remove_entry(m, p, d, in, false);
 	return meta_unlock(m, rc);
@@ -695,7 +699,7 @@ int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
 	rc = lock_entry(m, parent, name, &p, &d, &in);
 	if (rc < 0)
 		return rc;
-	if (in && !in->dir)
+	if (in && !inode_dir(in))
 		rc = -ENOTDIR;
 	else if (in && inode_dir_count(in))
 		rc = -ENOTEMPTY;
@@ -723,7 +727,7 @@ static bool is_ancestor(struct meta *m, uint64_t anc, uint64_t ino)
 		if (ino == META_ROOT_INO)
 			return false;
 		in = inode_get(m, ino);
-		if (!in || !in->dir)
+		if (!in || !inode_dir(in))
 			return false;
 		ino = in->dir->parent;
 	}
@@ -740,21 +744,21 @@ static int rename_check(struct meta *m, const struct rename_ends *e, unsigned in
 {
 	struct meta_inode *src = e->src, *dst = e->dst;
 
-	if (src->dir && (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, e->dp->a.ino)))
+	if (inode_dir(src) && (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, e->dp->a.ino)))
 		return -EINVAL;
 	if (flags & META_RENAME_EXCHANGE) {
-		if (dst->dir &&
+		if (inode_dir(dst) &&
 		    (dst->a.ino == META_ROOT_INO || is_ancestor(m, dst->a.ino, e->sp->a.ino)))
 			return -EINVAL;
 		return 0;
 	}
 	if (!dst)
 		return 0;
-	if (src->dir && !dst->dir)
+	if (inode_dir(src) && !inode_dir(dst))
 		return -ENOTDIR;
-	if (!src->dir && dst->dir)
+	if (!inode_dir(src) && inode_dir(dst))
 		return -EISDIR;
-	if (dst->dir && inode_dir_count(dst))
+	if (inode_dir(dst) && inode_dir_count(dst))
 		return -ENOTEMPTY;
 	if (dst->a.ino == META_ROOT_INO)
 		return -EBUSY;
@@ -764,7 +768,7 @@ static int rename_check(struct meta *m, const struct rename_ends *e, unsigned in
 /* directory in moves from directory from to directory to */
 static void dir_moved(struct meta_inode *in, struct meta_inode *from, struct meta_inode *to)
 {
-	if (!in->dir || from == to)
+	if (!inode_dir(in) || from == to)
 		return;
 	from->a.nlink--;
 	to->a.nlink++;
@@ -792,7 +796,8 @@ static void rename_exchange(struct meta *m, struct rename_ends *e, const struct 
 			 inode_dirent_bytes(dd->ino, dd->cookie, dd->nlen);
 	dir_moved(e->src, e->sp, e->dp);
 	dir_moved(e->dst, e->dp, e->sp);
-	e->src->a.ctime = e->dst->a.ctime = *now;
+	inode_time_set(&e->src->a.ctime, now);
+	inode_time_set(&e->dst->a.ctime, now);
 	meta_log_inode(m, e->src);
 	meta_log_inode(m, e->dst);
 }
@@ -832,10 +837,10 @@ static void rename_replace(struct meta *m, struct rename_ends *e, const char *ne
 	journal_rec_dirent_add(m->j, e->dp->a.ino, newname, nlen, e->src->a.ino, nd->type,
 			       nd->cookie);
 	dir_moved(e->src, e->sp, e->dp);
-	e->src->a.ctime = *now;
+	inode_time_set(&e->src->a.ctime, now);
 	meta_log_inode(m, e->src);
 	if (e->dst) {
-		name_removed(e->dp, e->dst, e->dst->dir);
+		name_removed(e->dp, e->dst, inode_dir(e->dst) != NULL);
 		name_dropped(m, e->dst, now);
 	}
 }
@@ -917,6 +922,7 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, uint64_t *end, b
 	struct meta_inode *dir, *child;
 	struct meta_attr attr;
 	struct meta_dirent *d;
+	char name[NAME_MAX + 1];
 	uint64_t from;
 	int rc;
 
@@ -943,7 +949,7 @@ int meta_readdir(struct meta *m, uint64_t ino, uint64_t cookie, uint64_t *end, b
 		if (!child)
 			continue;
 		fill_attr(child, &attr);
-		if (fill(ctx, d->name, &attr, d->cookie))
+		if (fill(ctx, inode_dirent_name(d, name), &attr, d->cookie))
 			break;
 		if (plus)
 			inode_ref(child);
@@ -986,7 +992,10 @@ static int xattr_lock(struct meta *m, uint64_t ino, const char *name, struct met
 static void xattr_change(struct meta *m, struct meta_inode *in, const char *name,
 			 const void *value, size_t size)
 {
-	meta_txn_begin(m, &in->a.ctime);
+	struct timespec now;
+
+	meta_txn_begin(m, &now);
+	inode_time_set(&in->a.ctime, &now);
 	if (value) {
 		inode_xattr_set(m, in, name, value, size);
 		journal_rec_xattr_set(m->j, in->a.ino, name, value, size);
@@ -1090,6 +1099,7 @@ int meta_removexattr(struct meta *m, uint64_t ino, const char *name)
 int meta_touch_atime(struct meta *m, uint64_t ino)
 {
 	struct meta_inode *in;
+	struct timespec now;
 	int rc;
 
 	rc = meta_lock_get(m, ino, META_ANY, &in);
@@ -1097,7 +1107,8 @@ int meta_touch_atime(struct meta *m, uint64_t ino)
 		return rc;
 	rc = meta_may_change(m, 0);
 	if (!rc) {
-		meta_txn_begin(m, &in->a.atime);
+		meta_txn_begin(m, &now);
+		inode_time_set(&in->a.atime, &now);
 		meta_txn_end(m, in);
 	}
 	return meta_unlock(m, rc);

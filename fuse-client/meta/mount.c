@@ -25,6 +25,7 @@
 #define G_LOG_DOMAIN "rmemfs-meta"
 
 #include <errno.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,7 +111,7 @@ static uint64_t free_orphans(struct meta *m, bool log)
 		struct meta_inode *in = v;
 
 		if (!in->a.nlink && !in->nlookup && !in->nopen && in->a.ino != META_ROOT_INO &&
-		    (!in->dir || !inode_dir_count(in)))
+		    (!inode_dir(in) || !inode_dir_count(in)))
 			g_ptr_array_add(victims, in);
 	}
 	for (i = 0; i < victims->len; i++) {
@@ -610,6 +611,12 @@ static int load_fs(struct remote *r, const struct mount_opts *opts, unsigned int
 	} else if (opts->follow) {
 		follow_loaded(m, load_again, free_loaded);
 	}
+	/*
+	 * The load's temporaries (the check's sorted inode table and sets, the
+	 * parse's buffers) below the mmap threshold leave free pages between
+	 * what stays: give them back (at 10,000 files, 16 bytes a file).
+	 */
+	malloc_trim(0);
 	*out = m;
 	return 0;
 
