@@ -41,6 +41,7 @@ static uint32_t get_le32(struct layout_rd *rd)
 }
 
 struct ser_ctx {
+	struct meta *m;
 	GByteArray *b;
 	struct alloc *bits;
 	uint32_t n;
@@ -116,12 +117,13 @@ static void put_entries(struct ser_ctx *s, struct meta_inode *in)
 
 static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 {
+	GPtrArray *xattrs = inode_xattrs(s->m, in);
 	struct layout_inode a;
 	guint i;
 
 	inode_attr_get(in, &a);
 	layout_put_inode(s->b, &a);
-	put_le32(s->b, in->xattrs ? in->xattrs->len : 0);
+	put_le32(s->b, xattrs ? xattrs->len : 0);
 	if (S_ISLNK(in->a.mode)) {
 		size_t len = in->symlink ? strlen(in->symlink) : 0;
 
@@ -135,8 +137,8 @@ static void put_inode(struct ser_ctx *s, struct meta_inode *in)
 	}
 	if (S_ISDIR(in->a.mode))
 		put_le32(s->b, inode_dir_count(in));
-	for (i = 0; in->xattrs && i < in->xattrs->len; i++) {
-		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
+	for (i = 0; xattrs && i < xattrs->len; i++) {
+		struct meta_xattr *x = g_ptr_array_index(xattrs, i);
 		size_t nlen = strlen(x->name);
 
 		layout_put_uv(s->b, nlen);
@@ -162,7 +164,7 @@ static uint64_t bitmap_count(const uint8_t *bm, uint64_t bytes)
 int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray **out)
 {
 	struct layout_ckpt_hdr h;
-	struct ser_ctx s = { 0 };
+	struct ser_ctx s = { .m = m };
 	struct meta_inode **arr;
 	uint64_t bm_bytes = (m->g.data_blocks + 7) / 8, expect = m->ckpt_bytes;
 	bool tail = m->g.version >= LAYOUT_VERSION_CSUM;
@@ -617,14 +619,14 @@ static void build_xattr(struct ckpt_src *s, struct meta_inode *in, const struct 
 	if (bad)
 		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": xattr \"%s\": %s (dropped)",
 			     (guint64)in->a.ino, name, bad);
-	else if (inode_xattr_find(in, name, NULL))
+	else if (inode_xattr_find(s->m, in, name, NULL))
 		ckpt_problem(s, "inode %" G_GUINT64_FORMAT ": xattr \"%s\" stored twice (dropped)",
 			     (guint64)in->a.ino, name);
 	g_free(name);
 	if (bad)
 		return;
 	name = g_strndup((const char *)it->name, it->nlen);
-	if (!inode_xattr_find(in, name, NULL))
+	if (!inode_xattr_find(s->m, in, name, NULL))
 		inode_xattr_set(s->m, in, name, it->value, it->vlen);
 	g_free(name);
 }

@@ -328,11 +328,11 @@ static int pull(struct follow *f, bool *end)
 
 /* ---- loading the state whole ---- */
 
-static void keep_refs(struct meta_inode *from, struct meta_inode *to)
+static void keep_refs(struct meta *m, struct meta_inode *from, struct meta *fresh,
+		      struct meta_inode *to)
 {
 	to->nlookup = from->nlookup;
-	to->nopen = from->nopen;
-	to->ncached = from->ncached;
+	inode_opens_set(fresh, to, inode_opens_get(m, from));
 	to->pagecache = from->pagecache;
 }
 
@@ -373,7 +373,7 @@ static void take_state(struct follow *f, struct meta *fresh)
 
 		diff_inode(f, old, in);
 		if (in)
-			keep_refs(old, in);
+			keep_refs(m, old, fresh, in);
 	}
 #define SWAP(field)                                \
 	do {                                       \
@@ -382,6 +382,8 @@ static void take_state(struct follow *f, struct meta *fresh)
 		fresh->field = t;                  \
 	} while (0)
 	SWAP(inodes);
+	SWAP(xattrs); /* keyed by the inode records */
+	SWAP(opens);
 	SWAP(next_ino);
 	SWAP(ckpt_bytes);
 	SWAP(blocks_mapped);

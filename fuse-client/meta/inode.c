@@ -230,9 +230,7 @@ static void inode_free_mem(gpointer p)
 	dir_free(inode_dir(in));
 	if (S_ISLNK(in->a.mode))
 		g_free(in->symlink);
-	if (in->xattrs)
-		g_ptr_array_free(in->xattrs, TRUE);
-	slab_free(&inode_slab, in);
+	slab_free(&inode_slab, in); /* (its xattrs are m->xattrs's) */
 }
 
 GHashTable *inode_table_new(void)
@@ -296,9 +294,13 @@ int inode_symlink_set(struct meta *m, struct meta_inode *in, const char *target,
 
 void inode_destroy(struct meta *m, struct meta_inode *in)
 {
+	struct inode_opens none = { 0 };
+	GPtrArray *xattrs;
+
+	inode_opens_set(m, in, none); /* (a reader's replay may free an inode its kernel holds) */
 	inode_ext_clear(m, in, 0, UINT64_MAX, true);
-	while (in->xattrs && in->xattrs->len) {
-		struct meta_xattr *x = g_ptr_array_index(in->xattrs, in->xattrs->len - 1);
+	while ((xattrs = inode_xattrs(m, in))) {
+		struct meta_xattr *x = g_ptr_array_index(xattrs, xattrs->len - 1);
 
 		inode_xattr_del(m, in, x->name);
 	}
@@ -534,14 +536,61 @@ void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d
 
 /* ---- xattrs ---- */
 
-struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx)
+/*
+ * Few inodes have xattrs: they sit in m->xattrs, keyed by the inode record,
+ * not in a pointer every record would carry. in->has_xattrs spares the
+ * lookup for the others (the kernel asks for security.capability before
+ * every write). An inode's array is never empty: the last one's removal
+ * drops it.
+ */
+GHashTable *inode_xattr_table_new(void)
 {
+	return g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+				     (GDestroyNotify)g_ptr_array_unref);
+}
+
+GPtrArray *inode_xattrs(struct meta *m, const struct meta_inode *in)
+{
+	return in->has_xattrs ? g_hash_table_lookup(m->xattrs, in) : NULL;
+}
+
+/* ---- opens ---- */
+
+GHashTable *inode_opens_table_new(void)
+{
+	return g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+}
+
+struct inode_opens inode_opens_get(struct meta *m, const struct meta_inode *in)
+{
+	struct inode_opens none = { 0 }, *o;
+
+	o = in->is_open ? g_hash_table_lookup(m->opens, in) : NULL;
+	return o ? *o : none;
+}
+
+void inode_opens_set(struct meta *m, struct meta_inode *in, struct inode_opens o)
+{
+	if (!o.nopen && !o.ncached) {
+		if (in->is_open)
+			g_hash_table_remove(m->opens, in);
+		in->is_open = 0;
+		return;
+	}
+	if (!in->is_open)
+		g_hash_table_insert(m->opens, in, g_new(struct inode_opens, 1));
+	*(struct inode_opens *)g_hash_table_lookup(m->opens, in) = o;
+	in->is_open = 1;
+}
+
+struct meta_xattr *inode_xattr_find(struct meta *m, struct meta_inode *in, const char *name,
+				    guint *idx)
+{
+	GPtrArray *xattrs = inode_xattrs(m, in);
 	guint i;
 
-	if (!in->xattrs)
-		return NULL;
-	for (i = 0; i < in->xattrs->len; i++) {
-		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
+	for (i = 0; xattrs && i < xattrs->len; i++) {
+		struct meta_xattr *x = g_ptr_array_index(xattrs, i);
 
 		if (strcmp(x->name, name) == 0) {
 			if (idx)
@@ -555,17 +604,22 @@ struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, gui
 void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
 		     size_t len)
 {
-	struct meta_xattr *x = inode_xattr_find(in, name, NULL);
+	struct meta_xattr *x = inode_xattr_find(m, in, name, NULL);
+	GPtrArray *xattrs;
 
 	if (x) {
 		m->ckpt_bytes -= inode_xattr_bytes(strlen(x->name), x->len);
 		g_free(x->value);
 	} else {
-		if (!in->xattrs)
-			in->xattrs = g_ptr_array_new_with_free_func(xattr_free);
+		xattrs = inode_xattrs(m, in);
+		if (!xattrs) {
+			xattrs = g_ptr_array_new_with_free_func(xattr_free);
+			g_hash_table_insert(m->xattrs, in, xattrs);
+			in->has_xattrs = 1;
+		}
 		x = g_new0(struct meta_xattr, 1);
 		x->name = g_strdup(name);
-		g_ptr_array_add(in->xattrs, x);
+		g_ptr_array_add(xattrs, x);
 	}
 	x->value = g_memdup2(value, len);
 	x->len = len;
@@ -575,15 +629,16 @@ void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, co
 void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name)
 {
 	guint idx;
-	struct meta_xattr *x = inode_xattr_find(in, name, &idx);
+	struct meta_xattr *x = inode_xattr_find(m, in, name, &idx);
+	GPtrArray *xattrs = inode_xattrs(m, in);
 
 	if (!x)
 		return;
 	m->ckpt_bytes -= inode_xattr_bytes(strlen(x->name), x->len);
-	g_ptr_array_remove_index(in->xattrs, idx);
-	if (!in->xattrs->len) {
-		g_ptr_array_free(in->xattrs, TRUE);
-		in->xattrs = NULL;
+	g_ptr_array_remove_index(xattrs, idx);
+	if (!xattrs->len) {
+		g_hash_table_remove(m->xattrs, in);
+		in->has_xattrs = 0;
 	}
 }
 

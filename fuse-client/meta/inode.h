@@ -103,8 +103,10 @@ struct inode_attr {
 /*
  * One per inode, and so per small file: kept small (a million-file mount
  * holds a million of them; docs/PERFORMANCE.md, "Client RAM per small file":
- * 120 bytes, a 128-byte malloc chunk). What belongs to one file type shares
- * the union; a.mode says which member is live (inode_dir, inode_rdev).
+ * 96 bytes from a slab). What few inodes have (xattrs, opens) sits beside
+ * the records, in tables of struct meta keyed by the record. What belongs
+ * to one file type shares the union; a.mode says which member is live
+ * (inode_dir, inode_rdev).
  */
 struct meta_inode {
 	struct inode_attr a; /* persistent attributes (with rdev in the union) */
@@ -113,6 +115,8 @@ struct meta_inode {
 	uint8_t pagecache : 1; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
 	/* REG: mtime/ctime of cached writes not journaled yet (extent.c write_update) */
 	uint8_t times_unlogged : 1;
+	uint8_t has_xattrs : 1; /* it has an entry in m->xattrs (inode_xattrs) */
+	uint8_t is_open : 1; /* it has an entry in m->opens (inode_opens_get) */
 	uint32_t nlookup; /* kernel references (lookup count); sticks at UINT32_MAX */
 	union {
 		struct meta_ext ext1; /* REG with ext_inline: the file's only extent */
@@ -124,7 +128,10 @@ struct meta_inode {
 		struct meta_dir *dir; /* DIR (never NULL); read it through inode_dir */
 		uint64_t rdev; /* CHR, BLK */
 	};
-	GPtrArray *xattrs; /* struct meta_xattr *, NULL when none */
+};
+
+/* the kernel's opens of an inode, in m->opens for the few open (inode_opens_get) */
+struct inode_opens {
 	uint32_t nopen; /* kernel opens and internal pins */
 	uint32_t ncached; /* kernel opens that use the page cache (meta_open_file) */
 };
@@ -165,6 +172,16 @@ void inode_attr_get(const struct meta_inode *in, struct layout_inode *a);
 void inode_attr_set(struct meta_inode *in, const struct layout_inode *a);
 /* the same attributes (rdev included)? */
 bool inode_attr_equal(const struct meta_inode *x, const struct meta_inode *y);
+/* in's xattrs (struct meta_xattr *), NULL when none; m->xattrs holds them (few inodes have any) */
+GPtrArray *inode_xattrs(struct meta *m, const struct meta_inode *in);
+/* an empty xattr table: inode record -> GPtrArray of struct meta_xattr, which it owns */
+GHashTable *inode_xattr_table_new(void);
+/* an empty open table: inode record -> struct inode_opens, which it owns */
+GHashTable *inode_opens_table_new(void);
+/* in's opens (zeros when it has none) */
+struct inode_opens inode_opens_get(struct meta *m, const struct meta_inode *in);
+/* set in's opens (zeros: it has none) */
+void inode_opens_set(struct meta *m, struct meta_inode *in, struct inode_opens o);
 /* copy a name of d into buf (NAME_MAX + 1 bytes), NUL-terminated; returns buf */
 char *inode_dirent_name(const struct meta_dirent *d, char *buf);
 
@@ -191,7 +208,8 @@ guint inode_dir_count(const struct meta_inode *dir);
 /* the entry with the smallest cookie above after (NULL: none); for cookie-order walks */
 struct meta_dirent *inode_dir_next(const struct meta_inode *dir, uint64_t after);
 
-struct meta_xattr *inode_xattr_find(struct meta_inode *in, const char *name, guint *idx);
+struct meta_xattr *inode_xattr_find(struct meta *m, struct meta_inode *in, const char *name,
+				    guint *idx);
 void inode_xattr_set(struct meta *m, struct meta_inode *in, const char *name, const void *value,
 		     size_t len);
 void inode_xattr_del(struct meta *m, struct meta_inode *in, const char *name);

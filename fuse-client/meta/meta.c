@@ -199,7 +199,7 @@ bool meta_cred_in_group(const struct meta_cred *cred, uint32_t gid)
 /* free an inode nobody refers to any more (inside a transaction) */
 static bool maybe_free(struct meta *m, struct meta_inode *in)
 {
-	if (in->a.nlink || in->nlookup || in->nopen || in->a.ino == META_ROOT_INO)
+	if (in->a.nlink || in->nlookup || in->is_open || in->a.ino == META_ROOT_INO)
 		return false;
 	journal_rec_inode_free(m->j, in->a.ino);
 	inode_destroy(m, in);
@@ -209,7 +209,7 @@ static bool maybe_free(struct meta *m, struct meta_inode *in)
 /* after a reference went away: free the inode in a transaction of its own if unused */
 static void free_if_unused(struct meta *m, struct meta_inode *in)
 {
-	if (in->a.nlink || in->nlookup || in->nopen || meta_may_change(m, 0) < 0)
+	if (in->a.nlink || in->nlookup || in->is_open || meta_may_change(m, 0) < 0)
 		return;
 	meta_txn_begin(m, NULL);
 	maybe_free(m, in);
@@ -402,16 +402,21 @@ int meta_setattr(struct meta *m, uint64_t ino, const struct meta_setattr *sa,
  */
 static int change_refs(struct meta *m, uint64_t ino, int open, int cached, uint64_t forget)
 {
+	struct inode_opens o;
 	struct meta_inode *in;
 	int rc = meta_lock_get(m, ino, META_ANY, &in);
 
 	if (rc < 0)
 		return rc;
-	if (cached < 0 && in->ncached)
-		in->ncached--;
-	if (open < 0 && !in->nopen)
+	o = inode_opens_get(m, in);
+	if (cached < 0 && o.ncached)
+		o.ncached--;
+	if (open < 0 && !o.nopen) {
+		inode_opens_set(m, in, o);
 		return meta_unlock(m, 0);
-	in->nopen += open;
+	}
+	o.nopen += open;
+	inode_opens_set(m, in, o);
 	if (in->nlookup != UINT32_MAX) /* saturated: the count is lost, keep the inode */
 		in->nlookup = forget > in->nlookup ? 0 : in->nlookup - (uint32_t)forget;
 	free_if_unused(m, in);
@@ -435,19 +440,22 @@ void meta_release(struct meta *m, uint64_t ino)
 
 int meta_open_file(struct meta *m, uint64_t ino, bool want_direct, bool drops_pages)
 {
+	struct inode_opens o;
 	struct meta_inode *in;
 	int rc = meta_lock_get(m, ino, META_ANY, &in);
 
 	if (rc < 0)
 		return rc;
-	rc = want_direct && !in->ncached;
+	o = inode_opens_get(m, in);
+	rc = want_direct && !o.ncached;
 	if (!rc) {
-		in->ncached++;
+		o.ncached++;
 		in->pagecache = true;
 	} else if (drops_pages) {
 		in->pagecache = false;
 	}
-	in->nopen++;
+	o.nopen++;
+	inode_opens_set(m, in, o);
 	return meta_unlock(m, rc);
 }
 
@@ -984,7 +992,7 @@ static int xattr_lock(struct meta *m, uint64_t ino, const char *name, struct met
 	if (!rc)
 		rc = meta_lock_get(m, ino, META_ANY, in);
 	if (!rc)
-		*x = inode_xattr_find(*in, name, NULL);
+		*x = inode_xattr_find(m, *in, name, NULL);
 	return rc;
 }
 
@@ -1062,12 +1070,14 @@ ssize_t meta_listxattr(struct meta *m, uint64_t ino, char *buf, size_t size)
 {
 	GString *names = g_string_new(NULL);
 	struct meta_inode *in;
+	GPtrArray *xattrs;
 	ssize_t rc;
 	guint i;
 
 	rc = meta_lock_get(m, ino, META_ANY, &in);
-	for (i = 0; !rc && in->xattrs && i < in->xattrs->len; i++) {
-		struct meta_xattr *x = g_ptr_array_index(in->xattrs, i);
+	xattrs = rc ? NULL : inode_xattrs(m, in);
+	for (i = 0; xattrs && i < xattrs->len; i++) {
+		struct meta_xattr *x = g_ptr_array_index(xattrs, i);
 
 		g_string_append_len(names, x->name, (gssize)strlen(x->name) + 1);
 	}

@@ -56,7 +56,9 @@ struct meta {
 	struct layout_geom g;
 	bool read_only;
 
-	GHashTable *inodes; /* &inode->a.ino -> meta_inode (owned) */
+	GHashTable *inodes; /* set of struct meta_inode, hashed by a.ino (owned) */
+	GHashTable *xattrs; /* inode record -> its xattrs, for those with any (inode_xattrs) */
+	GHashTable *opens; /* inode record -> its kernel opens, for those open (inode_opens_get) */
 	uint64_t next_ino;
 	struct alloc *alloc; /* NULL while loading */
 	uint64_t ckpt_bytes; /* exact size of the next checkpoint (header+payload) */

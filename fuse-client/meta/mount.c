@@ -71,6 +71,8 @@ static struct meta *new_meta(struct remote *r, struct super *sb, const struct la
 	if (g)
 		m->g = *g;
 	m->inodes = inode_table_new();
+	m->xattrs = inode_xattr_table_new();
+	m->opens = inode_opens_table_new();
 	m->next_ino = META_ROOT_INO + 1;
 	m->csum = csum_new();
 	/* header, allocation bitmap, and the tail's empty hot set (csum.h) */
@@ -91,6 +93,8 @@ static void free_meta(struct meta *m)
 	hold_free(m);
 	readers_destroy(m->readers);
 	g_hash_table_destroy(m->inodes);
+	g_hash_table_destroy(m->xattrs);
+	g_hash_table_destroy(m->opens);
 	alloc_destroy(m->alloc);
 	journal_destroy(m->j);
 	csum_destroy(m->csum);
@@ -110,7 +114,7 @@ static uint64_t free_orphans(struct meta *m, bool log)
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		struct meta_inode *in = v;
 
-		if (!in->a.nlink && !in->nlookup && !in->nopen && in->a.ino != META_ROOT_INO &&
+		if (!in->a.nlink && !in->nlookup && !in->is_open && in->a.ino != META_ROOT_INO &&
 		    (!inode_dir(in) || !inode_dir_count(in)))
 			g_ptr_array_add(victims, in);
 	}
