@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -264,6 +265,7 @@ static char *dump(struct meta *m, struct remote *r)
 /* a tree with a bit of everything */
 static void build_tree(struct meta *m, struct remote *r)
 {
+	struct meta_setattr sa = { 0 };
 	struct meta_attr a;
 	uint64_t d1, d2, f1, f2, big;
 	uint8_t *buf = g_malloc(300000);
@@ -288,6 +290,20 @@ static void build_tree(struct meta *m, struct remote *r)
 	g_assert_cmpint(meta_setxattr(m, f1, "user.color", "blue", 4, 0), ==, 0);
 	g_assert_cmpint(meta_setxattr(m, d1, "trusted.t", "x", 1, 0), ==, 0);
 	g_assert_cmpint(extent_fallocate(m, big, 1 << 20, 1 << 20, FALLOC_FL_KEEP_SIZE), ==, 0);
+	/* a device's number, and times at both ends of time_t (packed in RAM: inode.h) */
+	g_assert_cmpint(meta_mknod(m, d1, "tty", S_IFCHR | 0620, makedev(4, 64), &root_cred, &a),
+			==, 0);
+	g_assert_cmpuint(a.rdev, ==, makedev(4, 64));
+	meta_forget(m, a.ino, 1);
+	sa.valid = META_SET_ATIME | META_SET_MTIME;
+	sa.atime.tv_sec = INT64_MIN;
+	sa.atime.tv_nsec = 1;
+	sa.mtime.tv_sec = INT64_MAX;
+	sa.mtime.tv_nsec = 999999999;
+	g_assert_cmpint(meta_setattr(m, f2, &sa, &root_cred, &a), ==, 0);
+	g_assert_cmpint(a.atime.tv_sec, ==, INT64_MIN);
+	g_assert_cmpint(a.mtime.tv_sec, ==, INT64_MAX);
+	g_assert_cmpint(a.mtime.tv_nsec, ==, 999999999);
 	g_free(buf);
 }
 

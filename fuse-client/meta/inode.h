@@ -37,19 +37,25 @@ enum meta_ext_state {
 	META_EXT_FRESH = 2, /* allocated by extent_map, not committed: never on the pool */
 };
 
+/*
+ * An extent: 24 bytes. Bit-fields: arithmetic on them alone (count + count,
+ * count - 1) is done at their width by GCC and wraps there; with a uint64_t
+ * operand it is 64-bit.
+ */
 struct meta_ext {
 	uint64_t fblock; /* tree key */
 	uint64_t pblock; /* data-area block index */
-	/* below data_blocks (< 2^30: layout.h LAYOUT_SLOT_MAX), so 62 bits hold it */
+	/* at most data_blocks (< 2^30: layout.h LAYOUT_SLOT_MAX), so 62 bits hold it */
 	uint64_t count : 62;
 	uint64_t state : 2; /* enum meta_ext_state */
 };
 
 /*
- * A directory entry. The name has no NUL (nlen says where it ends), so that
- * an entry with a name of up to 8 bytes is 24 bytes: a 32-byte malloc chunk.
- * Cookies are below 2^48 (inode_dir_add), which leaves room for the type
- * and the name length beside the cookie.
+ * A directory entry: 16 bytes and the name without a NUL (nlen says where it
+ * ends; inode_dirent_name makes a C string), so an entry named in up to 8
+ * bytes takes 24 bytes of its slab (inode.c). Cookies are below 2^48
+ * (inode_dir_add), which leaves room for the type and the name length beside
+ * the cookie (a bit-field: shift it as a uint64_t, see struct meta_ext).
  */
 struct meta_dirent {
 	uint64_t ino;
