@@ -31,6 +31,7 @@
 #include <glib.h>
 
 #include "checksum.h"
+#include "clock.h"
 #include "ckpt.h"
 #include "commit.h"
 #include "csum.h"
@@ -178,6 +179,24 @@ static void fill_pattern(uint8_t *buf, size_t len, unsigned int seed)
 
 	for (i = 0; i < len; i++)
 		buf[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 9));
+}
+
+/*
+ * until the clock files are stamped from (clock_file_time: coarse, a tick of
+ * 1-4 ms) has moved past t, so that the next change stamps a later time
+ */
+static void wait_clock_past(const struct timespec *t)
+{
+	struct timespec now;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		clock_file_time(&now);
+		if (now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec > t->tv_nsec))
+			return;
+		g_usleep(1000);
+	}
+	g_error("the file clock stood still for a second");
 }
 
 /* ---- tree dump: everything a remount must preserve ---- */
@@ -1508,7 +1527,7 @@ static void test_rename(struct fx *f, gconstpointer d)
 
 	/* over an existing file: the old one is gone (its last name) */
 	a = attr_of(m, d2);
-	g_usleep(2000);
+	wait_clock_past(&a.mtime);
 	g_assert_cmpint(meta_rename(m, d1, "x", d2, "y", 0), ==, 0);
 	g_assert_cmpuint(tfx_lookup(m, d2, "y"), ==, x);
 	g_assert_cmpuint(tfx_lookup(m, d1, "x"), ==, 0);
@@ -1584,7 +1603,7 @@ static void test_xattr(struct fx *f, gconstpointer d)
 	g_assert_cmpint(meta_getxattr(m, x, "user.none", buf, sizeof(buf)), ==, -ENODATA);
 	g_assert_cmpint(meta_setxattr(m, x, "user.a", "v", 1, XATTR_REPLACE), ==, -ENODATA);
 	a = attr_of(m, x);
-	g_usleep(2000);
+	wait_clock_past(&a.ctime);
 	g_assert_cmpint(meta_setxattr(m, x, "user.a", "value-a", 7, XATTR_CREATE), ==, 0);
 	b = attr_of(m, x);
 	g_assert_true(b.ctime.tv_sec > a.ctime.tv_sec ||
