@@ -76,7 +76,8 @@ static void do_alloc(struct model *md, unsigned int k)
 
 	if ((uintptr_t)l.p % 8 || (uintptr_t)l.p < page + PAGE_HEADER ||
 	    (uintptr_t)l.p + sizes[k] > page + SLAB_PAGE_SIZE)
-		MFAIL(md, "object at %p (%u bytes) is misplaced in its page", (void *)l.p, sizes[k]);
+		MFAIL(md, "object at %p (%u bytes) is misplaced in its page", (void *)l.p,
+		      sizes[k]);
 	for (i = 0; i < sizes[k]; i++)
 		if (l.p[i])
 			MFAIL(md, "new object at %p not zeroed (byte %u)", (void *)l.p, i);

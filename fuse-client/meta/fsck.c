@@ -380,7 +380,8 @@ static void walk_tree(struct fsck_ctx *c, struct walk *w, bool report)
 							       "directory %" G_GUINT64_FORMAT
 							       " has a second name \"%.*s\" in %"
 							       G_GUINT64_FORMAT,
-							       (guint64)t->a.ino, (int)d->nlen, d->name,
+							       (guint64)t->a.ino,
+							       (int)d->nlen, d->name,
 							       (guint64)dir->a.ino) :
 						       c->mode == FSCK_REPAIR;
 					if (fix)

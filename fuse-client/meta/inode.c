@@ -256,7 +256,8 @@ struct meta_inode *inode_create(struct meta *m, const struct layout_inode *a)
 	inode_attr_set(in, a);
 	if (S_ISDIR(a->mode)) {
 		in->dir = g_new0(struct meta_dir, 1);
-		in->dir->by_name = g_hash_table_new_full(dirent_hash, dirent_equal, dirent_free, NULL);
+		in->dir->by_name = g_hash_table_new_full(dirent_hash, dirent_equal, dirent_free,
+							 NULL);
 		in->dir->by_cookie = g_ptr_array_new();
 		in->dir->next_cookie = 3;
 		in->dir->parent = a->ino == META_ROOT_INO ? META_ROOT_INO : 0;
@@ -534,6 +535,44 @@ void inode_dir_del(struct meta *m, struct meta_inode *dir, struct meta_dirent *d
 	g_hash_table_remove(dir->dir->by_name, d);
 }
 
+/* ---- opens ---- */
+
+/*
+ * The kernel's open counts of the few inodes open, in m->opens keyed by the
+ * record (in->is_open says whether it has an entry).
+ */
+GHashTable *inode_opens_table_new(void)
+{
+	return g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+}
+
+struct inode_opens inode_opens_get(struct meta *m, const struct meta_inode *in)
+{
+	struct inode_opens none = { 0 }, *o;
+
+	o = in->is_open ? g_hash_table_lookup(m->opens, in) : NULL;
+	return o ? *o : none;
+}
+
+void inode_opens_set(struct meta *m, struct meta_inode *in, struct inode_opens o)
+{
+	struct inode_opens *p;
+
+	if (!o.nopen && !o.ncached) {
+		if (in->is_open)
+			g_hash_table_remove(m->opens, in);
+		in->is_open = 0;
+		return;
+	}
+	p = in->is_open ? g_hash_table_lookup(m->opens, in) : NULL;
+	if (!p) {
+		p = g_new(struct inode_opens, 1);
+		g_hash_table_insert(m->opens, in, p);
+		in->is_open = 1;
+	}
+	*p = o;
+}
+
 /* ---- xattrs ---- */
 
 /*
@@ -552,35 +591,6 @@ GHashTable *inode_xattr_table_new(void)
 GPtrArray *inode_xattrs(struct meta *m, const struct meta_inode *in)
 {
 	return in->has_xattrs ? g_hash_table_lookup(m->xattrs, in) : NULL;
-}
-
-/* ---- opens ---- */
-
-GHashTable *inode_opens_table_new(void)
-{
-	return g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
-}
-
-struct inode_opens inode_opens_get(struct meta *m, const struct meta_inode *in)
-{
-	struct inode_opens none = { 0 }, *o;
-
-	o = in->is_open ? g_hash_table_lookup(m->opens, in) : NULL;
-	return o ? *o : none;
-}
-
-void inode_opens_set(struct meta *m, struct meta_inode *in, struct inode_opens o)
-{
-	if (!o.nopen && !o.ncached) {
-		if (in->is_open)
-			g_hash_table_remove(m->opens, in);
-		in->is_open = 0;
-		return;
-	}
-	if (!in->is_open)
-		g_hash_table_insert(m->opens, in, g_new(struct inode_opens, 1));
-	*(struct inode_opens *)g_hash_table_lookup(m->opens, in) = o;
-	in->is_open = 1;
 }
 
 struct meta_xattr *inode_xattr_find(struct meta *m, struct meta_inode *in, const char *name,

@@ -118,7 +118,8 @@ struct meta_inode {
 	struct inode_attr a; /* persistent attributes (with rdev in the union) */
 	uint8_t hdr_bytes; /* layout_inode_len of the attributes as counted in ckpt_bytes */
 	uint8_t ext_inline : 1; /* REG: ext1 is live (else exts) */
-	uint8_t pagecache : 1; /* REG: the kernel may be filling page-cache pages (meta_pagecache) */
+	/* REG: the kernel may be filling page-cache pages (meta_pagecache) */
+	uint8_t pagecache : 1;
 	/* REG: mtime/ctime of cached writes not journaled yet (extent.c write_update) */
 	uint8_t times_unlogged : 1;
 	uint8_t has_xattrs : 1; /* it has an entry in m->xattrs (inode_xattrs) */

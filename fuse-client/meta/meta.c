@@ -752,7 +752,8 @@ static int rename_check(struct meta *m, const struct rename_ends *e, unsigned in
 {
 	struct meta_inode *src = e->src, *dst = e->dst;
 
-	if (inode_dir(src) && (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, e->dp->a.ino)))
+	if (inode_dir(src) &&
+	    (src->a.ino == META_ROOT_INO || is_ancestor(m, src->a.ino, e->dp->a.ino)))
 		return -EINVAL;
 	if (flags & META_RENAME_EXCHANGE) {
 		if (inode_dir(dst) &&
