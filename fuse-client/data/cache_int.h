@@ -215,6 +215,7 @@ struct cache {
 	struct cache_block **hash;
 	unsigned int hmask;
 	uint64_t *ghosts; /* by hash bucket: tags of evicted blocks (cache_index.c) */
+	unsigned int ghosts_pending; /* ghost hits since the last growth step they asked for */
 	struct cache_block *free_list;
 	unsigned int nfree, nclean, ndirty; /* ndirty: blocks with dirty bits */
 	unsigned int hand; /* CLOCK */
@@ -323,6 +324,8 @@ static inline void cache_block_span(const struct cache *c, uint64_t blk, uint64_
 #define CACHE_CHUNK (16U << 20) /* bytes the arena grows and shrinks by (at least a block) */
 /* the cache grows to this with use; beyond it, only when evicted blocks come back */
 #define CACHE_GROW_FREE (64ULL << 20)
+/* ghost hits a growth step takes: chunk_slots / this */
+#define CACHE_GHOSTS_PER_GROW 8
 
 /* register and fault in the first chunk, or all of a resident cache (at create) */
 void cache_grow_first(struct cache *c);
