@@ -235,6 +235,14 @@ size_t cache_resident_bytes(struct cache *c, unsigned int nactive)
 	return n * page;
 }
 
+/* chunks the cache grows to on any need (CACHE_GROW_FREE), at least one */
+static unsigned int grow_free_chunks(const struct cache *c)
+{
+	uint64_t n = CACHE_GROW_FREE / ((uint64_t)c->chunk_slots * c->bs);
+
+	return (unsigned int)MIN((uint64_t)c->nchunks, MAX(1ULL, n));
+}
+
 /* chunks [0, nactive) in use now (trim thread; c->lock NOT held) */
 static void publish(struct cache *c, unsigned int nactive)
 {
@@ -253,7 +261,7 @@ static void publish(struct cache *c, unsigned int nactive)
  */
 static void grow(struct cache *c)
 {
-	unsigned int k, n, i;
+	unsigned int k, n, i, limit;
 	bool populate;
 
 	pthread_mutex_lock(&c->lock);
@@ -264,11 +272,16 @@ static void grow(struct cache *c)
 		return;
 	}
 	k = c->nactive;
+	/* unproven asks (takers below CACHE_GROW_FREE, maybe stale) stop there */
+	limit = c->grow_proven ? c->nchunks : grow_free_chunks(c);
+	c->grow_proven = false;
 	pthread_mutex_unlock(&c->lock);
+	if (k >= limit)
+		return;
 
 	/* a cache filled whole doubles; one of narrow misses grows by half again */
 	populate = chunk_wants_populate(c);
-	n = MIN(c->nchunks - k, MAX(1U, populate ? k : k / 2));
+	n = MIN(limit - k, MAX(1U, populate ? k : k / 2));
 	if (cache_pins_chunks(c)) {
 		/* registration on first use pins: fault each chunk in before it is used */
 		for (i = 0; i < n; i++) {

@@ -270,7 +270,8 @@ struct cache_block *cache_slot_take(struct cache *c)
 	if (cache_grow_free(c) && cache_grow_wanted(c))
 		return NULL;
 	if (!c->nclean) {
-		cache_grow_wanted(c); /* every block dirty or in use */
+		c->grow_proven = true; /* every block dirty or in use */
+		cache_grow_wanted(c);
 		return NULL;
 	}
 	for (steps = 0; steps < 2 * c->live; steps++) {
@@ -331,6 +332,7 @@ void cache_block_insert(struct cache *c, struct cache_block *b, struct cache_ino
 		/* a bigger cache would have kept it: one step per CACHE_GHOSTS_PER_GROW */
 		if (!c->free_list && ++c->ghosts_pending >= c->chunk_slots / CACHE_GHOSTS_PER_GROW) {
 			c->ghosts_pending = 0;
+			c->grow_proven = true;
 			cache_grow_wanted(c);
 		}
 	}

@@ -195,6 +195,7 @@ struct cache {
 	unsigned int live; /* slots below it are in use; above: a chunk draining, or not in use */
 	bool grow_blocked; /* memory is short: takers evict instead of asking for growth */
 	bool grow_wanted; /* a taker asked the trim thread for a chunk */
+	bool grow_proven; /* ... past CACHE_GROW_FREE: ghost hits, or nothing to evict */
 	bool trim_stop;
 	bool trim_started;
 	pthread_t trim_thread;
