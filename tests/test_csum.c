@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * test_csum.c - the checksum table (fuse-client/meta/csum.c) against a model:
- * seeded random set / clear / get / hot marks checked against a GHashTable,
- * and at intervals the table serialised into a checkpoint tail over a random
- * allocation bitmap and parsed back into a new table, which must hold exactly
- * the model's checksums of the used blocks and the model's hot regions.
- * Damaged tails (cut, a byte added, a region past the end) must be refused.
+ * seeded random set / clear / get / hot marks and the pending blocks of
+ * write-ahead checksums (set ahead, settle on the new or the old CRC, what
+ * a read accepts) checked against GHashTables, and at intervals the table
+ * serialised into a checkpoint tail (format 2, or 3 with its pending blocks)
+ * over a random allocation bitmap and parsed back into a new table, which
+ * must hold exactly the model's checksums of the used blocks, the model's
+ * hot regions and (format 3) its pending blocks in use. Damaged tails (cut,
+ * a byte added, the other format) must be refused.
  * layout_crc32c's two paths (small buffers, ISA-L) agree with a bitwise CRC.
  * RMEMFS_CSUM_SEED replays a seed (printed).
  */
@@ -25,7 +28,7 @@
 
 struct model {
 	GHashTable *crc; /* pb -> crc (both as pointers: pb + 1, crc + 1) */
-	GHashTable *unlogged; /* pb + 1: set by csum_set_unlogged since the last take */
+	GHashTable *alt; /* pb + 1 -> alt_val(): the pending blocks */
 	GHashTable *hot; /* region + 1 */
 	guint32 seed;
 	unsigned int op;
@@ -39,29 +42,58 @@ static gpointer key(uint64_t v)
 	return GSIZE_TO_POINTER((gsize)v + 1);
 }
 
-static void check_same(struct model *md, struct csum *c, const uint8_t *used)
+/* a pending block's value in the model: bit 33 set, bit 32 if it had a CRC, the CRC */
+static gpointer alt_val(bool had, uint32_t old)
 {
-	uint64_t pb, n = 0;
-	uint32_t crc;
+	return GSIZE_TO_POINTER((gsize)((1ULL << 33) | (had ? (1ULL << 32) | old : 0)));
+}
+
+/* the model's pending state of pb: true with *had, *old */
+static bool model_pending(struct model *md, uint64_t pb, bool *had, uint32_t *old)
+{
+	gpointer v;
+
+	if (!g_hash_table_lookup_extended(md->alt, key(pb), NULL, &v))
+		return false;
+	*had = (GPOINTER_TO_SIZE(v) >> 32) & 1;
+	*old = (uint32_t)GPOINTER_TO_SIZE(v);
+	return true;
+}
+
+/* used: compare only the blocks in use (a parsed tail); pending: its pending blocks too */
+static void check_same(struct model *md, struct csum *c, const uint8_t *used, bool pending)
+{
+	uint64_t pb, n = 0, np = 0;
+	uint32_t crc, old, mold = 0;
+	bool had, mhad = false;
 
 	for (pb = 0; pb < NBLOCKS; pb++) {
 		gpointer v;
 		bool want = g_hash_table_lookup_extended(md->crc, key(pb), NULL, &v);
 		bool have = csum_get(c, pb, &crc);
+		bool wantp = want && pending && model_pending(md, pb, &mhad, &mold);
+		bool havep = csum_pending(c, pb, &old, &had);
 
 		if (used && !(used[pb / 8] & (1U << (pb % 8))))
-			want = false;
+			want = wantp = false;
 		if (want != have)
 			MFAIL(md, "block %" G_GUINT64_FORMAT ": %s, the model %s", pb,
 			      have ? "present" : "absent", want ? "has it" : "has none");
 		if (want && crc != (uint32_t)(GPOINTER_TO_SIZE(v) - 1))
 			MFAIL(md, "block %" G_GUINT64_FORMAT ": crc %08x, the model %08x", pb, crc,
 			      (uint32_t)(GPOINTER_TO_SIZE(v) - 1));
+		if (wantp != havep || (wantp && (had != mhad || (had && old != mold))))
+			MFAIL(md, "block %" G_GUINT64_FORMAT ": pending %d (had %d, %08x), the model "
+			      "%d", pb, havep, havep && had, havep ? old : 0, wantp);
 		n += want;
+		np += wantp;
 	}
 	if (csum_count(c) != n)
 		MFAIL(md, "count %" G_GUINT64_FORMAT ", the model %" G_GUINT64_FORMAT,
 		      csum_count(c), n);
+	if (csum_pending_count(c) != np)
+		MFAIL(md, "%" G_GUINT64_FORMAT " pending, the model %" G_GUINT64_FORMAT,
+		      csum_pending_count(c), np);
 	for (pb = 0; pb < NREGIONS; pb++)
 		if (csum_hot(c, pb) != g_hash_table_contains(md->hot, key(pb)))
 			MFAIL(md, "region %" G_GUINT64_FORMAT " hot %d", pb, csum_hot(c, pb));
@@ -70,34 +102,21 @@ static void check_same(struct model *md, struct csum *c, const uint8_t *used)
 		      g_hash_table_size(md->hot));
 }
 
-/* csum_take_unlogged against the model: the blocks set since the last take that still have a CRC */
-static void take_unlogged(struct model *md, struct csum *c)
+/* what a read accepts: the CRC, a pending block's previous one, anything if it had none */
+static void check_accepts(struct model *md, struct csum *c, uint64_t pb, uint32_t got)
 {
-	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	GArray *crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-	GHashTableIter it;
-	gpointer k, v;
-	guint i, want = 0;
+	gpointer v;
+	uint32_t crc, mold;
+	bool old, mhad, want;
 
-	csum_take_unlogged(c, pbs, crcs);
-	g_hash_table_iter_init(&it, md->unlogged);
-	while (g_hash_table_iter_next(&it, &k, NULL))
-		want += g_hash_table_contains(md->crc, k);
-	if (pbs->len != want || crcs->len != want)
-		MFAIL(md, "took %u unlogged CRCs, the model %u", pbs->len, want);
-	for (i = 0; i < pbs->len; i++) {
-		uint64_t pb = g_array_index(pbs, uint64_t, i);
-
-		if (i && pb <= g_array_index(pbs, uint64_t, i - 1))
-			MFAIL(md, "unlogged blocks not ascending at %u", i);
-		if (!g_hash_table_contains(md->unlogged, key(pb)) ||
-		    !g_hash_table_lookup_extended(md->crc, key(pb), NULL, &v) ||
-		    g_array_index(crcs, uint32_t, i) != (uint32_t)(GPOINTER_TO_SIZE(v) - 1))
-			MFAIL(md, "unlogged block %" G_GUINT64_FORMAT " taken wrongly", pb);
-	}
-	g_hash_table_remove_all(md->unlogged);
-	g_array_free(pbs, TRUE);
-	g_array_free(crcs, TRUE);
+	if (!g_hash_table_lookup_extended(md->crc, key(pb), NULL, &v))
+		return;
+	crc = (uint32_t)(GPOINTER_TO_SIZE(v) - 1);
+	want = got == crc ||
+	       (model_pending(md, pb, &mhad, &mold) && (!mhad || mold == got));
+	if (csum_accepts(c, pb, crc, got, &old) != want)
+		MFAIL(md, "block %" G_GUINT64_FORMAT ": %08x accepted %d, the model %d", pb, got,
+		      !want, want);
 }
 
 /* serialise over a random bitmap, parse back, compare; damaged copies must be refused */
@@ -108,6 +127,8 @@ static void round_trip(struct model *md, struct csum *c, GRand *rng)
 	struct csum *back = csum_new(), *bad;
 	uint64_t pb, nused = 0;
 	guint density = g_rand_int_range(rng, 0, 101);
+	bool ahead = g_rand_boolean(rng);
+	uint64_t extra;
 	uint8_t *cut;
 
 	memset(used, 0, sizeof(used));
@@ -116,23 +137,26 @@ static void round_trip(struct model *md, struct csum *c, GRand *rng)
 			used[pb / 8] |= (uint8_t)(1U << (pb % 8));
 			nused++;
 		}
-	csum_put_tail(c, used, NBLOCKS, b);
-	if (b->len != csum_tail_len(c, nused))
-		MFAIL(md, "tail of %u bytes, csum_tail_len says %" G_GUINT64_FORMAT, b->len,
-		      csum_tail_len(c, nused));
-	if (csum_get_tail(back, used, NBLOCKS, b->data, b->len) < 0)
-		MFAIL(md, "the tail written does not parse");
-	check_same(md, back, used);
+	extra = csum_put_tail(c, used, NBLOCKS, ahead, b);
+	if (b->len != csum_tail_len(c, nused) + extra || (!ahead && extra))
+		MFAIL(md, "tail of %u bytes, csum_tail_len says %" G_GUINT64_FORMAT " + %"
+		      G_GUINT64_FORMAT, b->len, csum_tail_len(c, nused), extra);
+	if (csum_get_tail(back, used, NBLOCKS, ahead, b->data, b->len) < 0)
+		MFAIL(md, "the tail written (format %d) does not parse", ahead ? 3 : 2);
+	check_same(md, back, used, ahead);
 	csum_destroy(back);
 
-	/* one byte short, one byte too many: refused, nothing kept */
+	/* one byte short, one byte too many, the other format: refused, nothing kept */
 	bad = csum_new();
-	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, b->data, b->len - 1), ==, -EBADMSG);
+	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, ahead, b->data, b->len - 1), ==,
+			-EBADMSG);
 	cut = g_malloc0(b->len + 1);
 	memcpy(cut, b->data, b->len);
-	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, cut, b->len + 1), ==, -EBADMSG);
+	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, ahead, cut, b->len + 1), ==, -EBADMSG);
+	g_assert_cmpint(csum_get_tail(bad, used, NBLOCKS, !ahead, b->data, b->len), ==, -EBADMSG);
 	g_assert_cmpuint(csum_count(bad), ==, 0);
 	g_assert_cmpuint(csum_hot_count(bad), ==, 0);
+	g_assert_cmpuint(csum_pending_count(bad), ==, 0);
 	g_free(cut);
 	csum_destroy(bad);
 	g_byte_array_unref(b);
@@ -150,7 +174,7 @@ static void test_model(void)
 	rng = g_rand_new_with_seed(md.seed);
 	md.crc = g_hash_table_new(g_direct_hash, g_direct_equal);
 	md.hot = g_hash_table_new(g_direct_hash, g_direct_equal);
-	md.unlogged = g_hash_table_new(g_direct_hash, g_direct_equal);
+	md.alt = g_hash_table_new(g_direct_hash, g_direct_equal);
 	for (md.op = 0; md.op < OPS; md.op++) {
 		uint64_t pb = (uint64_t)g_rand_int_range(rng, 0, NBLOCKS);
 		uint64_t n = (uint64_t)g_rand_int_range(rng, 1, 3 * CSUM_PAGE / 2);
@@ -159,19 +183,43 @@ static void test_model(void)
 		gpointer v;
 
 		switch (g_rand_int_range(rng, 0, 10)) {
-		case 8: /* an in-place write's CRC, journaled later */
-			csum_set_unlogged(c, pb, crc);
+		case 8: { /* an in-place write's CRC, ahead of its data: the old one its alternative */
+			bool had = g_hash_table_lookup_extended(md.crc, key(pb), NULL, &v);
+
+			csum_set_ahead(c, pb, crc);
+			g_hash_table_insert(md.alt, key(pb),
+					    alt_val(had, had ? (uint32_t)(GPOINTER_TO_SIZE(v) - 1) : 0));
 			g_hash_table_insert(md.crc, key(pb), GSIZE_TO_POINTER((gsize)crc + 1));
-			g_hash_table_add(md.unlogged, key(pb));
+			check_accepts(&md, c, pb, crc);
+			check_accepts(&md, c, pb, crc ^ 1);
+			if (had)
+				check_accepts(&md, c, pb, (uint32_t)(GPOINTER_TO_SIZE(v) - 1));
 			break;
-		case 9: /* the committer takes them: each once, ascending, only those still set */
-			take_unlogged(&md, c);
+		}
+		case 9: { /* the write landed, or did not: settle on the new or the old CRC */
+			bool had;
+			uint32_t old;
+
+			if (g_rand_boolean(rng)) {
+				csum_settle(c, pb);
+			} else {
+				csum_settle_old(c, pb);
+				if (model_pending(&md, pb, &had, &old) && had)
+					g_hash_table_insert(md.crc, key(pb),
+							    GSIZE_TO_POINTER((gsize)old + 1));
+				else if (model_pending(&md, pb, &had, &old))
+					g_hash_table_remove(md.crc, key(pb));
+			}
+			g_hash_table_remove(md.alt, key(pb));
 			break;
+		}
 		case 0: /* clear a run, across pages */
 			n = MIN(n, (uint64_t)NBLOCKS - pb);
 			csum_clear(c, pb, n);
-			for (i = 0; i < n; i++)
+			for (i = 0; i < n; i++) {
 				g_hash_table_remove(md.crc, key(pb + i));
+				g_hash_table_remove(md.alt, key(pb + i));
+			}
 			break;
 		case 1: /* hot mark */
 		case 2: {
@@ -181,10 +229,15 @@ static void test_model(void)
 			if (csum_hot_set(c, region, hot, 0, NULL) != (hot != was))
 				MFAIL(&md, "hot mark of region %" G_GUINT64_FORMAT " to %d", region,
 				      hot);
-			if (hot)
+			if (hot) {
 				g_hash_table_add(md.hot, key(region));
-			else
-				g_hash_table_remove(md.hot, key(region));
+				break;
+			}
+			if (was) /* no write in flight there: its pending blocks settle */
+				for (i = region * LAYOUT_CSUM_REGION_BLOCKS;
+				     i < (region + 1) * LAYOUT_CSUM_REGION_BLOCKS; i++)
+					g_hash_table_remove(md.alt, key(i));
+			g_hash_table_remove(md.hot, key(region));
 			break;
 		}
 		case 3: { /* get a run */
@@ -206,21 +259,22 @@ static void test_model(void)
 		default: /* set, get one */
 			csum_set(c, pb, crc);
 			g_hash_table_insert(md.crc, key(pb), GSIZE_TO_POINTER((gsize)crc + 1));
+			g_hash_table_remove(md.alt, key(pb));
 			if (!csum_get(c, pb, &got) || got != crc)
 				MFAIL(&md, "block %" G_GUINT64_FORMAT " lost its crc", pb);
 			break;
 		}
 		if (md.op % ROUND_TRIP_EVERY == 0) {
-			check_same(&md, c, NULL);
+			check_same(&md, c, NULL, true);
 			round_trip(&md, c, rng);
 		}
 	}
-	check_same(&md, c, NULL);
+	check_same(&md, c, NULL, true);
 	round_trip(&md, c, rng);
 	csum_destroy(c);
 	g_hash_table_destroy(md.crc);
 	g_hash_table_destroy(md.hot);
-	g_hash_table_destroy(md.unlogged);
+	g_hash_table_destroy(md.alt);
 	g_rand_free(rng);
 }
 
@@ -238,14 +292,14 @@ static void test_bad_regions(void)
 	buf[len++] = 0;
 	buf[len++] = 0;
 	buf[len++] = (uint8_t)NREGIONS; /* uv: one past the last region */
-	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len), ==, -EBADMSG);
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, false, buf, len), ==, -EBADMSG);
 	buf[0] = 2;
 	buf[4] = 0;
 	buf[5] = 0; /* region 0 twice */
-	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len + 1), ==, -EBADMSG);
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, false, buf, len + 1), ==, -EBADMSG);
 	g_assert_cmpuint(csum_hot_count(c), ==, 0);
 	buf[5] = 1;
-	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, buf, len + 1), ==, 0);
+	g_assert_cmpint(csum_get_tail(c, used, NBLOCKS, false, buf, len + 1), ==, 0);
 	g_assert_cmpuint(csum_hot_count(c), ==, 2);
 	csum_destroy(c);
 }

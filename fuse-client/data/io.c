@@ -259,20 +259,26 @@ static int map_checked(struct io *io, uint64_t ino, uint64_t off, size_t len, bo
 static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf, bool last);
 
 /*
- * A following reader whose checksum of a block lags the writer's
- * (verify_read_run's -EAGAIN) leaves the gate - the follower cannot apply
- * newer states while reads are in it - waits for a refresh and reads again.
+ * A following reader whose read of a block does not pass its checksum
+ * (verify_read_run's -EAGAIN: its CRC lags the writer's, or the read met an
+ * in-place write in flight) leaves the gate - the follower cannot apply
+ * newer states while reads are in it - waits for a refresh and reads again,
+ * up to FOLLOW_READS times; the last failure is reported.
  */
+#define FOLLOW_READS 4
+
 static int io_read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf)
 {
-	unsigned int e = gate_enter(io);
-	int rc = gate_leave(io, e, read_step(io, ino, off, len, buf, false));
+	unsigned int e, i;
+	int rc = -EAGAIN;
 
-	if (rc != -EAGAIN)
-		return rc;
-	follow_wait_refresh(io->meta);
-	e = gate_enter(io);
-	return gate_leave(io, e, read_step(io, ino, off, len, buf, true));
+	for (i = 0; i < FOLLOW_READS && rc == -EAGAIN; i++) {
+		if (i)
+			follow_wait_refresh(io->meta);
+		e = gate_enter(io);
+		rc = gate_leave(io, e, read_step(io, ino, off, len, buf, i + 1 == FOLLOW_READS));
+	}
+	return rc;
 }
 
 static int read_step(struct io *io, uint64_t ino, uint64_t off, size_t len, char *buf, bool last)
@@ -738,14 +744,16 @@ static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, in
 
 int io_readv(struct io *io, uint64_t ino, const struct io_piece *p, int n)
 {
-	unsigned int e = gate_enter(io);
-	int rc = gate_leave(io, e, readv_gated(io, ino, p, n, false));
+	unsigned int e, i;
+	int rc = -EAGAIN;
 
-	if (rc != -EAGAIN) /* (see io_read_step) */
-		return rc;
-	follow_wait_refresh(io->meta);
-	e = gate_enter(io);
-	return gate_leave(io, e, readv_gated(io, ino, p, n, true));
+	for (i = 0; i < FOLLOW_READS && rc == -EAGAIN; i++) { /* (see io_read_step) */
+		if (i)
+			follow_wait_refresh(io->meta);
+		e = gate_enter(io);
+		rc = gate_leave(io, e, readv_gated(io, ino, p, n, i + 1 == FOLLOW_READS));
+	}
+	return rc;
 }
 
 static int readv_gated(struct io *io, uint64_t ino, const struct io_piece *p, int n, bool last)

@@ -183,6 +183,17 @@ static uint32_t block_crc(const void *blk)
 }
 
 /*
+ * Do the bytes at blk pass block pb, whose CRC is crc? Its CRC, or while
+ * an in-place write is pending on it the previous one (csum.h csum_accepts).
+ */
+static bool passes(struct verify *v, uint64_t pb, uint32_t crc, const void *blk)
+{
+	bool old;
+
+	return csum_accepts(extent_csum(v->m), pb, crc, block_crc(blk), &old);
+}
+
+/*
  * Block pb (file ino at foff) does not match crc, confirmed, and no copy
  * does: one line and one count per damage (the kernel may ask again for
  * what failed), and -EIO.
@@ -231,14 +242,14 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 
 	if (n == 1) {
 		rc = remote_read(v->r, off, blk, BS);
-		if (rc == 0 && block_crc(blk) != crc)
+		if (rc == 0 && !passes(v, pb, crc, blk))
 			rc = bad_block(v, ino, foff, pb, crc, blk);
 		return rc;
 	}
 	for (k = 0; k < n && !(lazy && good == 0); k++) {
 		copy[k] = g_malloc(BS);
 		rcs[k] = remote_read_copy(v->r, off, copy[k], BS, k);
-		if (rcs[k] == 0 && good == n && block_crc(copy[k]) == crc)
+		if (rcs[k] == 0 && good == n && passes(v, pb, crc, copy[k]))
 			good = k;
 	}
 	if (good == 0 && lazy)
@@ -253,7 +264,7 @@ static int check_copies(struct verify *v, uint64_t ino, uint64_t foff, uint64_t 
 	}
 	memcpy(blk, copy[good], BS);
 	for (k = 0; k < n; k++) {
-		if (k == good || rcs[k] || block_crc(copy[k]) == crc)
+		if (k == good || rcs[k] || passes(v, pb, crc, copy[k]))
 			continue;
 		if (remote_write_copy(v->r, off, copy[good], BS, k) < 0)
 			continue; /* (that member is being dropped: the set says so) */
@@ -366,6 +377,7 @@ static int confirm(struct verify *v, uint64_t ino, struct verify_rblk *rb)
 
 int verify_read_run(struct verify *v, struct verify_read *vr, bool last)
 {
+	struct csum *c = extent_csum(v->m);
 	guint i;
 	int rc;
 
@@ -378,14 +390,17 @@ int verify_read_run(struct verify *v, struct verify_read *vr, bool last)
 		struct verify_rblk *rb = &g_array_index(vr->blks, struct verify_rblk, i);
 		uint64_t *counter = &v->st.verified;
 
-		if (block_crc(rb->blk) != rb->crc) {
+		if (!passes(v, rb->pb, rb->crc, rb->blk)) {
 			if (!v->follower) {
 				rc = confirm(v, vr->ino, rb);
-			} else if (csum_hot(extent_csum(v->m), rb->pb / LAYOUT_CSUM_REGION_BLOCKS)) {
-				/* the writer is overwriting there: our checksum may lag */
+			} else if (extent_format(v->m) < LAYOUT_VERSION_AHEAD &&
+				   csum_hot(c, rb->pb / LAYOUT_CSUM_REGION_BLOCKS)) {
+				/* a format-2 writer journals an overwrite's checksum after it */
 				counter = &v->st.unverified;
 				rc = 0;
 			} else if (!last) {
+				/* the writer's CRC is ahead of its data: ours may lag, or the read
+				 * met a write in flight */
 				return -EAGAIN;
 			} else {
 				/* (a reader writes nothing: no repair) */
@@ -471,7 +486,7 @@ static int rmw_read(struct verify *v, struct verify_wblk *w)
 		return rc;
 	if (!csum_get(extent_csum(v->m), w->pb, &crc))
 		count(&v->st.unverified, 1);
-	else if (block_crc(w->rmw) != crc) /* (its stripe is held) */
+	else if (!passes(v, w->pb, crc, w->rmw)) /* (its stripe is held) */
 		rc = check_copies(v, w->ino, w->foff, w->pb, crc, w->rmw, NULL);
 	else
 		count(&v->st.verified, 1);
@@ -499,39 +514,71 @@ static uint32_t wblk_crc(const struct verify_wblk *w)
 }
 
 /*
- * A batch whose write failed may have landed in part: its in-place blocks
- * (stripes held) get the CRCs of what the pool holds now, so the table
- * agrees with it again. 0, or -errno: then their regions stay hot and the
- * next mount recomputes them.
+ * Pending block pb (an in-place write of it failed, or never went out:
+ * !sent) settled on what the pool holds: the new bytes (the write landed),
+ * or the old ones, journaled so a replay drops the new CRC too. false when
+ * that cannot be told (the read fails, or the block held no CRC before):
+ * it stays pending, its region hot, and the next mount settles it.
  */
-static int relog_landed(struct verify *v, struct verify_write *vw)
+static bool settle_after(struct verify *v, uint64_t pb, bool sent, char *buf)
 {
-	char *buf = g_malloc(BS);
-	uint32_t crc;
-	guint i;
-	int rc = 0;
+	struct csum *c = extent_csum(v->m);
+	uint32_t crc, old, got;
+	bool had;
 
-	for (i = 0; i < vw->blks->len && rc == 0; i++) {
-		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
-
-		if (!w->inplace)
-			continue;
-		rc = remote_read(v->r, extent_pool_off(v->m, w->pb), buf, BS);
-		crc = block_crc(buf);
-		if (rc == 0)
-			rc = checksum_log(v->m, &w->pb, &crc, 1);
+	if (!csum_pending(c, pb, &old, &had))
+		return true;
+	if (!had || !csum_get(c, pb, &crc))
+		return false;
+	if (sent) {
+		if (remote_read(v->r, extent_pool_off(v->m, pb), buf, BS) < 0)
+			return false;
+		got = block_crc(buf);
+		if (got == crc) {
+			csum_settle(c, pb);
+			return true;
+		}
+		if (got != old)
+			return false;
 	}
-	g_free(buf);
-	return rc;
+	csum_settle_old(c, pb);
+	return checksum_log(v->m, &pb, &old, 1) == 0;
 }
 
+/* each in-place block of vw settled (settle_after); true if every one was */
+static bool settle_all(struct verify *v, struct verify_write *vw, bool sent)
+{
+	char *buf = g_malloc(BS);
+	bool all = true;
+	guint i;
+
+	for (i = 0; i < vw->blks->len; i++) {
+		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
+
+		if (w->inplace && !settle_after(v, w->pb, sent, buf))
+			all = false;
+	}
+	g_free(buf);
+	return all;
+}
+
+/*
+ * An in-place write, step by step (its blocks' stripes held throughout):
+ * blocks still pending from a write that failed are settled first (two
+ * writes in doubt would leave three contents to choose from); the partly
+ * written ones are read and merged; the new CRCs are made durable in the
+ * journal (checksum_ahead: from then on each block passes with its new or
+ * its old CRC); the data goes out; the blocks settle on the new CRCs. A
+ * write that fails settles each block on what the pool holds where that
+ * can be told; a block where it cannot stays pending and keeps its region
+ * hot until the next mount.
+ */
 int verify_write_run(struct verify *v, struct verify_write *vw)
 {
 	GArray *inplace = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	uint64_t *pbs = g_new(uint64_t, vw->blks->len);
 	uint32_t *crcs = g_new(uint32_t, vw->blks->len);
 	struct stripes s = { 0 };
-	bool hot = false, sent = false, leave;
+	bool ahead = false, sent = false;
 	guint i;
 	int rc = 0, n = 0;
 
@@ -543,25 +590,20 @@ int verify_write_run(struct verify *v, struct verify_write *vw)
 			stripes_add(&s, w->pb);
 		}
 	}
-	/* the crash window of an in-place write is covered before the write goes out */
 	if (inplace->len) {
-		rc = checksum_hot_enter(v->m, (uint64_t *)(void *)inplace->data,
-					(int)inplace->len);
-		if (rc < 0)
-			goto out;
-		hot = true;
 		stripes_lock(v, &s);
+		settle_all(v, vw, true);
 	}
 	for (i = 0; i < vw->blks->len && rc == 0; i++) {
 		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
 
 		if (w->rmw)
 			rc = rmw_read(v, w);
-		if (w->inplace) {
-			pbs[n] = w->pb;
+		if (w->inplace)
 			crcs[n++] = wblk_crc(w);
-		}
 	}
+	if (rc == 0 && n)
+		rc = checksum_ahead(v->m, (uint64_t *)(void *)inplace->data, crcs, n, &ahead);
 	if (rc == 0 && vw->b.cnt) {
 		rc = remote_writev(v->r, vw->b.offs, vw->b.iov, vw->b.cnt);
 		sent = true;
@@ -569,27 +611,20 @@ int verify_write_run(struct verify *v, struct verify_write *vw)
 	/*
 	 * New blocks: their CRCs go into the table now and into the journal with
 	 * the EXT_SET that makes them part of the file (extent.c commit_range).
-	 * Written blocks changed in place: into the table now (stripes held),
-	 * into the journal with the committer's next write (csum.h
-	 * csum_set_unlogged; their region's durable HOT covers a crash before).
 	 */
 	for (i = 0; i < vw->blks->len && rc == 0; i++) {
 		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
 
-		if (!w->inplace)
+		if (w->inplace)
+			csum_settle(extent_csum(v->m), w->pb);
+		else
 			csum_set(extent_csum(v->m), w->pb, wblk_crc(w));
 	}
-	for (i = 0; rc == 0 && i < (guint)n; i++)
-		csum_set_unlogged(extent_csum(v->m), pbs[i], crcs[i]);
-	/* nothing sent (a read-modify-write failed), or what landed is logged: leave */
-	leave = hot && (rc == 0 || !sent || relog_landed(v, vw) == 0);
+	if (ahead && (rc == 0 || settle_all(v, vw, sent)))
+		checksum_hot_leave(v->m, (uint64_t *)(void *)inplace->data, (int)inplace->len);
 	if (inplace->len)
 		stripes_unlock(v, &s);
-	if (leave)
-		checksum_hot_leave(v->m, (uint64_t *)(void *)inplace->data, (int)inplace->len);
-out:
 	g_array_free(inplace, TRUE);
-	g_free(pbs);
 	g_free(crcs);
 	return rc;
 }

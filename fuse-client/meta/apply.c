@@ -17,9 +17,9 @@
 #include "meta_int.h"
 
 /*
- * CSUM and HOT records (format 2): the table and the hot set (csum.h). An
- * untrusted CSUM (a malformed transaction's, journal.c) clears its blocks'
- * CRCs instead of setting them.
+ * CSUM, CSUM_AHEAD and HOT records (formats 2 and 3): the table, its
+ * pending blocks and the hot set (csum.h). An untrusted CSUM (a malformed
+ * transaction's, journal.c) clears its blocks' CRCs instead of setting them.
  */
 static int apply_csum(struct meta *m, const struct journal_rec *r)
 {
@@ -50,7 +50,10 @@ static int apply_csum(struct meta *m, const struct journal_rec *r)
 	}
 	for (i = 0; i < r->count; i++) {
 		memcpy(&w, r->value + 4 * i, 4);
-		csum_set(m->csum, r->pblock + i, le32toh(w));
+		if (r->type == LAYOUT_REC_CSUM_AHEAD)
+			csum_set_ahead(m->csum, r->pblock + i, le32toh(w));
+		else
+			csum_set(m->csum, r->pblock + i, le32toh(w));
 	}
 	return 0;
 }
@@ -58,26 +61,43 @@ static int apply_csum(struct meta *m, const struct journal_rec *r)
 /*
  * EXT_SET: the file blocks take the pool blocks, freeing what they mapped -
  * which for an UNWRITTEN extent becoming WRITTEN (fallocate, then write)
- * are the same pool blocks, whose CRC the CSUM record before this one set:
- * that CRC stays (the live writer's commit_range does not free them at all).
+ * or a written extent logged again (a commit after an in-place write) are
+ * the same pool blocks, whose CRC the CSUM or CSUM_AHEAD records before this
+ * one set: that CRC stays, pending or not (the live writer's commit_range
+ * does not free them at all).
  */
 static void ext_set_keep_crcs(struct meta *m, struct meta_inode *in, const struct journal_rec *r)
 {
-	uint32_t *crc = NULL;
-	bool *have = NULL;
+	uint32_t *crc = NULL, *old = NULL;
+	bool *have = NULL, *pend = NULL, *had = NULL;
 	uint64_t i;
 
 	if (r->state == LAYOUT_EXT_WRITTEN) {
 		crc = g_new(uint32_t, r->count);
+		old = g_new(uint32_t, r->count);
 		have = g_new(bool, r->count);
+		pend = g_new(bool, r->count);
+		had = g_new(bool, r->count);
 		csum_get_run(m->csum, r->pblock, r->count, crc, have);
+		for (i = 0; i < r->count; i++)
+			pend[i] = have[i] && csum_pending(m->csum, r->pblock + i, &old[i], &had[i]);
 	}
 	inode_ext_set(m, in, r->fblock, r->count, r->pblock, r->state);
-	for (i = 0; crc && i < r->count; i++)
-		if (have[i])
+	for (i = 0; crc && i < r->count; i++) {
+		if (!have[i])
+			continue;
+		if (pend[i] && had[i])
+			csum_set(m->csum, r->pblock + i, old[i]);
+		if (pend[i])
+			csum_set_ahead(m->csum, r->pblock + i, crc[i]);
+		else
 			csum_set(m->csum, r->pblock + i, crc[i]);
+	}
 	g_free(crc);
+	g_free(old);
 	g_free(have);
+	g_free(pend);
+	g_free(had);
 }
 
 int meta_apply_rec(void *ctx, const struct journal_rec *r)
@@ -86,7 +106,7 @@ int meta_apply_rec(void *ctx, const struct journal_rec *r)
 	struct meta_inode *in = NULL, *dir;
 	struct meta_dirent *d;
 
-	if (r->type == LAYOUT_REC_CSUM || r->type == LAYOUT_REC_HOT)
+	if (journal_rec_is_csum(r->type))
 		return apply_csum(m, r);
 	if (r->type != LAYOUT_REC_DIRENT_ADD && r->type != LAYOUT_REC_DIRENT_DEL)
 		in = inode_get(m, r->ino);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * checksum.c - data block checksums into the journal, the hot regions'
- * records, their recomputation at mount, and rmemfs-fsck's check
- * (checksum.h; the table itself is csum.c).
+ * checksum.c - data block checksums into the journal, the write-ahead
+ * records of in-place writes and the hot regions', the recovery after a
+ * crash, and rmemfs-fsck's check (checksum.h; the table itself is csum.c).
  */
 #define G_LOG_DOMAIN "rmemfs-meta"
 
@@ -21,7 +21,7 @@
 #include "remote.h"
 
 #define REGION LAYOUT_CSUM_REGION_BLOCKS
-#define RECOMPUTE_BLOCKS 256U /* blocks read per step of checksum_recompute */
+#define LEGACY_BLOCKS 256U /* blocks read per step of the format-2 hot regions' check */
 #define CHECK_BATCH 64 /* blocks rmemfs-fsck reads in one go where a block has one copy */
 
 int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
@@ -36,7 +36,7 @@ int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
 		for (i = 0; i < n; i++)
 			csum_set(m->csum, pb[i], crc[i]);
 		meta_txn_begin(m, NULL);
-		journal_rec_csum_runs(m->j, pb, crc, (size_t)n);
+		journal_rec_csum_runs(m->j, false, pb, crc, (size_t)n);
 		meta_txn_end(m, NULL);
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -58,77 +58,39 @@ static void each_region(struct meta *m, const uint64_t *pb, int n,
 	}
 }
 
-/* every region of pb[] durably hot already: entered without m->lock (the common case) */
-static bool hot_enter_fast(struct meta *m, const uint64_t *pb, int n)
+int checksum_ahead(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n, bool *entered)
 {
 	uint64_t seq, last = UINT64_MAX;
-	int i, j;
-
-	for (i = 0; i < n; i++) {
-		if (pb[i] / REGION == last)
-			continue;
-		last = pb[i] / REGION;
-		if (!csum_hot_enter(m->csum, last, &seq))
-			break;
-		if (seq) {
-			csum_hot_leave(m->csum, last);
-			break;
-		}
-	}
-	if (i == n)
-		return true;
-	/* give back the regions entered before the one that was not ready */
-	for (j = 0, last = UINT64_MAX; j < i; j++) {
-		if (pb[j] / REGION == last)
-			continue;
-		last = pb[j] / REGION;
-		csum_hot_leave(m->csum, last);
-	}
-	return false;
-}
-
-int checksum_hot_enter(struct meta *m, const uint64_t *pb, int n)
-{
-	uint64_t need = 0, seq, last = UINT64_MAX;
-	bool logged = false;
 	int i, rc;
 
-	if (hot_enter_fast(m, pb, n))
-		return 0;
+	*entered = false;
 	pthread_mutex_lock(&m->lock);
 	rc = meta_may_change(m, 0);
 	if (rc < 0) {
 		pthread_mutex_unlock(&m->lock);
 		return rc;
 	}
+	meta_txn_begin(m, NULL);
 	for (i = 0; i < n; i++) {
 		uint64_t region = pb[i] / REGION;
 
 		if (region == last)
 			continue;
 		last = region;
-		if (!csum_hot_enter(m->csum, region, &seq)) {
-			if (!logged)
-				meta_txn_begin(m, NULL);
-			logged = true;
-			journal_rec_hot(m->j, region, true);
-			seq = journal_next_seq(m->j);
-			csum_hot_set(m->csum, region, true, seq, &m->ckpt_bytes);
-			csum_hot_enter(m->csum, region, &seq);
-		}
-		need = MAX(need, seq);
+		if (csum_hot_enter(m->csum, region, &seq))
+			continue;
+		journal_rec_hot(m->j, region, true);
+		csum_hot_set(m->csum, region, true, journal_next_seq(m->j), &m->ckpt_bytes);
+		csum_hot_enter(m->csum, region, &seq);
 	}
-	if (logged)
-		meta_txn_end(m, NULL);
-	need = need > m->durable_seq;
+	for (i = 0; i < n; i++)
+		csum_set_ahead(m->csum, pb[i], crc[i]);
+	journal_rec_csum_runs(m->j, true, pb, crc, (size_t)n);
+	meta_txn_end(m, NULL);
 	pthread_mutex_unlock(&m->lock);
-	if (need)
-		rc = commit_sync(m);
-	if (rc < 0)
-		checksum_hot_leave(m, pb, n);
-	else
-		each_region(m, pb, n, csum_hot_durable);
-	return rc;
+	*entered = true;
+	/* the records before the data: a crash between leaves the block new or old */
+	return commit_sync(m);
 }
 
 void checksum_hot_leave(struct meta *m, const uint64_t *pb, int n)
@@ -136,16 +98,161 @@ void checksum_hot_leave(struct meta *m, const uint64_t *pb, int n)
 	each_region(m, pb, n, csum_hot_leave);
 }
 
-/* ---- recomputation at mount ---- */
+/* ---- recovery after a crash ---- */
 
-struct recompute {
-	struct csum *c;
-	GArray *runs; /* pairs (pb, count) of written blocks in hot regions */
+static int judge_block(void *ctx, uint64_t off, const void *blk)
+{
+	struct meta *m = ctx;
+	uint64_t pb;
+	uint32_t crc;
+	bool old;
+
+	if (off < m->g.data_off || (off - m->g.data_off) % LAYOUT_BLOCK)
+		return -1;
+	pb = extent_pblock(m, off);
+	if (pb >= m->g.data_blocks || !csum_get(m->csum, pb, &crc))
+		return -1;
+	return csum_accepts(m->csum, pb, crc, layout_crc(blk, LAYOUT_BLOCK), &old);
+}
+
+void checksum_judge(struct meta *m, struct remote_judge *j)
+{
+	j->block = judge_block;
+	j->ctx = m;
+}
+
+/* a written block's file and offset, for messages */
+struct owner {
+	uint64_t ino, foff;
 };
 
+/* the files and offsets of the blocks pbs[] (ascending); 0, 0 where none */
+static struct owner *owners_of(struct meta *m, const GArray *pbs)
+{
+	struct owner *own = g_new0(struct owner, pbs->len ? pbs->len : 1);
+	GArray *runs = g_array_new(FALSE, FALSE, sizeof(struct extent_run));
+	guint i, lo, hi;
+
+	extent_written(m, runs);
+	for (i = 0; i < runs->len; i++) {
+		const struct extent_run *run = &g_array_index(runs, struct extent_run, i);
+
+		/* the first pending block at or past the run's start */
+		for (lo = 0, hi = pbs->len; lo < hi;) {
+			guint mid = (lo + hi) / 2;
+
+			if (g_array_index(pbs, uint64_t, mid) < run->pblock)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < pbs->len && g_array_index(pbs, uint64_t, lo) < run->pblock + run->count;
+		     lo++) {
+			uint64_t pb = g_array_index(pbs, uint64_t, lo);
+
+			own[lo].ino = run->ino;
+			own[lo].foff = (run->file_block + pb - run->pblock) * LAYOUT_BLOCK;
+		}
+	}
+	g_array_free(runs, TRUE);
+	return own;
+}
+
+enum held {
+	HELD_NOTHING, /* no copy answered, or none matches */
+	HELD_OLD, /* the bytes from before the write (or, without a CRC then, unverified) */
+	HELD_NEW, /* the write's bytes */
+};
+
+/*
+ * Pending block pb: every copy read, the block settled on what the best
+ * holds (new before old), the copies that differ rewritten from it; none
+ * matching: kept on its new CRC, and said. copy[]: a block each.
+ */
+static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, uint8_t **copy,
+			struct checksum_recovery *out)
+{
+	uint64_t off = extent_pool_off(m, pb);
+	unsigned int n = MIN(remote_copies(m->r), LAYOUT_SET_MAX), c, pick = 0;
+	enum held best = HELD_NOTHING, got;
+	int rcs[LAYOUT_SET_MAX];
+	uint32_t crc = 0, old = 0, x;
+	bool had = false;
+
+	csum_get(m->csum, pb, &crc);
+	csum_pending(m->csum, pb, &old, &had);
+	for (c = 0; c < n; c++) {
+		rcs[c] = remote_read_copy(m->r, off, copy[c], LAYOUT_BLOCK, c);
+		if (rcs[c] == -EHOSTDOWN)
+			continue;
+		if (rcs[c] < 0)
+			return rcs[c];
+		x = layout_crc(copy[c], LAYOUT_BLOCK);
+		got = x == crc ? HELD_NEW : (!had || x == old) ? HELD_OLD : HELD_NOTHING;
+		if (got > best) {
+			best = got;
+			pick = c;
+		}
+	}
+	out->pending++;
+	if (best == HELD_NOTHING) {
+		csum_settle(m->csum, pb);
+		out->bad++;
+		g_warning("inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT " (pool block %"
+			  G_GUINT64_FORMAT "): a write to it was cut short by the crash, and no "
+			  "copy holds either its new bytes (checksum %08x) or its old ones (%08x): "
+			  "reads of it fail (Input/output error) until it is rewritten",
+			  (guint64)own->ino, (guint64)own->foff, (guint64)pb, crc, old);
+		return 0;
+	}
+	if (best == HELD_NEW) {
+		csum_settle(m->csum, pb);
+		out->kept_new++;
+	} else {
+		csum_settle_old(m->csum, pb);
+		out->kept_old++;
+	}
+	for (c = 0; n > 1 && c < n; c++) {
+		if (c == pick || rcs[c] || !memcmp(copy[c], copy[pick], LAYOUT_BLOCK))
+			continue;
+		if (remote_write_copy(m->r, off, copy[pick], LAYOUT_BLOCK, c) == 0)
+			out->rewritten++;
+	}
+	return 0;
+}
+
+static int settle_pending(struct meta *m, struct checksum_recovery *out)
+{
+	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	uint8_t *copy[LAYOUT_SET_MAX];
+	struct owner *own;
+	unsigned int c;
+	guint i;
+	int rc = 0;
+
+	csum_pending_list(m->csum, pbs);
+	if (!pbs->len) {
+		g_array_free(pbs, TRUE);
+		return 0;
+	}
+	own = owners_of(m, pbs);
+	for (c = 0; c < LAYOUT_SET_MAX; c++)
+		copy[c] = g_malloc(LAYOUT_BLOCK);
+	for (i = 0; i < pbs->len && rc == 0; i++)
+		rc = settle_block(m, g_array_index(pbs, uint64_t, i), &own[i], copy, out);
+	for (c = 0; c < LAYOUT_SET_MAX; c++)
+		g_free(copy[c]);
+	g_free(own);
+	g_array_free(pbs, TRUE);
+	return rc;
+}
+
+/* format 2: the written blocks of the hot regions, as runs (pb, count) */
 static bool add_hot_blocks(struct meta_ext *e, void *ctx)
 {
-	struct recompute *rc = ctx;
+	void **a = ctx;
+	struct csum *c = a[0];
+	GArray *runs = a[1];
 	uint64_t pb = e->pblock, end = e->pblock + e->count;
 
 	if (e->state != META_EXT_WRITTEN)
@@ -154,84 +261,87 @@ static bool add_hot_blocks(struct meta_ext *e, void *ctx)
 		uint64_t region = pb / REGION, stop = MIN(end, (region + 1) * REGION);
 		uint64_t count = stop - pb;
 
-		if (csum_hot(rc->c, region)) {
-			g_array_append_val(rc->runs, pb);
-			g_array_append_val(rc->runs, count);
+		if (csum_hot(c, region)) {
+			g_array_append_val(runs, pb);
+			g_array_append_val(runs, count);
 		}
 		pb = stop;
 	}
 	return true;
 }
 
-/* read blocks [pb, pb+n) and set their CRCs in crc[] */
-static int crc_from_pool(struct meta *m, uint64_t pb, uint64_t n, uint8_t *buf, uint32_t *crc)
+/*
+ * Format 2 wrote an in-place write's CRC after its data: a block of a hot
+ * region that fails its CRC may hold an acknowledged write whose CRC was
+ * never journaled, or damage - which, nothing can tell. Its CRC is dropped
+ * (it reads unverified until rewritten or scrubbed), once, and said.
+ */
+static int drop_legacy(struct meta *m, struct checksum_recovery *out)
 {
-	uint64_t i;
-	int rc;
-
-	rc = remote_read(m->r, extent_pool_off(m, pb), buf, n * LAYOUT_BLOCK);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < n; i++)
-		crc[i] = layout_crc(buf + i * LAYOUT_BLOCK, LAYOUT_BLOCK);
-	return 0;
-}
-
-int checksum_recompute(struct meta *m, uint64_t *blocks, uint64_t *regions)
-{
-	struct recompute ctx = { .c = m->csum };
-	uint8_t *buf = g_malloc(RECOMPUTE_BLOCKS * LAYOUT_BLOCK);
-	uint64_t pbs[RECOMPUTE_BLOCKS];
-	uint32_t crc[RECOMPUTE_BLOCKS];
-	GArray *hot = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	uint8_t *buf = g_malloc(LEGACY_BLOCKS * LAYOUT_BLOCK);
+	GArray *runs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	void *ctx[2] = { m->csum, runs };
 	GHashTableIter it;
 	gpointer k, v;
+	uint32_t crc;
 	guint i;
 	int rc = 0;
 
-	*blocks = 0;
-	*regions = 0;
-	ctx.runs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
 	pthread_mutex_lock(&m->lock);
-	csum_hot_list(m->csum, hot);
-	if (hot->len) {
-		g_hash_table_iter_init(&it, m->inodes);
-		while (g_hash_table_iter_next(&it, &k, &v))
-			inode_ext_foreach(v, add_hot_blocks, &ctx);
-	}
+	g_hash_table_iter_init(&it, m->inodes);
+	while (g_hash_table_iter_next(&it, &k, &v))
+		inode_ext_foreach(v, add_hot_blocks, ctx);
 	pthread_mutex_unlock(&m->lock);
-	for (i = 0; i + 1 < ctx.runs->len && rc == 0; i += 2) {
-		uint64_t pb = g_array_index(ctx.runs, uint64_t, i);
-		uint64_t left = g_array_index(ctx.runs, uint64_t, i + 1);
+	for (i = 0; i + 1 < runs->len && rc == 0; i += 2) {
+		uint64_t pb = g_array_index(runs, uint64_t, i);
+		uint64_t left = g_array_index(runs, uint64_t, i + 1), n, j;
 
-		while (left && rc == 0) {
-			uint64_t n = MIN(left, (uint64_t)RECOMPUTE_BLOCKS), j;
-
-			rc = crc_from_pool(m, pb, n, buf, crc);
-			for (j = 0; j < n; j++)
-				pbs[j] = pb + j;
-			if (rc == 0)
-				rc = checksum_log(m, pbs, crc, (int)n);
-			*blocks += n;
-			pb += n;
-			left -= n;
+		for (; left && rc == 0; pb += n, left -= n) {
+			n = MIN(left, (uint64_t)LEGACY_BLOCKS);
+			rc = remote_read(m->r, extent_pool_off(m, pb), buf, n * LAYOUT_BLOCK);
+			for (j = 0; j < n && rc == 0; j++) {
+				if (!csum_get(m->csum, pb + j, &crc) ||
+				    layout_crc(buf + j * LAYOUT_BLOCK, LAYOUT_BLOCK) == crc)
+					continue;
+				csum_clear(m->csum, pb + j, 1);
+				out->dropped++;
+			}
 		}
 	}
-	if (rc == 0 && hot->len) {
+	if (out->dropped)
+		g_message("format 2: %" G_GUINT64_FORMAT " blocks of regions an interrupted write "
+			  "left do not match their checksums, which that client wrote after the "
+			  "data: their checksums are dropped (rmemfs-ctl scrub gives them new ones)",
+			  (guint64)out->dropped);
+	g_array_free(runs, TRUE);
+	g_free(buf);
+	return rc;
+}
+
+int checksum_recover(struct meta *m, struct checksum_recovery *out)
+{
+	struct remote_judge j;
+	GArray *hot = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	guint i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	checksum_judge(m, &j);
+	rc = remote_recover(m->r, &j);
+	if (rc == 0)
+		rc = settle_pending(m, out);
+	csum_hot_list(m->csum, hot);
+	if (rc == 0 && hot->len && m->g.version < LAYOUT_VERSION_AHEAD)
+		rc = drop_legacy(m, out);
+	if (rc == 0) {
 		pthread_mutex_lock(&m->lock);
-		meta_txn_begin(m, NULL);
-		for (i = 0; i < hot->len; i++) {
-			journal_rec_hot(m->j, g_array_index(hot, uint64_t, i), false);
+		for (i = 0; i < hot->len; i++)
 			csum_hot_set(m->csum, g_array_index(hot, uint64_t, i), false, 0,
 				     &m->ckpt_bytes);
-		}
-		meta_txn_end(m, NULL);
 		pthread_mutex_unlock(&m->lock);
-		*regions = hot->len;
+		out->regions = hot->len;
 	}
 	g_array_free(hot, TRUE);
-	g_array_free(ctx.runs, TRUE);
-	g_free(buf);
 	return rc;
 }
 
@@ -270,14 +380,23 @@ static void G_GNUC_PRINTF(2, 3) say(struct check *k, const char *fmt, ...)
 	g_free(line);
 }
 
+/* do a copy's bytes pass block pb? (its new or, pending, its old CRC) */
+static bool passes(struct check *k, uint64_t pb, uint32_t crc, const void *blk, uint32_t *got)
+{
+	bool old;
+
+	*got = layout_crc(blk, LAYOUT_BLOCK);
+	return csum_accepts(k->m->csum, pb, crc, *got, &old);
+}
+
 /* block pb (ino at foff) on every copy: 0 or the pool's -errno */
 static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb, uint32_t crc)
 {
 	uint64_t off = extent_pool_off(k->m, pb);
 	unsigned int n = MIN(remote_copies(k->m->r), LAYOUT_SET_MAX), c, good = n;
-	bool hot = csum_hot(k->m->csum, pb / REGION);
 	bool lazy = remote_copy_decodes(k->m->r, off); /* decodes: only if the data is bad */
 	int rcs[LAYOUT_SET_MAX];
+	uint32_t got;
 
 	for (c = 0; c < n && !(lazy && good == 0); c++) {
 		rcs[c] = remote_read_copy(k->m->r, off, k->copy[c], LAYOUT_BLOCK, c);
@@ -285,22 +404,14 @@ static int check_block(struct check *k, uint64_t ino, uint64_t foff, uint64_t pb
 			continue;
 		if (rcs[c] < 0)
 			return rcs[c];
-		if (good == n && layout_crc(k->copy[c], LAYOUT_BLOCK) == crc)
+		if (good == n && passes(k, pb, crc, k->copy[c], &got))
 			good = c;
 	}
 	if (good == 0 && lazy)
 		return 0;
 	for (c = 0; c < n; c++) {
-		uint32_t got;
-
-		if (rcs[c] || c == good || (got = layout_crc(k->copy[c], LAYOUT_BLOCK)) == crc)
+		if (rcs[c] || c == good || passes(k, pb, crc, k->copy[c], &got))
 			continue;
-		if (hot) {
-			say(k, "inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT ": in a region "
-			    "an interrupted write left (its checksum is recomputed at the next "
-			    "read-write mount)", (guint64)ino, (guint64)foff);
-			continue;
-		}
 		k->bad++;
 		if (good == n) {
 			say(k, "inode %" G_GUINT64_FORMAT " offset %" G_GUINT64_FORMAT " (data block %"

@@ -194,14 +194,16 @@ int ckpt_serialize(struct meta *m, uint64_t gen, uint64_t first_seq, GByteArray 
 	alloc_destroy(s.bits);
 	/*
 	 * Format 2: the checksums of the blocks in use and the hot regions
-	 * (csum.h). The running count has them for m->blocks_mapped blocks; a
-	 * block two files use (a damaged filesystem, until fsck repairs it)
-	 * is in the bitmap once.
+	 * (csum.h), format 3 also the pending blocks. The running count has
+	 * the first two for m->blocks_mapped blocks (a block two files use, a
+	 * damaged filesystem until fsck repairs it, is in the bitmap once);
+	 * the pending blocks' bytes are counted as they are written.
 	 */
 	expect -= csum_tail_len(m->csum, m->blocks_mapped);
 	if (tail) {
 		expect += csum_tail_len(m->csum, bitmap_count(s.b->data + at, bm_bytes));
-		csum_put_tail(m->csum, s.b->data + at, m->g.data_blocks, s.b);
+		expect += csum_put_tail(m->csum, s.b->data + at, m->g.data_blocks,
+					m->g.version >= LAYOUT_VERSION_AHEAD, s.b);
 	}
 
 	if (s.b->len != expect && !m->nfresh)
@@ -1089,7 +1091,8 @@ int ckpt_load(struct meta *m, uint64_t gen, bool salvage, uint64_t *first_seq, c
 				   "block checksums are dropped (rmemfs-ctl scrub gives them new "
 				   "ones)", (guint64)gen);
 	else if (le32toh(h.version) >= LAYOUT_VERSION_CSUM &&
-	    csum_get_tail(m->csum, payload + s.len, m->g.data_blocks, payload + s.len + bm_bytes,
+	    csum_get_tail(m->csum, payload + s.len, m->g.data_blocks,
+			  le32toh(h.version) >= LAYOUT_VERSION_AHEAD, payload + s.len + bm_bytes,
 			  tail) < 0)
 		inode_load_problem(m, "checkpoint %" G_GUINT64_FORMAT ": its checksum section "
 				   "does not parse (the data blocks' checksums are dropped)",

@@ -107,23 +107,6 @@ static int do_checkpoint(struct meta *m)
 	return 0;
 }
 
-/* the CRCs of in-place writes not journaled yet, as one transaction (m->lock held) */
-static void log_unlogged(struct meta *m)
-{
-	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	GArray *crcs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-
-	csum_take_unlogged(m->csum, pbs, crcs);
-	if (pbs->len) {
-		journal_begin(m->j);
-		journal_rec_csum_runs(m->j, (uint64_t *)(void *)pbs->data,
-				      (uint32_t *)(void *)crcs->data, pbs->len);
-		journal_commit(m->j);
-	}
-	g_array_free(pbs, TRUE);
-	g_array_free(crcs, TRUE);
-}
-
 static int commit_locked(struct meta *m, bool force_ckpt)
 {
 	GByteArray *buf;
@@ -134,7 +117,6 @@ static int commit_locked(struct meta *m, bool force_ckpt)
 		return -EROFS;
 	if (lost(m))
 		return -EIO;
-	log_unlogged(m);
 	if (force_ckpt || m->need_ckpt || journal_needs_ckpt(m->j))
 		return do_checkpoint(m);
 	buf = journal_take(m->j, &off, &last);
@@ -205,11 +187,11 @@ void commit_sweep_hot(struct meta *m, bool all)
 		csum_hot_cold(m->csum, m->durable_seq, all, cold, &m->ckpt_bytes);
 	if (cold->len) {
 		/*
-		 * The regions chosen have no write in flight: every CRC written
-		 * into them is set, and the CRCs not journaled yet go first, so
-		 * HOT(region, 0) is durable only after them.
+		 * The regions chosen have no write in flight: every write into
+		 * them landed, so its CSUM_AHEAD record, before this in the
+		 * journal, says what each block holds; HOT(region, 0) ends the
+		 * alternative those records left (csum.h, pending blocks).
 		 */
-		log_unlogged(m);
 		journal_begin(m->j);
 		for (i = 0; i < cold->len; i++)
 			journal_rec_hot(m->j, g_array_index(cold, uint64_t, i), false);

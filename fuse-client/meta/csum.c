@@ -32,12 +32,16 @@ struct csum_hot {
 	bool touched; /* written since the last sweep */
 };
 
+/* a pending block's value in csum->ahead: its previous CRC, if it had one */
+#define ALT_SET (1ULL << 33)
+#define ALT_HAD (1ULL << 32)
+
 struct csum {
 	pthread_mutex_t lock; /* protects everything below (a leaf lock) */
 	GHashTable *pages; /* &page->key -> struct csum_page (owned) */
 	uint64_t count;
 	GHashTable *hot; /* &hot->region -> struct csum_hot (owned) */
-	GHashTable *unlogged; /* set of pb + 1 (GSIZE_TO_POINTER): CRCs not journaled yet */
+	GHashTable *ahead; /* pb + 1 -> ALT_SET | [ALT_HAD | previous CRC] (pending blocks) */
 };
 
 struct csum *csum_new(void)
@@ -47,7 +51,7 @@ struct csum *csum_new(void)
 	pthread_mutex_init(&c->lock, NULL);
 	c->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
 	c->hot = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
-	c->unlogged = g_hash_table_new(g_direct_hash, g_direct_equal);
+	c->ahead = g_hash_table_new(g_direct_hash, g_direct_equal);
 	return c;
 }
 
@@ -57,7 +61,7 @@ void csum_destroy(struct csum *c)
 		return;
 	g_hash_table_destroy(c->pages);
 	g_hash_table_destroy(c->hot);
-	g_hash_table_destroy(c->unlogged);
+	g_hash_table_destroy(c->ahead);
 	pthread_mutex_destroy(&c->lock);
 	g_free(c);
 }
@@ -123,51 +127,158 @@ void csum_get_run(struct csum *c, uint64_t pb, uint64_t n, uint32_t *crc, bool *
 	pthread_mutex_unlock(&c->lock);
 }
 
+static gpointer pb_key(uint64_t pb)
+{
+	return GSIZE_TO_POINTER((gsize)pb + 1);
+}
+
+static void clear_locked(struct csum *c, uint64_t pb)
+{
+	struct csum_page *pg = page_of(c, pb);
+	unsigned int i = pb % CSUM_PAGE;
+
+	if (!pg || !(pg->present[i / 64] & (1ULL << (i % 64))))
+		return;
+	pg->present[i / 64] &= ~(1ULL << (i % 64));
+	pg->n--;
+	c->count--;
+	if (!pg->n)
+		g_hash_table_remove(c->pages, &pg->key);
+}
+
 void csum_set(struct csum *c, uint64_t pb, uint32_t crc)
 {
 	pthread_mutex_lock(&c->lock);
 	set_locked(c, pb, crc);
+	g_hash_table_remove(c->ahead, pb_key(pb));
 	pthread_mutex_unlock(&c->lock);
 }
 
-void csum_set_unlogged(struct csum *c, uint64_t pb, uint32_t crc)
+void csum_set_ahead(struct csum *c, uint64_t pb, uint32_t crc)
+{
+	struct csum_page *pg = NULL;
+	uint64_t alt = ALT_SET;
+	uint32_t old;
+
+	pthread_mutex_lock(&c->lock);
+	if (get_locked(c, &pg, pb, &old))
+		alt |= ALT_HAD | old;
+	g_hash_table_insert(c->ahead, pb_key(pb), GSIZE_TO_POINTER((gsize)alt));
+	set_locked(c, pb, crc);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void csum_settle(struct csum *c, uint64_t pb)
 {
 	pthread_mutex_lock(&c->lock);
-	set_locked(c, pb, crc);
-	g_hash_table_add(c->unlogged, GSIZE_TO_POINTER((gsize)pb + 1));
+	g_hash_table_remove(c->ahead, pb_key(pb));
 	pthread_mutex_unlock(&c->lock);
+}
+
+void csum_settle_old(struct csum *c, uint64_t pb)
+{
+	gpointer v;
+	uint64_t alt;
+
+	pthread_mutex_lock(&c->lock);
+	if (g_hash_table_lookup_extended(c->ahead, pb_key(pb), NULL, &v)) {
+		alt = (uint64_t)GPOINTER_TO_SIZE(v);
+		if (alt & ALT_HAD)
+			set_locked(c, pb, (uint32_t)alt);
+		else
+			clear_locked(c, pb);
+		g_hash_table_remove(c->ahead, pb_key(pb));
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool csum_pending(struct csum *c, uint64_t pb, uint32_t *old, bool *had)
+{
+	gpointer v = NULL;
+	bool pending;
+
+	pthread_mutex_lock(&c->lock);
+	pending = g_hash_table_size(c->ahead) &&
+		  g_hash_table_lookup_extended(c->ahead, pb_key(pb), NULL, &v);
+	pthread_mutex_unlock(&c->lock);
+	if (pending) {
+		*had = (GPOINTER_TO_SIZE(v) & ALT_HAD) != 0;
+		*old = (uint32_t)GPOINTER_TO_SIZE(v);
+	}
+	return pending;
+}
+
+bool csum_accepts(struct csum *c, uint64_t pb, uint32_t crc, uint32_t got, bool *old)
+{
+	uint32_t alt;
+	bool had;
+
+	*old = false;
+	if (got == crc)
+		return true;
+	if (!csum_pending(c, pb, &alt, &had))
+		return false;
+	*old = true;
+	return !had || alt == got;
+}
+
+uint64_t csum_pending_count(struct csum *c)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = g_hash_table_size(c->ahead);
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 static gint u64_cmp(gconstpointer a, gconstpointer b);
 
-void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs)
+/* the pending blocks, ascending (c->lock held) */
+static GArray *ahead_sorted(struct csum *c)
 {
-	struct csum_page *pg = NULL;
+	GArray *a = g_array_sized_new(FALSE, FALSE, sizeof(uint64_t),
+				      g_hash_table_size(c->ahead));
 	GHashTableIter it;
 	gpointer k;
-	guint i, kept;
-	uint32_t crc;
 
-	pthread_mutex_lock(&c->lock);
-	g_hash_table_iter_init(&it, c->unlogged);
+	g_hash_table_iter_init(&it, c->ahead);
 	while (g_hash_table_iter_next(&it, &k, NULL)) {
 		uint64_t pb = (uint64_t)GPOINTER_TO_SIZE(k) - 1;
 
-		g_array_append_val(pbs, pb);
+		g_array_append_val(a, pb);
 	}
-	g_hash_table_remove_all(c->unlogged);
-	g_array_sort(pbs, u64_cmp);
-	/* a block freed since has no CRC any more: nothing to journal for it */
-	for (i = 0, kept = 0; i < pbs->len; i++) {
-		uint64_t pb = g_array_index(pbs, uint64_t, i);
+	g_array_sort(a, u64_cmp);
+	return a;
+}
 
-		if (get_locked(c, &pg, pb, &crc)) {
-			g_array_index(pbs, uint64_t, kept++) = pb;
-			g_array_append_val(crcs, crc);
-		}
-	}
-	g_array_set_size(pbs, kept);
+void csum_pending_list(struct csum *c, GArray *out)
+{
+	GArray *a;
+
+	pthread_mutex_lock(&c->lock);
+	a = ahead_sorted(c);
 	pthread_mutex_unlock(&c->lock);
+	g_array_append_vals(out, a->data, a->len);
+	g_array_free(a, TRUE);
+}
+
+/* blocks [pb, end) are no longer pending: by key, or by a walk when the table is smaller */
+static void ahead_drop_locked(struct csum *c, uint64_t pb, uint64_t end)
+{
+	GHashTableIter it;
+	gpointer k;
+
+	if (end - pb > g_hash_table_size(c->ahead)) {
+		g_hash_table_iter_init(&it, c->ahead);
+		while (g_hash_table_iter_next(&it, &k, NULL))
+			if ((uint64_t)GPOINTER_TO_SIZE(k) - 1 >= pb &&
+			    (uint64_t)GPOINTER_TO_SIZE(k) - 1 < end)
+				g_hash_table_iter_remove(&it);
+		return;
+	}
+	for (; pb < end; pb++)
+		g_hash_table_remove(c->ahead, pb_key(pb));
 }
 
 void csum_clear(struct csum *c, uint64_t pb, uint64_t count)
@@ -175,6 +286,7 @@ void csum_clear(struct csum *c, uint64_t pb, uint64_t count)
 	uint64_t end = pb + count;
 
 	pthread_mutex_lock(&c->lock);
+	ahead_drop_locked(c, pb, end);
 	while (pb < end && g_hash_table_size(c->pages)) {
 		struct csum_page *pg = page_of(c, pb);
 		uint64_t stop = MIN(end, (pb / CSUM_PAGE + 1) * CSUM_PAGE);
@@ -218,9 +330,9 @@ void csum_swap(struct csum *a, struct csum *b)
 	t = a->hot;
 	a->hot = b->hot;
 	b->hot = t;
-	t = a->unlogged;
-	a->unlogged = b->unlogged;
-	b->unlogged = t;
+	t = a->ahead;
+	a->ahead = b->ahead;
+	b->ahead = t;
 	n = a->count;
 	a->count = b->count;
 	b->count = n;
@@ -321,6 +433,7 @@ void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out, 
 		g_array_append_val(out, region);
 		*bytes -= layout_uv_len(region);
 		g_hash_table_iter_remove(&it);
+		ahead_drop_locked(c, region * REGION, (region + 1) * REGION);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -380,13 +493,14 @@ static void put_le32(GByteArray *b, uint32_t v)
 	layout_put_bytes(b, &w, 4);
 }
 
-void csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, GByteArray *b)
+uint64_t csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, bool ahead,
+		       GByteArray *b)
 {
 	struct csum_page *pg = NULL;
 	uint64_t pb, nused = 0;
-	guint start = b->len, bits;
-	GArray *hot;
-	uint32_t crc;
+	guint start = b->len, bits, at;
+	GArray *hot, *pend = NULL;
+	uint32_t crc, n = 0;
 	guint i;
 
 	pthread_mutex_lock(&c->lock);
@@ -412,7 +526,30 @@ void csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, GByt
 	for (i = 0; i < hot->len; i++)
 		layout_put_uv(b, g_array_index(hot, uint64_t, i));
 	g_array_free(hot, TRUE);
+	at = b->len;
+	if (ahead) {
+		/* format 3: the pending blocks in use, each with its previous CRC */
+		pend = ahead_sorted(c);
+		put_le32(b, 0);
+		for (i = 0; i < pend->len; i++) {
+			uint64_t alt;
+
+			pb = g_array_index(pend, uint64_t, i);
+			if (pb >= nblocks || !(bitmap[pb / 8] & (1U << (pb % 8))) ||
+			    !get_locked(c, &pg, pb, &crc))
+				continue;
+			alt = (uint64_t)GPOINTER_TO_SIZE(g_hash_table_lookup(c->ahead, pb_key(pb)));
+			layout_put_uv(b, pb);
+			layout_put_u8(b, (alt & ALT_HAD) != 0);
+			put_le32(b, (uint32_t)alt);
+			n++;
+		}
+		g_array_free(pend, TRUE);
+		__le32 w = htole32(n);
+		memcpy(b->data + at, &w, 4);
+	}
 	pthread_mutex_unlock(&c->lock);
+	return b->len - at;
 }
 
 static void hot_add_locked(struct csum *c, uint64_t region, uint64_t seq)
@@ -430,11 +567,58 @@ static bool hot_mark_locked(struct csum *c, uint64_t region, bool hot, uint64_t 
 		hot_add_locked(c, region, seq);
 		return true;
 	}
-	return !hot && g_hash_table_remove(c->hot, &region);
+	if (hot || !g_hash_table_remove(c->hot, &region))
+		return false;
+	/* a region no write is in flight in: every block's CRC is its data's */
+	ahead_drop_locked(c, region * REGION, (region + 1) * REGION);
+	return true;
 }
 
-int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const uint8_t *buf,
-		  size_t len)
+/*
+ * The pending blocks of a format-3 tail, after its CRCs were set: each a
+ * used block with a CRC, ascending. -EBADMSG (and none kept) if not.
+ */
+static int get_ahead_locked(struct csum *c, struct layout_rd *rd, const uint8_t *bitmap,
+			    uint64_t nblocks)
+{
+	struct csum_page *pg = NULL;
+	const uint8_t *p = layout_get_bytes(rd, 4);
+	uint64_t pb, last = 0;
+	uint32_t n, i, crc;
+	__le32 w;
+
+	if (!p)
+		return -EBADMSG;
+	memcpy(&w, p, 4);
+	n = le32toh(w);
+	if (n > layout_rd_left(rd) / 6)
+		return -EBADMSG;
+	for (i = 0; i < n && !rd->err; i++) {
+		uint64_t alt = ALT_SET;
+
+		pb = layout_get_uv(rd);
+		if (layout_get_u8(rd))
+			alt |= ALT_HAD;
+		p = layout_get_bytes(rd, 4);
+		if (rd->err || !p || pb >= nblocks || (i && pb <= last) ||
+		    !(bitmap[pb / 8] & (1U << (pb % 8))) || !get_locked(c, &pg, pb, &crc)) {
+			rd->err = -EBADMSG;
+			break;
+		}
+		memcpy(&w, p, 4);
+		alt |= le32toh(w);
+		g_hash_table_insert(c->ahead, pb_key(pb), GSIZE_TO_POINTER((gsize)alt));
+		last = pb;
+	}
+	if (rd->err) {
+		g_hash_table_remove_all(c->ahead);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, bool ahead,
+		  const uint8_t *buf, size_t len)
 {
 	uint64_t nregions = (nblocks + REGION - 1) / REGION, nused = 0, pb, k;
 	const uint8_t *crcs, *present, *p;
@@ -463,11 +647,8 @@ int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const
 		if (!rd.err)
 			hot_add_locked(c, region, 0);
 	}
-	if (rd.err || layout_rd_left(&rd)) {
-		g_hash_table_remove_all(c->hot);
-		pthread_mutex_unlock(&c->lock);
-		return -EBADMSG;
-	}
+	if (rd.err || (!ahead && layout_rd_left(&rd)))
+		goto bad;
 	for (pb = 0, k = 0; pb < nblocks; pb++) {
 		if (!(bitmap[pb / 8] & (1U << (pb % 8))))
 			continue;
@@ -477,6 +658,15 @@ int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const
 		}
 		k++;
 	}
+	if (ahead && (get_ahead_locked(c, &rd, bitmap, nblocks) < 0 || layout_rd_left(&rd)))
+		goto bad;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+bad:
+	g_hash_table_remove_all(c->hot);
+	g_hash_table_remove_all(c->ahead);
+	g_hash_table_remove_all(c->pages);
+	c->count = 0;
+	pthread_mutex_unlock(&c->lock);
+	return -EBADMSG;
 }

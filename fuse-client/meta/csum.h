@@ -39,16 +39,30 @@ void csum_set(struct csum *c, uint64_t pb, uint32_t crc);
 void csum_clear(struct csum *c, uint64_t pb, uint64_t count);
 uint64_t csum_count(struct csum *c); /* blocks with a checksum */
 /*
- * An in-place write's CRC: set now, journaled later - the committer takes
- * the blocks set this way (csum_take_unlogged) into one transaction before
- * each journal write and before a sweep clears a region (commit.c). The HOT
- * record of the block's region, durable before the write, covers the crash
- * window meanwhile.
+ * Pending blocks (format 3, write-ahead checksums): an in-place write's new
+ * CRC is set (and journaled, checksum.h) before its data goes out, and the
+ * block keeps its previous CRC beside it until the write is known to have
+ * landed: a block may then hold the bytes of either. csum_set and
+ * csum_clear end it too, and so does the region's going cold (hot_set
+ * false, hot_cold): no write is in flight there any more.
  */
-void csum_set_unlogged(struct csum *c, uint64_t pb, uint32_t crc);
-/* the blocks csum_set_unlogged set since the last take, ascending, with their CRCs now
- * (into empty arrays: uint64_t, uint32_t) */
-void csum_take_unlogged(struct csum *c, GArray *pbs, GArray *crcs);
+/* the write of crc into pb is about to go out: crc is the CRC, the old one its alternative */
+void csum_set_ahead(struct csum *c, uint64_t pb, uint32_t crc);
+/* pb's write landed: its CRC alone stands */
+void csum_settle(struct csum *c, uint64_t pb);
+/* pb holds the bytes from before its write: the previous CRC (or none) stands again */
+void csum_settle_old(struct csum *c, uint64_t pb);
+/* pb is pending: true, *old its previous CRC (*had false: it had none) */
+bool csum_pending(struct csum *c, uint64_t pb, uint32_t *old, bool *had);
+/*
+ * Do bytes whose CRC is got pass block pb, whose CRC is crc? They do when
+ * got is crc, or pb is pending and got is the previous CRC (*old true),
+ * or pb had none before its write (*old true: they are unverified).
+ */
+bool csum_accepts(struct csum *c, uint64_t pb, uint32_t crc, uint32_t got, bool *old);
+uint64_t csum_pending_count(struct csum *c);
+/* every pending block, ascending, appended to out (uint64_t) */
+void csum_pending_list(struct csum *c, GArray *out);
 /* exchange the contents of a and b (a reader taking a freshly loaded state) */
 void csum_swap(struct csum *a, struct csum *b);
 
@@ -86,17 +100,22 @@ void csum_hot_list(struct csum *c, GArray *out);
 /*
  * After the allocation bitmap of nblocks bits: for every used block in
  * bitmap order its le32 CRC (0 if none), a presence bitmap over the used
- * blocks, then le32 n and n uv hot regions in ascending order.
- * csum_tail_len is its exact size for nused used blocks.
+ * blocks, then le32 n and n uv hot regions in ascending order; format 3
+ * (ahead) adds le32 n and n pending blocks in use, ascending: uv pb, u8
+ * had, le32 previous CRC. csum_tail_len is the exact size for nused used
+ * blocks without the pending blocks, whose bytes csum_put_tail returns (the
+ * data path adds and settles them without m->lock: they are counted when
+ * written, and the slot's slack holds them).
  */
 uint64_t csum_tail_len(struct csum *c, uint64_t nused);
-void csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, GByteArray *b);
+uint64_t csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, bool ahead,
+		       GByteArray *b);
 /*
  * Read a tail written by csum_put_tail into an empty table: -EBADMSG (and
  * nothing kept) if it does not parse exactly, or names a region past the
- * data area or one twice.
+ * data area or one twice, or a pending block not in use or without a CRC.
  */
-int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, const uint8_t *buf,
-		  size_t len);
+int csum_get_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, bool ahead,
+		  const uint8_t *buf, size_t len);
 
 #endif /* RMEM_CSUM_H */

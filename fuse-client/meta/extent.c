@@ -275,7 +275,8 @@ static void log_crcs(struct meta *m, uint64_t pb, uint64_t count)
 			for (i = start; i < n && have[i] == have[start]; i++)
 				;
 			if (have[start])
-				journal_rec_csum(m->j, pb + done + start, i - start, crc + start);
+				journal_rec_csum(m->j, false, pb + done + start, i - start,
+						 crc + start);
 		}
 	}
 }
@@ -507,6 +508,11 @@ uint64_t extent_pool_off(struct meta *m, uint64_t pb)
 struct csum *extent_csum(struct meta *m)
 {
 	return m->csum;
+}
+
+uint32_t extent_format(struct meta *m)
+{
+	return m->g.version;
 }
 
 struct written_ctx {

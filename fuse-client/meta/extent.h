@@ -76,6 +76,8 @@ uint64_t extent_pblock(struct meta *m, uint64_t pool_off);
 uint64_t extent_pool_off(struct meta *m, uint64_t pb);
 /* the metadata's checksum table (csum.h), for the data path */
 struct csum *extent_csum(struct meta *m);
+/* the filesystem's format version (layout.h LAYOUT_VERSION_*) */
+uint32_t extent_format(struct meta *m);
 
 /* SEEK_DATA / SEEK_HOLE; -ENXIO past the end */
 int extent_seek(struct meta *m, uint64_t ino, uint64_t off, int whence, uint64_t *result);

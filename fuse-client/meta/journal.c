@@ -217,9 +217,10 @@ void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, si
 	layout_put_bytes(b, target, len);
 }
 
-void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint32_t *crc)
+void journal_rec_csum(struct journal *j, bool ahead, uint64_t pb, uint64_t count,
+		      const uint32_t *crc)
 {
-	GByteArray *b = rec(j, LAYOUT_REC_CSUM);
+	GByteArray *b = rec(j, ahead ? LAYOUT_REC_CSUM_AHEAD : LAYOUT_REC_CSUM);
 	uint64_t i;
 
 	layout_put_uv(b, pb);
@@ -231,14 +232,15 @@ void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint
 	}
 }
 
-void journal_rec_csum_runs(struct journal *j, const uint64_t *pb, const uint32_t *crc, size_t n)
+void journal_rec_csum_runs(struct journal *j, bool ahead, const uint64_t *pb, const uint32_t *crc,
+			  size_t n)
 {
 	size_t i, start = 0;
 
 	for (i = 1; i <= n; i++) {
 		if (i < n && pb[i] == pb[i - 1] + 1)
 			continue;
-		journal_rec_csum(j, pb[start], (uint64_t)(i - start), crc + start);
+		journal_rec_csum(j, ahead, pb[start], (uint64_t)(i - start), crc + start);
 		start = i;
 	}
 }
@@ -421,6 +423,7 @@ static void decode_body(struct layout_rd *rd, struct journal_rec *r)
 			get_name_or_value(rd, r, false);
 		break;
 	case LAYOUT_REC_CSUM:
+	case LAYOUT_REC_CSUM_AHEAD:
 		r->pblock = layout_get_uv(rd);
 		r->count = layout_get_uv(rd);
 		if (!rd->err && (!r->count || r->count > layout_rd_left(rd) / 4)) {
@@ -447,7 +450,7 @@ static int decode_rec(struct layout_rd *rd, struct journal_rec *r)
 	if (r->type == LAYOUT_REC_DIRENT_ADD || r->type == LAYOUT_REC_DIRENT_DEL) {
 		if (!r->dir || !r->nlen || (r->type == LAYOUT_REC_DIRENT_ADD && !r->ino))
 			rd->err = -EBADMSG;
-	} else if (r->type != LAYOUT_REC_CSUM && r->type != LAYOUT_REC_HOT && !r->ino) {
+	} else if (!journal_rec_is_csum(r->type) && !r->ino) {
 		rd->err = -EBADMSG;
 	}
 	return rd->err;
@@ -546,7 +549,8 @@ static int apply_txn(const uint8_t *txn, uint32_t len, uint32_t nrec, uint64_t s
 		for (i = 0; i < recs->len; i++) {
 			struct journal_rec *rec = &g_array_index(recs, struct journal_rec, i);
 
-			rec->untrusted = rec->type == LAYOUT_REC_CSUM;
+			rec->untrusted = rec->type == LAYOUT_REC_CSUM ||
+					 rec->type == LAYOUT_REC_CSUM_AHEAD;
 			csums += rec->untrusted;
 		}
 		msg = g_strdup_printf("journal: transaction %" G_GUINT64_FORMAT " at offset %"

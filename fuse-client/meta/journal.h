@@ -59,9 +59,18 @@ void journal_rec_xattr_set(struct journal *j, uint64_t ino, const char *name, co
 void journal_rec_xattr_del(struct journal *j, uint64_t ino, const char *name);
 void journal_rec_symlink(struct journal *j, uint64_t ino, const char *target, size_t len);
 /* format 2: the CRCs of data blocks [pb, pb+count); a region's hot flag */
-void journal_rec_csum(struct journal *j, uint64_t pb, uint64_t count, const uint32_t *crc);
-/* the CSUM records of n blocks pb[i] -> crc[i] (pb ascending): one per run of consecutive blocks */
-void journal_rec_csum_runs(struct journal *j, const uint64_t *pb, const uint32_t *crc, size_t n);
+/* CSUM, or (ahead) CSUM_AHEAD: an in-place write of these CRCs is about to go out */
+void journal_rec_csum(struct journal *j, bool ahead, uint64_t pb, uint64_t count,
+		      const uint32_t *crc);
+/* the records of n blocks pb[i] -> crc[i] (pb ascending): one per run of consecutive blocks */
+void journal_rec_csum_runs(struct journal *j, bool ahead, const uint64_t *pb, const uint32_t *crc,
+			   size_t n);
+
+/* a record of the data checksums' (CSUM, CSUM_AHEAD, HOT): it names no inode */
+static inline bool journal_rec_is_csum(uint8_t type)
+{
+	return type == LAYOUT_REC_CSUM || type == LAYOUT_REC_CSUM_AHEAD || type == LAYOUT_REC_HOT;
+}
 void journal_rec_hot(struct journal *j, uint64_t region, bool hot);
 
 /* ---- flushing (commit.c) ---- */

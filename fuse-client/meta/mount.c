@@ -86,6 +86,8 @@ static void free_meta(struct meta *m)
 {
 	if (!m)
 		return;
+	if (m->csum && m->r)
+		remote_judge_drop(m->r); /* (checksum_judge's: it reads m->csum) */
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->commit_lock);
 	g_ptr_array_free(m->load.problems, TRUE);
@@ -485,22 +487,28 @@ static int load(struct meta *m, unsigned int flags, char **err_msg)
 }
 
 /*
- * Hot regions in the loaded state: a crash may have left in-place writes
- * there whose new checksums never became durable. What the pool holds is
- * the truth (an unacknowledged write): recompute their checksums.
+ * After a crash: the set's copies agree by their checksums, and each block
+ * an in-place write was cut short on holds its new or its old bytes, or is
+ * said to be damaged (checksum.h checksum_recover). *changed: the state in
+ * RAM moved (the checkpoint that follows makes it durable).
  */
-static int recompute_hot(struct meta *m, uint64_t *regions)
+static int recover_checksums(struct meta *m, bool *changed)
 {
-	uint64_t blocks;
-	int rc = checksum_recompute(m, &blocks, regions);
+	struct checksum_recovery rec;
+	int rc = checksum_recover(m, &rec);
 
+	*changed = rec.regions || rec.pending || rec.dropped;
 	if (rc < 0)
-		g_message("recomputing the checksums an interrupted write left: %s",
+		g_message("recovering the data checksums after the last client: %s",
 			  g_strerror(-rc));
-	else if (*regions)
-		g_message("recomputed %" G_GUINT64_FORMAT " checksums in %" G_GUINT64_FORMAT
-			  " regions an interrupted write left",
-			  (guint64)blocks, (guint64)*regions);
+	else if (rec.pending)
+		g_message("the last client stopped while writing in place: %" G_GUINT64_FORMAT
+			  " blocks it wrote since their regions were last settled checked, %"
+			  G_GUINT64_FORMAT " hold the new bytes, %" G_GUINT64_FORMAT " the old, %"
+			  G_GUINT64_FORMAT " neither (they fail with EIO); %" G_GUINT64_FORMAT
+			  " copies rewritten to agree",
+			  (guint64)rec.pending, (guint64)rec.kept_new, (guint64)rec.kept_old,
+			  (guint64)rec.bad, (guint64)rec.rewritten);
 	return rc;
 }
 
@@ -512,27 +520,31 @@ static int go_live(struct meta *m, bool formatted, unsigned int flags, char **er
 {
 	const struct meta_load_info *l = &m->load;
 	/* the superblock's version: a crashed upgrade may have left a version-2 checkpoint */
-	bool upgrade = super_geom(m->sb)->version < LAYOUT_VERSION && !(flags & LOAD_NO_CHECK);
-	uint64_t hot_regions = 0;
+	uint32_t from = super_geom(m->sb)->version;
+	bool upgrade = from < LAYOUT_VERSION && !(flags & LOAD_NO_CHECK);
+	bool recovered = false;
 	int rc;
 
 	rc = hold_start(m, err_msg);
 	if (!rc)
 		rc = super_write_clean(m->sb, false);
 	if (!rc && !formatted && !(flags & LOAD_NO_CHECK))
-		rc = recompute_hot(m, &hot_regions);
+		rc = recover_checksums(m, &recovered);
 	/* a version-1 pool: its next checkpoint is a version-2 one, then the superblock says so */
 	if (upgrade)
 		m->g.version = LAYOUT_VERSION;
 	if (!rc && !formatted && !(flags & LOAD_NO_CHECK) &&
 	    (l->replayed || !l->was_clean || l->orphans || l->repaired || l->problems->len ||
-	     upgrade || hot_regions))
+	     upgrade || recovered))
 		rc = commit_write(m, true);
 	if (!rc && upgrade) {
 		rc = super_upgrade(m->sb);
-		if (!rc)
+		if (!rc && from < LAYOUT_VERSION_CSUM)
 			g_message("upgraded the pool to format version %u (data checksums); its "
 				  "existing data blocks have none until rewritten or scrubbed",
+				  LAYOUT_VERSION);
+		else if (!rc)
+			g_message("upgraded the pool to format version %u (write-ahead checksums)",
 				  LAYOUT_VERSION);
 	}
 	if (rc < 0) {
@@ -717,14 +729,18 @@ static void scrub_line(void *ctx, const char *line)
 }
 
 /* a member set: do its copies agree? Each difference counts as a problem */
-static int scrub_members(struct remote *r, bool repair, struct fsck_report *rep,
+static int scrub_members(struct meta *m, bool repair, struct fsck_report *rep,
 			 char **err_msg)
 {
-	struct remote_scrub s = { .repair = repair, .report = scrub_line, .ctx = rep };
+	struct remote_judge j;
+	struct remote_scrub s = { .judge = &j, .repair = repair, .report = scrub_line,
+				  .ctx = rep };
+	struct remote *r = m->r;
 	int rc;
 
 	if (!remote_is_set(r))
 		return 0;
+	checksum_judge(m, &j);
 	rc = remote_scrub(r, &s);
 	if (rc < 0)
 		set_err(err_msg, g_strdup_printf("comparing the members' copies: %s",
@@ -809,6 +825,15 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	rc = fsck_check(m, o->repair ? FSCK_REPAIR : FSCK_CHECK, rep);
 	if (rc < 0)
 		set_err(err_msg, g_strdup_printf("repairing: %s", g_strerror(-rc)));
+	/* a repair holds the lease: settle what the last client's crash left, as a mount does */
+	if (!rc && o->repair) {
+		bool recovered;
+
+		rc = recover_checksums(m, &recovered);
+		if (rc < 0)
+			set_err(err_msg, g_strdup_printf("recovering the data checksums: %s",
+							 g_strerror(-rc)));
+	}
 	/*
 	 * The checksums first: they tell a good copy from a bad one, where the
 	 * comparison of copies alone (two of them) takes the first as the truth.
@@ -816,7 +841,7 @@ int mount_fsck(struct remote *r, const struct fsck_opts *o, struct fsck_report *
 	if (!rc)
 		rc = check_checksums(m, o->repair, rep, err_msg);
 	if (!rc)
-		rc = scrub_members(r, o->repair, rep, err_msg);
+		rc = scrub_members(m, o->repair, rep, err_msg);
 	if (!rc && o->repair) {
 		rc = commit_write(m, true);
 		if (rc < 0)

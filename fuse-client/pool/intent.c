@@ -11,13 +11,18 @@
  * few seconds the keeper clears the bits of regions not written since the
  * last sweep, holding rb_lock for writing so no write is between its mark
  * and its end; a clean unmount clears them all. A mount that finds bits set
- * (the client before it died) makes the copies of those regions agree before
- * anything is read: the majority with three copies, else the first in
- * placement order (scrub.c's rule) - either is a state some write left, and
- * none of them was acknowledged.
+ * (the client before it died) keeps them until the copies of those regions
+ * agree (intent_recover, called once the metadata is loaded so that the data
+ * checksums can judge a block, before anything reads or writes the data):
+ * block by block the first copy whose checksum passes (old or new, for a
+ * block a write was changing), else the majority with three copies, else
+ * the first in placement order (scrub.c's rule) - either is a state some
+ * write left, and none of them was acknowledged; a copy that fails its
+ * checksum is never written over one that passes.
  *
  * An erasure-coded set's stripes in marked regions get their parity coded
- * anew from the data. A client that died between a stripe's data and its
+ * anew from the data (a data block whose checksum fails is first decoded
+ * from a parity, where that decode passes). A client that died between a stripe's data and its
  * parity left the other data fragments untouched, so parity that agrees
  * with the data keeps every acknowledged byte decodable; the torn
  * fragment's own bytes were never acknowledged. With a data fragment down
@@ -44,6 +49,7 @@ void intent_init(struct remote *r)
 	r->intent_region = MAX((uint64_t)INTENT_MIN_REGION_UNITS, (units + bits - 1) / bits);
 	r->intent_map = g_malloc0(INTENT_MAP_BYTES);
 	r->intent_recent = g_malloc0(INTENT_MAP_BYTES);
+	r->intent_found = g_malloc0(INTENT_MAP_BYTES);
 	pthread_mutex_init(&r->intent_lock, NULL);
 }
 
@@ -51,7 +57,8 @@ void intent_free(struct remote *r)
 {
 	g_free(r->intent_map);
 	g_free(r->intent_recent);
-	r->intent_map = r->intent_recent = NULL;
+	g_free(r->intent_found);
+	r->intent_map = r->intent_recent = r->intent_found = NULL;
 	pthread_mutex_destroy(&r->intent_lock);
 }
 
@@ -114,7 +121,9 @@ int intent_sweep(struct remote *r, bool all)
 	pthread_rwlock_wrlock(&r->rb_lock);
 	pthread_mutex_lock(&r->intent_lock);
 	for (k = 0; k < INTENT_MAP_BYTES; k++) {
-		uint8_t keep = all ? 0 : r->intent_map[k] & r->intent_recent[k];
+		/* a dead client's marks stay until intent_recover made their copies agree */
+		uint8_t keep = all ? r->intent_found[k] :
+				     r->intent_map[k] & (r->intent_recent[k] | r->intent_found[k]);
 
 		changed = changed || keep != r->intent_map[k];
 		r->intent_map[k] = keep;
@@ -157,10 +166,10 @@ static int read_maps(struct remote *r, uint8_t *map)
  * rewritten. No stripe lock: this runs at claim, under set_lock (a writer
  * takes its stripe locks before set_lock), before any writer is up.
  */
-static int recover_stripes(struct remote *r, uint64_t u, uint64_t end, uint64_t *next,
-			   uint8_t **bufs, unsigned int *fixed)
+static int recover_stripes(struct remote *r, const struct remote_judge *j, uint64_t u,
+			   uint64_t end, uint64_t *next, uint8_t **bufs, unsigned int *fixed)
 {
-	struct remote_scrub es = { .repair = true, .report = NULL };
+	struct remote_scrub es = { .judge = j, .repair = true, .report = NULL };
 	uint64_t st, stop = MIN(ec_stripe_of(r, end - 1) + 1, ec_stripes(r));
 	unsigned int before;
 	bool doubt;
@@ -174,35 +183,50 @@ static int recover_stripes(struct remote *r, uint64_t u, uint64_t end, uint64_t 
 			g_message("STRIPE %" G_GUINT64_FORMAT " MAY BE TORN: the last client "
 				  "was writing it when it stopped, and with a data fragment down "
 				  "its parity cannot be checked against the data (the RAID-5 write "
-				  "hole): a block there that a torn write left fails its checksum",
+				  "hole): a block there that a torn write left fails its checksum "
+				  "(EIO), never reads as other bytes",
 				  (guint64)st);
 	}
 	*next = st;
 	return rc;
 }
 
-int intent_recover(struct remote *r)
+int intent_load(struct remote *r)
 {
-	struct remote_scrub s = { .repair = true, .report = NULL };
-	uint64_t b, u, end, units = remote_units(r), rep = remote_rep_units(r), marked = 0;
-	uint64_t next = 0;
-	unsigned int fixed = 0;
-	uint8_t **bufs;
+	size_t k;
 	int rc;
 
 	if (!remote_redundant(r))
 		return 0;
-	rc = read_maps(r, r->intent_map);
+	pthread_mutex_lock(&r->intent_lock);
+	rc = read_maps(r, r->intent_found);
+	for (k = 0; k < INTENT_MAP_BYTES && !rc; k++)
+		r->intent_map[k] |= r->intent_found[k];
+	pthread_mutex_unlock(&r->intent_lock);
+	return rc;
+}
+
+int intent_recover(struct remote *r, const struct remote_judge *j)
+{
+	struct remote_scrub s = { .judge = j, .repair = true, .report = NULL };
+	uint64_t b, u, end, units = remote_units(r), rep = remote_rep_units(r), marked = 0;
+	uint64_t next = 0;
+	unsigned int fixed = 0;
+	uint8_t **bufs;
+	int rc = 0;
+
+	if (!remote_redundant(r))
+		return 0;
 	bufs = scrub_room(r);
 	for (b = 0; b < INTENT_MAP_BYTES * 8 && !rc; b++) {
-		if (!bit(r->intent_map, b))
+		if (!bit(r->intent_found, b))
 			continue;
 		marked++;
 		end = MIN(units, (b + 1) * r->intent_region);
 		for (u = b * r->intent_region; u < MIN(end, rep) && !rc; u++)
 			rc = scrub_unit(r, &s, u, bufs);
 		if (!rc && end > MAX(u, rep))
-			rc = recover_stripes(r, MAX(u, rep), end, &next, bufs, &fixed);
+			rc = recover_stripes(r, j, MAX(u, rep), end, &next, bufs, &fixed);
 	}
 	scrub_room_free(bufs);
 	if (!rc && marked)
@@ -212,8 +236,10 @@ int intent_recover(struct remote *r)
 	if (!rc && marked && r->ec_k)
 		g_message("%u stripes had parity that differed from their data, recomputed", fixed);
 	if (!rc && marked) {
-		memset(r->intent_map, 0, INTENT_MAP_BYTES);
-		rc = write_map(r, 0, INTENT_MAP_BYTES);
+		/* the next sweep clears the marks on the members unless written again */
+		pthread_mutex_lock(&r->intent_lock);
+		memset(r->intent_found, 0, INTENT_MAP_BYTES);
+		pthread_mutex_unlock(&r->intent_lock);
 	}
 	return rc;
 }

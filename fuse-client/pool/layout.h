@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * layout.h - the on-pool format of rmemfs (format version 2; version 1 pools are
- * read and upgraded, see LAYOUT_VERSION).
+ * layout.h - the on-pool format of rmemfs (format version 3; versions 1 and 2
+ * are read and upgraded, see LAYOUT_VERSION).
  *
  * Pool bytes [0, fs_size):
  *
@@ -49,11 +49,14 @@
 
 /*
  * Format 2 added data block checksums (LAYOUT_REC_CSUM / LAYOUT_REC_HOT and
- * the checkpoint's tail). A version-1 pool is read as it is; a read-write
- * mount upgrades it, after which a version-1 client refuses it as newer.
+ * the checkpoint's tail); format 3 write-ahead checksums (LAYOUT_REC_CSUM_AHEAD
+ * and the tail's pending blocks): an in-place write's CRC is durable before
+ * its data goes out. An older pool is read as it is; a read-write mount
+ * upgrades it, after which an older client refuses it as newer.
  */
-#define LAYOUT_VERSION 2
+#define LAYOUT_VERSION 3
 #define LAYOUT_VERSION_CSUM 2 /* the first format with data checksums */
+#define LAYOUT_VERSION_AHEAD 3 /* the first with write-ahead checksums */
 #define LAYOUT_BLOCK 4096U
 #define LAYOUT_SB_SIZE 4096U
 #define LAYOUT_SB_MAGIC "RMEMFS\0\0"
@@ -307,6 +310,8 @@ enum layout_rec {
 	/* format 2 */
 	LAYOUT_REC_CSUM = 10, /* uv pblock, uv count, count x le32 crc: those blocks' CRC-32Cs */
 	LAYOUT_REC_HOT = 11, /* uv region, u8 hot: in-place overwrites may be in flight there */
+	/* format 3 */
+	LAYOUT_REC_CSUM_AHEAD = 12, /* as CSUM: an in-place write of those CRCs may be in flight */
 };
 
 /*

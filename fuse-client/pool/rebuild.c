@@ -52,34 +52,62 @@
 #define KEEPER_POLL_MS 1000
 #define INTENT_SWEEP_MS 5000 /* a region not written this long is clean again */
 
-/* read unit u (unit bytes) from a member that is up and holds it; 0 or -EIO */
-static int read_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t *buf)
+/* read unit u (unit bytes) from a member that is up and holds it, from copy *k on; 0 or -EIO */
+static int read_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t *buf,
+		     uint32_t *k)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
-	uint32_t k;
 	int rc = -EIO;
 
 	place_unit(&r->place, u, c);
-	for (k = 0; k < r->place.r; k++) {
-		uint32_t m = c[k].member;
+	for (; *k < r->place.r; (*k)++) {
+		uint32_t m = c[*k].member;
 
 		if (m == target || !atomic_load(&r->mem[m].up))
 			continue;
-		rc = member_read(r->mem[m].m, remote_slot_off(r, c[k].slot), buf,
-				 r->unit);
+		rc = member_read(r->mem[m].m, remote_slot_off(r, c[*k].slot), buf, r->unit);
 		if (rc == 0 || !remote_member_gone(r, m, rc))
 			return rc;
 	}
 	return rc < 0 ? rc : -EIO;
 }
 
-/* copy unit u to member i's slot (rb_lock held for writing) */
-static int copy_unit(struct remote *r, unsigned int i, uint64_t u, uint64_t slot, uint8_t *buf)
+/*
+ * Blocks of unit u (in buf) that fail their checksum (r->judge) taken from
+ * the next copy up where they pass: a copy that fails is not spread while
+ * one that passes is left (three copies). The first copy read was k.
+ */
+static void judge_unit(struct remote *r, unsigned int target, uint64_t u, uint8_t *buf,
+		       uint32_t k, uint8_t *other)
 {
-	int rc = read_unit(r, i, u, buf);
+	const struct remote_judge *j = &r->judge;
+	uint64_t b;
+	bool read = false;
+
+	for (b = 0; j->block && b < r->unit; b += LAYOUT_BLOCK) {
+		if (j->block(j->ctx, u * r->unit + b, buf + b) != 0)
+			continue;
+		while (!read) {
+			k++;
+			if (read_unit(r, target, u, other, &k) < 0)
+				return;
+			read = true;
+		}
+		if (j->block(j->ctx, u * r->unit + b, other + b) == 1)
+			memcpy(buf + b, other + b, LAYOUT_BLOCK);
+	}
+}
+
+/* copy unit u to member i's slot (rb_lock held for writing); other: a unit of room */
+static int copy_unit(struct remote *r, unsigned int i, uint64_t u, uint64_t slot, uint8_t *buf,
+		     uint8_t *other)
+{
+	uint32_t k = 0;
+	int rc = read_unit(r, i, u, buf, &k);
 
 	if (rc < 0)
 		return rc;
+	judge_unit(r, i, u, buf, k, other);
 	return member_write(r->mem[i].m, remote_slot_off(r, slot), buf, r->unit);
 }
 
@@ -221,7 +249,8 @@ struct rebuild_pass {
 	unsigned int i; /* the member */
 	bool resync;
 	uint64_t last; /* when the progress was recorded last (ms) */
-	uint8_t *col[EC_MAX_FRAGS]; /* a unit each: col[0] for a copy, a stripe's fragments */
+	/* a unit each: col[0] for a copy (col[1] another), a stripe's fragments */
+	uint8_t *col[EC_MAX_FRAGS];
 };
 
 /*
@@ -238,7 +267,7 @@ static int rebuild_step(struct remote *r, struct rebuild_pass *pb, uint64_t u, u
 
 	pthread_rwlock_wrlock(&r->rb_lock);
 	if (!pb->resync || dirty_bit(r, pb->i, u)) {
-		rc = frag < 0 ? copy_unit(r, pb->i, u, slot, pb->col[0]) :
+		rc = frag < 0 ? copy_unit(r, pb->i, u, slot, pb->col[0], pb->col[1]) :
 				rebuild_frag(r, pb->i, ec_stripe_of(r, u), (uint32_t)frag, pb->col);
 		if (++r->rb_done_units > r->rb_total_units)
 			r->rb_total_units = r->rb_done_units; /* written meanwhile */
@@ -266,7 +295,7 @@ static int rebuild_run(struct remote *r)
 	struct rebuild_pass pb = { .i = (unsigned int)atomic_load(&r->rb_member),
 				   .resync = atomic_load(&r->rb_resync), .last = clock_now_ms() };
 	uint64_t u, s, slot, cursor = atomic_load(&r->rb_cursor), rep = remote_rep_units(r);
-	unsigned int j, cols = MAX(r->ec_k + r->ec_m, 1U);
+	unsigned int j, cols = MAX(r->ec_k + r->ec_m, 2U);
 	uint8_t *buf = g_malloc(r->unit * cols);
 	int f, rc = 0;
 

@@ -729,10 +729,28 @@ int remote_claim(struct remote *r)
 	if (!rc) {
 		r->claimed = true;
 		r->fresh = false;
-		rc = intent_recover(r);
+		rc = intent_load(r);
 	}
 	if (!rc)
 		rc = rebuild_keeper_start(r);
+	pthread_mutex_unlock(&r->set_lock);
+	if (rc < 0)
+		g_message("writing the membership records: %s", g_strerror(-rc));
+	return rc;
+}
+
+int remote_recover(struct remote *r, const struct remote_judge *j)
+{
+	int rc;
+
+	if (!r->set || !r->claimed)
+		return 0;
+	/* the keeper's sweeps, resyncs and rebuilds wait: the copies agree first */
+	pthread_rwlock_wrlock(&r->rb_lock);
+	r->judge = *j;
+	rc = intent_recover(r, j);
+	pthread_rwlock_unlock(&r->rb_lock);
+	pthread_mutex_lock(&r->set_lock);
 	if (!rc) {
 		rebuild_stale(r);
 		if (atomic_load(&r->rb_member) >= 0)
@@ -740,7 +758,7 @@ int remote_claim(struct remote *r)
 	}
 	pthread_mutex_unlock(&r->set_lock);
 	if (rc < 0)
-		g_message("writing the membership records: %s", g_strerror(-rc));
+		g_message("recovering the member set after the last client: %s", g_strerror(-rc));
 	return rc;
 }
 
@@ -821,6 +839,15 @@ ssize_t remote_state_text(struct remote *r, char *buf, size_t cap)
 		memcpy(buf, s->str, s->len);
 	g_string_free(s, TRUE);
 	return n;
+}
+
+void remote_judge_drop(struct remote *r)
+{
+	if (!r || !r->set)
+		return;
+	pthread_rwlock_wrlock(&r->rb_lock);
+	memset(&r->judge, 0, sizeof(r->judge));
+	pthread_rwlock_unlock(&r->rb_lock);
 }
 
 void remote_quiesce(struct remote *r)

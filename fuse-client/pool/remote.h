@@ -30,6 +30,7 @@
 #include "member.h"
 
 struct remote;
+struct remote_judge;
 
 #define REMOTE_MAX_SERVERS 12 /* members of a set (LAYOUT_SET_MAX) */
 #define REMOTE_MAX_REPLICAS 3U /* replicas= (the replicated zone of an ec= set may keep 4) */
@@ -100,9 +101,21 @@ bool remote_is_set(const struct remote *r);
  * The lease is taken on every member that is up (super.c): once held,
  * remote_claim writes the membership records - a blank set's first ones,
  * or the members found missing or stale marked lost - raising the event
- * count. Plain pool: nothing to do.
+ * count, and reads the write-intent maps a client that died left. Plain
+ * pool: nothing to do.
  */
 int remote_claim(struct remote *r);
+/*
+ * After remote_claim, once the layer above can judge data blocks (its
+ * metadata loaded, nothing written to the data yet): the copies of every
+ * region the dead client's intent map marked are made to agree (block by
+ * block the first copy j calls right, else the majority or first copy;
+ * the stripes' parity coded anew from data j does not call wrong), the
+ * marks cleared, and a stale member's rebuild started. 0 or -errno.
+ */
+int remote_recover(struct remote *r, const struct remote_judge *j);
+/* the judge remote_recover was given is going away: a later rebuild copies without it */
+void remote_judge_drop(struct remote *r);
 
 /* copy [off, off+len) of the pool into buf / from buf into the pool (any size) */
 int remote_read(struct remote *r, uint64_t off, void *buf, size_t len);
@@ -186,14 +199,32 @@ int remote_replace(struct remote *r, const char *old, const char *addr, char **e
 /* stop background work that writes (the rebuild) before the lease goes */
 void remote_quiesce(struct remote *r);
 /*
+ * What the layer above knows of a data block's bytes (the data checksums):
+ * block(ctx, off, blk) is 1 when the LAYOUT_BLOCK bytes at blk are right
+ * for the block at address off, 0 when they are not, -1 when it cannot
+ * tell (not a data block, or one without a checksum). Called from the
+ * thread of remote_recover or remote_scrub, with no lock of this layer
+ * held that the caller's writers take.
+ */
+struct remote_judge {
+	int (*block)(void *ctx, uint64_t off, const void *blk);
+	void *ctx;
+};
+
+/*
  * rmemfs-fsck's check of a member set: every unit's copies (and the
  * superblock) compared across the members that are up; with repair the
- * first copy in placement order is written over a differing one. On an
- * erasure-coded set every stripe's parity is compared with its data too,
- * and with repair coded anew from it. One line per finding through report.
- * A plain pool has nothing to compare: 0.
+ * reference copy (the majority of three, else the first in placement
+ * order) is written over a differing one - block by block the first copy
+ * the judge (if any) calls right, so a copy that fails its checksum is
+ * never written over one that passes. On an erasure-coded set every
+ * stripe's parity is compared with its data too, and with repair coded
+ * anew from it, after a data block the judge calls wrong was decoded from
+ * a parity, where that decode is right. One line per finding through
+ * report. A plain pool has nothing to compare: 0.
  */
 struct remote_scrub {
+	const struct remote_judge *judge; /* NULL: the copies alone decide */
 	bool repair;
 	void (*report)(void *ctx, const char *line);
 	void *ctx;

@@ -826,12 +826,14 @@ static int write_out(struct remote *r, struct ec_stripe *st, unsigned int n, str
 				remote_note_write(r, t->f[i].member, ec_stripe_unit(r, t->s));
 	}
 	round_send(&rd);
+	rc = round_result(&rd, write_gone, &ctx);
 	if (tear) {
-		g_message("RMEM_TEST_EC_TEAR: the data of a stripe write is out, its parity is not: "
-			  "exiting");
+		/* the data landed (its round completed): the tear is certain, not a race */
+		g_message("RMEM_TEST_EC_TEAR: the data of stripe %" G_GUINT64_FORMAT " landed, "
+			  "its parity was not sent (%s): exiting", (guint64)st[0].s,
+			  rc ? g_strerror(-rc) : "data written");
 		_exit(9);
 	}
-	rc = round_result(&rd, write_gone, &ctx);
 	round_clear(&rd);
 	return rc;
 }

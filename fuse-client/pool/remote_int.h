@@ -88,6 +88,9 @@ struct remote {
 	uint64_t intent_region; /* units per bit */
 	uint8_t *intent_map; /* the bits on the members; set under intent_lock */
 	uint8_t *intent_recent; /* regions written since the last sweep (atomic or) */
+	uint8_t *intent_found; /* marked by a dead client, not resynced yet (intent_lock) */
+	/* the layer above's judge of data blocks (remote.h), from remote_recover on */
+	struct remote_judge judge;
 	/*
 	 * An erasure-coded set (info.ec_k > 0; remote_ec.c). The address space
 	 * [0, zone_end) is replicated by place, ec_m + 1 copies (block 0 and
@@ -178,6 +181,8 @@ int remote_loss_check(struct remote *r, char **why);
 /* room for scrub_unit and scrub_stripe: one unit per copy or fragment, and coded parity */
 uint8_t **scrub_room(struct remote *r);
 void scrub_room_free(uint8_t **bufs);
+/* the room's spare unit, past the copies, fragments and coded parity */
+uint8_t *scrub_spare(struct remote *r, uint8_t **bufs);
 /* make unit u's copies agree (s->repair) or count where they differ */
 int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs);
 /*
@@ -198,8 +203,10 @@ void intent_free(struct remote *r);
 int intent_mark(struct remote *r, uint64_t u);
 /* clear the bits of regions not written since the last sweep (all: every bit) */
 int intent_sweep(struct remote *r, bool all);
-/* at claim: make the copies of the regions a dead client marked agree, then clear them */
-int intent_recover(struct remote *r);
+/* at claim: the regions a dead client marked, or'ed over the members (r->intent_found) */
+int intent_load(struct remote *r);
+/* make the copies of the regions intent_load found agree (judge: remote.h), then clear them */
+int intent_recover(struct remote *r, const struct remote_judge *j);
 
 /* ---- rebuild.c ---- */
 

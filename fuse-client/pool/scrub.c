@@ -49,15 +49,50 @@ static void say(struct remote_scrub *s, const char *fmt, ...)
 }
 
 /*
+ * Block by block, where the copies of unit u differ: the first copy the
+ * judge calls right (none: the reference's block) goes into truth, which
+ * starts as the reference. true if truth took a block of another copy.
+ */
+static bool judge_blocks(struct remote *r, const struct remote_judge *j, uint64_t u,
+			 uint8_t **bufs, const bool *have, int ref, uint8_t *truth)
+{
+	uint64_t b, nb = r->unit / LAYOUT_BLOCK;
+	bool mixed = false;
+	uint32_t k;
+
+	memcpy(truth, bufs[ref], r->unit);
+	for (b = 0; b < nb; b++) {
+		uint64_t at = b * LAYOUT_BLOCK;
+		bool differ = false;
+
+		for (k = 0; k < r->place.r && !differ; k++)
+			differ = have[k] && memcmp(bufs[k] + at, bufs[ref] + at, LAYOUT_BLOCK);
+		if (!differ || j->block(j->ctx, u * r->unit + at, bufs[ref] + at) != 0)
+			continue;
+		for (k = 0; k < r->place.r; k++) {
+			if (!have[k] || (int)k == ref ||
+			    j->block(j->ctx, u * r->unit + at, bufs[k] + at) != 1)
+				continue;
+			memcpy(truth + at, bufs[k] + at, LAYOUT_BLOCK);
+			mixed = true;
+			break;
+		}
+	}
+	return mixed;
+}
+
+/*
  * Compare unit u's copies (bufs: one unit each). The reference is the copy
  * most others agree with (three copies: a majority), ties going to the
- * first in placement order.
+ * first in placement order; where the copies differ, a block of it the
+ * judge calls wrong is taken from the first copy it calls right.
  */
 int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **bufs)
 {
 	struct place_copy c[PLACE_MAX_REPLICAS];
-	unsigned int agree[PLACE_MAX_REPLICAS] = { 0 };
-	bool have[PLACE_MAX_REPLICAS] = { false };
+	unsigned int agree[PLACE_MAX_REPLICAS] = { 0 }, nhave = 0;
+	bool have[PLACE_MAX_REPLICAS] = { false }, mixed = false;
+	uint8_t *truth;
 	uint32_t k, j;
 	int ref = -1, rc;
 
@@ -70,6 +105,7 @@ int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **b
 		if (rc < 0)
 			return rc;
 		have[k] = true;
+		nhave++;
 		for (j = 0; j < k; j++) {
 			if (have[j] && !memcmp(bufs[j], bufs[k], r->unit)) {
 				agree[j]++;
@@ -80,18 +116,27 @@ int scrub_unit(struct remote *r, struct remote_scrub *s, uint64_t u, uint8_t **b
 	for (k = 0; k < r->place.r; k++)
 		if (have[k] && (ref < 0 || agree[k] > agree[ref]))
 			ref = (int)k;
+	if (ref < 0)
+		return 0;
+	truth = bufs[ref];
+	/* the judge, where some copy differs from the reference */
+	if (s->judge && agree[ref] + 1 < nhave) {
+		truth = scrub_spare(r, bufs);
+		mixed = judge_blocks(r, s->judge, u, bufs, have, ref, truth);
+	}
 	for (k = 0; k < r->place.r; k++) {
-		if (!have[k] || (int)k == ref || !memcmp(bufs[ref], bufs[k], r->unit))
+		if (!have[k] || !memcmp(truth, bufs[k], r->unit))
 			continue;
 		s->differ++;
 		say(s, "unit %" G_GUINT64_FORMAT " (bytes %" G_GUINT64_FORMAT "..): the copy on %s "
-		    "differs from the one on %s%s", (guint64)u, (guint64)(u * r->unit),
+		    "differs from the one on %s%s%s", (guint64)u, (guint64)(u * r->unit),
 		    r->mem[c[k].member].name, r->mem[c[ref].member].name,
+		    mixed ? " (blocks that fail their checksum there taken from another copy)" : "",
 		    s->repair ? ": rewritten from it" : "");
 		if (!s->repair)
 			continue;
-		rc = member_write(r->mem[c[k].member].m, remote_slot_off(r, c[k].slot),
-				  bufs[ref], r->unit);
+		rc = member_write(r->mem[c[k].member].m, remote_slot_off(r, c[k].slot), truth,
+				  r->unit);
 		if (rc < 0)
 			return rc;
 		s->repaired++;
@@ -121,9 +166,20 @@ static int scrub_block0(struct remote *r, struct remote_scrub *s, uint8_t *ref, 
 	return 0;
 }
 
+/* the buffer past the copies and fragments: a unit for scrub_unit's truth, scrub_stripe's keep */
+static unsigned int room_units(const struct remote *r)
+{
+	return MAX(PLACE_MAX_REPLICAS, r->ec_k + 2 * r->ec_m);
+}
+
+uint8_t *scrub_spare(struct remote *r, uint8_t **bufs)
+{
+	return bufs[room_units(r)];
+}
+
 uint8_t **scrub_room(struct remote *r)
 {
-	unsigned int k, n = MAX(PLACE_MAX_REPLICAS, r->ec_k + 2 * r->ec_m);
+	unsigned int k, n = room_units(r) + 1;
 	uint8_t **bufs = g_new0(uint8_t *, n + 1);
 
 	for (k = 0; k < n; k++)
@@ -176,6 +232,13 @@ static const char *frag_host(struct remote *r, uint64_t st, unsigned int i)
 #define STRIPE_ARGS(r, st) (guint64)(st), (guint64)(ec_stripe_unit(r, st) * (r)->unit), \
 	(guint64)(ec_stripe_unit(r, (st) + 1) * (r)->unit - 1)
 
+/* is the block at b of data fragment i of stripe st (in bufs[i]) right? (remote_judge) */
+static int judge_frag(struct remote *r, const struct remote_judge *j, uint64_t st, unsigned int i,
+		      const uint8_t *frag, uint64_t b)
+{
+	return j->block(j->ctx, (ec_stripe_unit(r, st) + i) * r->unit + b, frag + b);
+}
+
 /*
  * A data fragment of stripe st was not read (its member is down): decode
  * it from the data read and the first parities read, code the parity from
@@ -187,6 +250,7 @@ static int check_decode(struct remote *r, struct remote_scrub *s, uint64_t st, u
 {
 	unsigned int k = r->ec_k, m = r->ec_m, q, down, checked = 0;
 	uint32_t data = (1U << k) - 1, src = got & data;
+	uint64_t b;
 	uint8_t **coded = bufs + k + m;
 	int rc;
 
@@ -197,6 +261,16 @@ static int check_decode(struct remote *r, struct remote_scrub *s, uint64_t st, u
 		return rc;
 	ec_codec_encode(r->codec, r->unit, bufs, coded);
 	down = (unsigned int)__builtin_ctz(data & ~got);
+	for (b = 0; s->judge && b < r->unit; b += LAYOUT_BLOCK) {
+		if (judge_frag(r, s->judge, st, down, bufs[down], b) != 0)
+			continue;
+		*doubt = true;
+		s->differ++;
+		say(s, STRIPE_FMT ": the data fragment on %s is down, and its decode fails the "
+		    "checksum of the block at byte %" G_GUINT64_FORMAT " (a torn write): it reads "
+		    "as an error", STRIPE_ARGS(r, st), frag_host(r, st, down),
+		    (guint64)((ec_stripe_unit(r, st) + down) * r->unit + b));
+	}
 	for (q = 0; q < m; q++) {
 		if (!(got & ~src & (1U << (k + q))))
 			continue;
@@ -212,6 +286,62 @@ static int check_decode(struct remote *r, struct remote_scrub *s, uint64_t st, u
 	if (!checked) {
 		*doubt = true;
 		s->unverified++;
+	}
+	return 0;
+}
+
+/*
+ * Every data fragment up (got): a block the judge calls wrong is decoded
+ * from the other data and each parity up in turn, and the first decode it
+ * calls right takes its place, in bufs[i] and (repair) on the member - so
+ * the parity coded next from the data does not make a bad block stick.
+ */
+static int judge_data(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t **bufs,
+		      uint32_t got)
+{
+	unsigned int k = r->ec_k, i, q;
+	uint32_t data = (1U << k) - 1, member;
+	uint8_t *keep = scrub_spare(r, bufs);
+	uint64_t b, moff;
+	bool bad, fixed;
+	int rc;
+
+	for (i = 0; i < k; i++) {
+		for (b = 0, bad = false; b < r->unit && !bad; b += LAYOUT_BLOCK)
+			bad = judge_frag(r, s->judge, st, i, bufs[i], b) == 0;
+		if (!bad)
+			continue;
+		memcpy(keep, bufs[i], r->unit);
+		fixed = false;
+		for (q = 0; q < r->ec_m; q++) {
+			if (!(got & (1U << (k + q))))
+				continue;
+			rc = ec_codec_decode(r->codec, r->unit, bufs, (data & ~(1U << i)) |
+					     (1U << (k + q)), 1U << i);
+			if (rc < 0)
+				return rc;
+			for (b = 0; b < r->unit; b += LAYOUT_BLOCK) {
+				if (judge_frag(r, s->judge, st, i, keep, b) != 0 ||
+				    judge_frag(r, s->judge, st, i, bufs[i], b) != 1)
+					continue;
+				memcpy(keep + b, bufs[i] + b, LAYOUT_BLOCK);
+				fixed = true;
+			}
+			memcpy(bufs[i], keep, r->unit);
+		}
+		if (!fixed)
+			continue;
+		s->differ++;
+		say(s, STRIPE_FMT ": the data fragment on %s fails its checksum where a decode with "
+		    "the parity passes%s", STRIPE_ARGS(r, st), frag_host(r, st, i),
+		    s->repair ? ": rewritten from the decode" : "");
+		if (!s->repair)
+			continue;
+		ec_frag(r, st, i, &member, &moff);
+		rc = member_write(r->mem[member].m, moff, keep, r->unit);
+		if (rc < 0)
+			return rc;
+		s->repaired++;
 	}
 	return 0;
 }
@@ -233,6 +363,11 @@ int scrub_stripe(struct remote *r, struct remote_scrub *s, uint64_t st, uint8_t 
 		return -EIO; /* more than m members lost: the set has failed */
 	if ((got & data) != data)
 		return check_decode(r, s, st, bufs, got, doubt);
+	if (s->judge && (got & ~data)) {
+		rc = judge_data(r, s, st, bufs, got);
+		if (rc < 0)
+			return rc;
+	}
 	if (!(got & ~data))
 		s->unverified++; /* no parity up to compare (it is rebuilt from the data) */
 	ec_codec_encode(r->codec, r->unit, bufs, coded);
