@@ -528,9 +528,14 @@ uint64_t csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, 
 	g_array_free(hot, TRUE);
 	at = b->len;
 	if (ahead) {
-		/* format 3: the pending blocks in use, each with its previous CRC */
+		/*
+		 * Format 3: the pending blocks in use, each with its previous CRC,
+		 * built apart: bitmap may lie in b, whose room the caller sized
+		 * without them (appending may move it).
+		 */
+		GByteArray *sec = g_byte_array_new();
+
 		pend = ahead_sorted(c);
-		put_le32(b, 0);
 		for (i = 0; i < pend->len; i++) {
 			uint64_t alt;
 
@@ -539,14 +544,15 @@ uint64_t csum_put_tail(struct csum *c, const uint8_t *bitmap, uint64_t nblocks, 
 			    !get_locked(c, &pg, pb, &crc))
 				continue;
 			alt = (uint64_t)GPOINTER_TO_SIZE(g_hash_table_lookup(c->ahead, pb_key(pb)));
-			layout_put_uv(b, pb);
-			layout_put_u8(b, (alt & ALT_HAD) != 0);
-			put_le32(b, (uint32_t)alt);
+			layout_put_uv(sec, pb);
+			layout_put_u8(sec, (alt & ALT_HAD) != 0);
+			put_le32(sec, (uint32_t)alt);
 			n++;
 		}
 		g_array_free(pend, TRUE);
-		__le32 w = htole32(n);
-		memcpy(b->data + at, &w, 4);
+		put_le32(b, n);
+		g_byte_array_append(b, sec->data, sec->len);
+		g_byte_array_unref(sec);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return b->len - at;
