@@ -23,7 +23,9 @@
 #                   an rmemfs file, a verified hog at 3x a 32 MiB cgroup2 limit; correctness
 #                   only, its lost-member case skips at this scale), fs-ec (erasure-coded
 #                   sets: the stripes' I/O, losses, the rebuild by decoding), fs-pools (named
-#                   pools of tenants, a set of them, donors=) ($RMEMFS_RDMA_FS), every mount
+#                   pools of tenants, a set of them, donors=), fs-crashsum (a client killed
+#                   while in-place writes and their write-ahead checksums are in flight, with
+#                   damaged copies and lost members) ($RMEMFS_RDMA_FS), every mount
 #                   using -o transport=rdma, RMEM_TEST_SCALE=0.1 (emulated rxe moves a few
 #                   tens of MB/s). The files run in ONE pytest process (cwd, arguments and
 #                   environment from meson's definitions of the tests), not one meson test
@@ -43,7 +45,7 @@
 #                                the guest is killed at SECS + 150 whatever happens
 #      RMEMFS_RDMA_RERUN=REGEX   which integration tests re-run over RDMA (default ^xport)
 #      RMEMFS_RDMA_FS=REGEX      which fs-suite tests run over RDMA
-#                                (default ^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint)$;
+#                                (default ^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint|crashsum)$;
 #                                . for all)
 #      RMEMFS_RDMA_FS_SCALE=F    RMEM_TEST_SCALE of the fs step (default 0.1)
 set -uo pipefail
@@ -62,7 +64,7 @@ FS_SCALE=${RMEMFS_RDMA_FS_SCALE:-0.1}
 # In fs-members and fs-ec the tests of the pool layer's logic alone (refusals, capacity,
 # records, a crash's intent map, fsck: conftest.py pool_logic_only) skip here: the same code
 # runs over TCP in the main and ASan builds; 136 s of fs-members' 207 s in the guest
-FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint)$}
+FS_TESTS=${RMEMFS_RDMA_FS:-^fs-(random|durability|failure|members|readers|swap|ec|pools|footprint|crashsum)$}
 RESULTS_FILE=${RMEMFS_RDMA_RESULTS:-}
 BUDGET=${RMEMFS_RDMA_BUDGET:-1800}
 # the guest's steps get BUDGET seconds; booting, starting and powering off get the rest

@@ -22,6 +22,7 @@
 
 #define REGION LAYOUT_CSUM_REGION_BLOCKS
 #define LEGACY_BLOCKS 256U /* blocks read per step of the format-2 hot regions' check */
+#define SETTLE_BATCH 256U /* pending blocks read in one remote_readv after a crash */
 #define CHECK_BATCH 64 /* blocks rmemfs-fsck reads in one go where a block has one copy */
 
 int checksum_log(struct meta *m, const uint64_t *pb, const uint32_t *crc, int n)
@@ -221,28 +222,85 @@ static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, ui
 	return 0;
 }
 
+/*
+ * Pending block pb read as blk (one copy: after remote_recover the copies
+ * of a set agree): settled on the new CRC or the old one when its bytes
+ * pass either; false when they pass neither (settle_block then looks at
+ * every copy).
+ */
+static bool settle_bytes(struct meta *m, uint64_t pb, const void *blk,
+			 struct checksum_recovery *out)
+{
+	uint32_t crc, old, x = layout_crc(blk, LAYOUT_BLOCK);
+	bool had;
+
+	if (!csum_get(m->csum, pb, &crc) || !csum_pending(m->csum, pb, &old, &had))
+		return true;
+	if (x != crc && had && x != old)
+		return false;
+	out->pending++;
+	if (x == crc) {
+		csum_settle(m->csum, pb);
+		out->kept_new++;
+	} else {
+		csum_settle_old(m->csum, pb);
+		out->kept_old++;
+	}
+	return true;
+}
+
+/*
+ * The pending blocks, SETTLE_BATCH at a time in one remote_readv (a round
+ * trip each cost a mount 1.6 s for 65536 blocks over loopback TCP); those
+ * that pass neither CRC, one at a time through every copy.
+ */
 static int settle_pending(struct meta *m, struct checksum_recovery *out)
 {
 	GArray *pbs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-	uint8_t *copy[LAYOUT_SET_MAX];
-	struct owner *own;
+	GArray *slow = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+	uint8_t *buf = g_malloc((size_t)SETTLE_BATCH * LAYOUT_BLOCK), *copy[LAYOUT_SET_MAX];
+	uint64_t offs[SETTLE_BATCH];
+	struct iovec iov[SETTLE_BATCH];
+	struct owner *own = NULL;
 	unsigned int c;
-	guint i;
+	guint i, j, n;
 	int rc = 0;
 
 	csum_pending_list(m->csum, pbs);
-	if (!pbs->len) {
-		g_array_free(pbs, TRUE);
-		return 0;
+	for (i = 0; i < pbs->len && rc == 0; i += n) {
+		int k = -1; /* the last piece: consecutive blocks are one */
+
+		n = MIN(pbs->len - i, SETTLE_BATCH);
+		for (j = 0; j < n; j++) {
+			uint64_t off = extent_pool_off(m, g_array_index(pbs, uint64_t, i + j));
+
+			if (k >= 0 && offs[k] + iov[k].iov_len == off) {
+				iov[k].iov_len += LAYOUT_BLOCK;
+				continue;
+			}
+			offs[++k] = off;
+			iov[k] = (struct iovec){ .iov_base = buf + (size_t)j * LAYOUT_BLOCK,
+						 .iov_len = LAYOUT_BLOCK };
+		}
+		rc = remote_readv(m->r, offs, iov, k + 1);
+		for (j = 0; j < n && rc == 0; j++) {
+			uint64_t pb = g_array_index(pbs, uint64_t, i + j);
+
+			if (!settle_bytes(m, pb, buf + (size_t)j * LAYOUT_BLOCK, out))
+				g_array_append_val(slow, pb);
+		}
 	}
-	own = owners_of(m, pbs);
+	if (rc == 0 && slow->len)
+		own = owners_of(m, slow);
 	for (c = 0; c < LAYOUT_SET_MAX; c++)
 		copy[c] = g_malloc(LAYOUT_BLOCK);
-	for (i = 0; i < pbs->len && rc == 0; i++)
-		rc = settle_block(m, g_array_index(pbs, uint64_t, i), &own[i], copy, out);
+	for (i = 0; i < slow->len && rc == 0; i++)
+		rc = settle_block(m, g_array_index(slow, uint64_t, i), &own[i], copy, out);
 	for (c = 0; c < LAYOUT_SET_MAX; c++)
 		g_free(copy[c]);
 	g_free(own);
+	g_free(buf);
+	g_array_free(slow, TRUE);
 	g_array_free(pbs, TRUE);
 	return rc;
 }

@@ -222,14 +222,20 @@ bool csum_accepts(struct csum *c, uint64_t pb, uint32_t crc, uint32_t got, bool 
 	return !had || alt == got;
 }
 
-uint64_t csum_pending_count(struct csum *c)
+/* the size of one of c's tables (the pending blocks, the hot regions), under its lock */
+static uint64_t table_size(struct csum *c, GHashTable *const *t)
 {
 	uint64_t n;
 
 	pthread_mutex_lock(&c->lock);
-	n = g_hash_table_size(c->ahead);
+	n = g_hash_table_size(*t);
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+uint64_t csum_pending_count(struct csum *c)
+{
+	return table_size(c, &c->ahead);
 }
 
 static gint u64_cmp(gconstpointer a, gconstpointer b);
@@ -352,12 +358,7 @@ bool csum_hot(struct csum *c, uint64_t region)
 
 uint64_t csum_hot_count(struct csum *c)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&c->lock);
-	n = g_hash_table_size(c->hot);
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	return table_size(c, &c->hot);
 }
 
 static bool hot_mark_locked(struct csum *c, uint64_t region, bool hot, uint64_t seq);

@@ -546,6 +546,15 @@ def fsync_dir(path):
         os.close(fd)
 
 
+def log_lines(path):
+    """The lines a workload subprocess has logged to path so far ([] before it exists)."""
+    try:
+        with open(path) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
 def wait_for(cond, timeout=30.0, step=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

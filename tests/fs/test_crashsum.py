@@ -35,6 +35,13 @@ the server and the client running. Reads are O_DIRECT on fresh mounts (no
 cache in the way). The daemons run with G_DEBUG=fatal-criticals where a
 checksum warning may be printed, and each test checks which warnings it
 got. RMEM_TEST_SEED replays another seed; sizes follow RMEM_TEST_SCALE.
+
+Over RDMA: scripts/test-rdma.sh runs this whole file again in the soft-RoCE
+guest with every mount on -o transport=rdma (RMEM_TEST_SCALE 0.1): the
+order that matters here - a write-ahead checksum's journal write completed
+before the data goes out, the resync's reads and rewrites of single copies,
+the stripes' fragments - is the transport's, and the crash is a real one of
+a client holding RDMA connections.
 """
 import errno
 import json
@@ -50,7 +57,7 @@ import time
 
 import pytest
 
-from conftest import MemberSet, fsck, pattern, scaled, stats, wait_for
+from conftest import MemberSet, fsck, log_lines, pattern, scaled, stats, wait_for
 from test_checksums import NONFATAL, direct_pread, flip_byte
 from test_ec import FRAG, SET_DATA_OFF, ec_geometry, read_record, seed_for
 
@@ -398,11 +405,7 @@ class Ops:
                                      stdin=subprocess.DEVNULL)
 
     def lines(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read().splitlines()
-        except FileNotFoundError:
-            return []
+        return log_lines(self.log_path)
 
     def done(self):
         return sum(1 for ln in self.lines() if ln.startswith('done '))

@@ -39,8 +39,8 @@ import time
 
 import pytest
 
-from conftest import (SCALE, MemberSet, MountFailed, ctl, fsck, is_mounted, pattern,
-                      pool_logic_only, scaled, stats, wait_for)
+from conftest import (SCALE, MemberSet, MountFailed, ctl, fsck, is_mounted, log_lines,
+                      pattern, pool_logic_only, scaled, stats, wait_for)
 from test_members import mount_set, write_file
 
 KIB = 1 << 10
@@ -336,11 +336,7 @@ class Workload:
                                      stdin=subprocess.DEVNULL)
 
     def lines(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read().splitlines()
-        except FileNotFoundError:
-            return []
+        return log_lines(self.log_path)
 
     def done_ops(self):
         return sum(1 for l in self.lines() if l.startswith('done '))
