@@ -516,56 +516,62 @@ static uint32_t wblk_crc(const struct verify_wblk *w)
 /*
  * Pending block pb (an in-place write of it failed, or never went out:
  * !sent) settled on what the pool holds: the new bytes (the write landed),
- * or the old ones, journaled so a replay drops the new CRC too. false when
- * that cannot be told (the read fails, or the block held no CRC before):
- * it stays pending, its region hot, and the next mount settles it.
+ * or the old ones, journaled so a replay drops the new CRC too. 0 when it
+ * is settled; 1 when it stays pending, safely (it held no CRC before, or
+ * its bytes match neither CRC: it is damaged whatever comes next); -EIO
+ * when what it holds cannot be told (the read, or the journal record,
+ * failed). Not settled, it keeps its region hot until the next mount,
+ * which settles it.
  */
-static bool settle_after(struct verify *v, uint64_t pb, bool sent, char *buf)
+static int settle_after(struct verify *v, uint64_t pb, bool sent, char *buf)
 {
 	struct csum *c = extent_csum(v->m);
 	uint32_t crc, old, got;
 	bool had;
 
 	if (!csum_pending(c, pb, &old, &had))
-		return true;
+		return 0;
 	if (!had || !csum_get(c, pb, &crc))
-		return false;
+		return 1;
 	if (sent) {
 		if (remote_read(v->r, extent_pool_off(v->m, pb), buf, BS) < 0)
-			return false;
+			return -EIO;
 		got = block_crc(buf);
 		if (got == crc) {
 			csum_settle(c, pb);
-			return true;
+			return 0;
 		}
 		if (got != old)
-			return false;
+			return 1;
 	}
 	csum_settle_old(c, pb);
-	return checksum_log(v->m, &pb, &old, 1) == 0;
+	return checksum_log(v->m, &pb, &old, 1) == 0 ? 0 : -EIO;
 }
 
-/* each in-place block of vw settled (settle_after); true if every one was */
-static bool settle_all(struct verify *v, struct verify_write *vw, bool sent)
+/* each in-place block of vw settled (settle_after): the worst of their results */
+static int settle_all(struct verify *v, struct verify_write *vw, bool sent)
 {
 	char *buf = g_malloc(BS);
-	bool all = true;
+	int worst = 0, rc;
 	guint i;
 
 	for (i = 0; i < vw->blks->len; i++) {
 		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
 
-		if (w->inplace && !settle_after(v, w->pb, sent, buf))
-			all = false;
+		rc = w->inplace ? settle_after(v, w->pb, sent, buf) : 0;
+		worst = rc < 0 ? rc : MAX(worst, rc);
+		if (worst < 0)
+			break;
 	}
 	g_free(buf);
-	return all;
+	return worst;
 }
 
 /*
  * An in-place write, step by step (its blocks' stripes held throughout):
  * blocks still pending from a write that failed are settled first (two
- * writes in doubt would leave three contents to choose from); the partly
+ * writes in doubt would leave three contents to choose from: one that
+ * cannot be told fails this write with EIO); the partly
  * written ones are read and merged; the new CRCs are made durable in the
  * journal (checksum_ahead: from then on each block passes with its new or
  * its old CRC); the data goes out; the blocks settle on the new CRCs. A
@@ -592,7 +598,7 @@ int verify_write_run(struct verify *v, struct verify_write *vw)
 	}
 	if (inplace->len) {
 		stripes_lock(v, &s);
-		settle_all(v, vw, true);
+		rc = MIN(settle_all(v, vw, true), 0);
 	}
 	for (i = 0; i < vw->blks->len && rc == 0; i++) {
 		struct verify_wblk *w = &g_array_index(vw->blks, struct verify_wblk, i);
@@ -620,7 +626,7 @@ int verify_write_run(struct verify *v, struct verify_write *vw)
 		else
 			csum_set(extent_csum(v->m), w->pb, wblk_crc(w));
 	}
-	if (ahead && (rc == 0 || settle_all(v, vw, sent)))
+	if (ahead && (rc == 0 || settle_all(v, vw, sent) == 0))
 		checksum_hot_leave(v->m, (uint64_t *)(void *)inplace->data, (int)inplace->len);
 	if (inplace->len)
 		stripes_unlock(v, &s);

@@ -178,7 +178,7 @@ static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, ui
 	enum held best = HELD_NOTHING, got;
 	int rcs[LAYOUT_SET_MAX];
 	uint32_t crc = 0, old = 0, x;
-	bool had = false;
+	bool had = false, answered = false;
 
 	csum_get(m->csum, pb, &crc);
 	csum_pending(m->csum, pb, &old, &had);
@@ -188,6 +188,7 @@ static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, ui
 			continue;
 		if (rcs[c] < 0)
 			return rcs[c];
+		answered = true;
 		x = layout_crc(copy[c], LAYOUT_BLOCK);
 		got = x == crc ? HELD_NEW : (!had || x == old) ? HELD_OLD : HELD_NOTHING;
 		if (got > best) {
@@ -195,6 +196,8 @@ static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, ui
 			pick = c;
 		}
 	}
+	if (best == HELD_NOTHING && !answered)
+		return -EIO; /* no copy to tell: the set has failed (the mount says so) */
 	out->pending++;
 	if (best == HELD_NOTHING) {
 		csum_settle(m->csum, pb);

@@ -158,10 +158,15 @@ void csum_set_ahead(struct csum *c, uint64_t pb, uint32_t crc)
 {
 	struct csum_page *pg = NULL;
 	uint64_t alt = ALT_SET;
+	gpointer v;
 	uint32_t old;
 
 	pthread_mutex_lock(&c->lock);
-	if (get_locked(c, &pg, pb, &old))
+	/* pending on "no CRC before": its bytes from before stay acceptable (unverified) */
+	if (g_hash_table_lookup_extended(c->ahead, pb_key(pb), NULL, &v) &&
+	    !(GPOINTER_TO_SIZE(v) & ALT_HAD))
+		alt = ALT_SET;
+	else if (get_locked(c, &pg, pb, &old))
 		alt |= ALT_HAD | old;
 	g_hash_table_insert(c->ahead, pb_key(pb), GSIZE_TO_POINTER((gsize)alt));
 	set_locked(c, pb, crc);
@@ -393,17 +398,6 @@ bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq)
 	return h != NULL;
 }
 
-void csum_hot_durable(struct csum *c, uint64_t region)
-{
-	struct csum_hot *h;
-
-	pthread_mutex_lock(&c->lock);
-	h = g_hash_table_lookup(c->hot, &region);
-	if (h)
-		h->seq = 0;
-	pthread_mutex_unlock(&c->lock);
-}
-
 void csum_hot_leave(struct csum *c, uint64_t region)
 {
 	struct csum_hot *h;
@@ -417,26 +411,33 @@ void csum_hot_leave(struct csum *c, uint64_t region)
 
 void csum_hot_cold(struct csum *c, uint64_t durable_seq, bool all, GArray *out, uint64_t *bytes)
 {
+	GHashTable *held = g_hash_table_new(g_direct_hash, g_direct_equal);
 	GHashTableIter it;
 	gpointer k, v;
 
 	pthread_mutex_lock(&c->lock);
+	/* the regions of pending blocks: what they hold is not known yet (a recovery to come) */
+	g_hash_table_iter_init(&it, c->ahead);
+	while (g_hash_table_iter_next(&it, &k, NULL))
+		g_hash_table_add(held, GSIZE_TO_POINTER((GPOINTER_TO_SIZE(k) - 1) / REGION + 1));
 	g_hash_table_iter_init(&it, c->hot);
 	while (g_hash_table_iter_next(&it, &k, &v)) {
 		struct csum_hot *h = v;
 		uint64_t region = h->region;
 
-		/* a write in flight; or not durably hot yet, or written since the last sweep */
-		if (h->inflight || (!all && (h->seq > durable_seq || h->touched))) {
+		/* a write in flight or a block pending; or not durably hot yet, or written
+		 * since the last sweep */
+		if (h->inflight || g_hash_table_contains(held, GSIZE_TO_POINTER(region + 1)) ||
+		    (!all && (h->seq > durable_seq || h->touched))) {
 			h->touched = false;
 			continue;
 		}
 		g_array_append_val(out, region);
 		*bytes -= layout_uv_len(region);
 		g_hash_table_iter_remove(&it);
-		ahead_drop_locked(c, region * REGION, (region + 1) * REGION);
 	}
 	pthread_mutex_unlock(&c->lock);
+	g_hash_table_destroy(held);
 }
 
 void csum_hot_list(struct csum *c, GArray *out)

@@ -46,7 +46,11 @@ uint64_t csum_count(struct csum *c); /* blocks with a checksum */
  * csum_clear end it too, and so does the region's going cold (hot_set
  * false, hot_cold): no write is in flight there any more.
  */
-/* the write of crc into pb is about to go out: crc is the CRC, the old one its alternative */
+/*
+ * The write of crc into pb is about to go out: crc is the CRC, the old one
+ * its alternative - none if it had none, or if it is pending already on
+ * having had none (what it held before is still unverified).
+ */
 void csum_set_ahead(struct csum *c, uint64_t pb, uint32_t crc);
 /* pb's write landed: its CRC alone stands */
 void csum_settle(struct csum *c, uint64_t pb);
@@ -78,14 +82,13 @@ uint64_t csum_hot_count(struct csum *c);
 bool csum_hot_set(struct csum *c, uint64_t region, bool hot, uint64_t seq, uint64_t *bytes);
 /*
  * A write into hot region begins: true with *seq (the transaction that made
- * it hot; 0 once that is known durable), false if it is not hot.
+ * it hot), false if it is not hot.
  */
 bool csum_hot_enter(struct csum *c, uint64_t region, uint64_t *seq);
-/* region's HOT transaction is durable: later writes need not ask */
-void csum_hot_durable(struct csum *c, uint64_t region);
 void csum_hot_leave(struct csum *c, uint64_t region);
 /*
- * A sweep: the regions with no write in flight and (unless all) hot durably
+ * A sweep: the regions with no write in flight, no pending block (one a
+ * recovery has yet to settle) and (unless all) hot durably
  * (seq <= durable_seq) and not written since the previous sweep stop being
  * hot - removed under the table's lock, so no write can enter one between
  * the choice and the removal - and are appended to out (uint64_t), *bytes

@@ -166,21 +166,27 @@ static bool scan_ext(struct meta_ext *e, void *ctx)
 
 /*
  * The CRCs of [from, +n) become those of [to, +n): a copy checks like its
- * source. A source in a hot region (an interrupted in-place write may have
- * left its CRC stale) makes the copy's region hot too, so the mount that
- * recomputes the one recomputes the other.
+ * source, pending like it (an interrupted in-place write: it holds the new
+ * bytes or the old, and the recovery that follows settles the copy as it
+ * settles the source), its region hot like the source's.
  */
 static void copy_crcs(struct meta *m, uint64_t from, uint64_t to, uint64_t n)
 {
 	const uint64_t region = LAYOUT_CSUM_REGION_BLOCKS;
-	uint32_t crc[256];
-	bool have[256];
+	uint32_t crc[256], old;
+	bool have[256], had;
 	uint64_t i;
 
 	csum_get_run(m->csum, from, n, crc, have);
 	csum_clear(m->csum, to, n);
 	for (i = 0; i < n; i++) {
-		if (have[i])
+		bool pending = have[i] && csum_pending(m->csum, from + i, &old, &had);
+
+		if (pending && had)
+			csum_set(m->csum, to + i, old);
+		if (pending)
+			csum_set_ahead(m->csum, to + i, crc[i]);
+		else if (have[i])
 			csum_set(m->csum, to + i, crc[i]);
 		if (csum_hot(m->csum, (from + i) / region))
 			csum_hot_set(m->csum, (to + i) / region, true, 0, &m->ckpt_bytes);

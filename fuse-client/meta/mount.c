@@ -528,7 +528,8 @@ static int go_live(struct meta *m, bool formatted, unsigned int flags, char **er
 	rc = hold_start(m, err_msg);
 	if (!rc)
 		rc = super_write_clean(m->sb, false);
-	if (!rc && !formatted && !(flags & LOAD_NO_CHECK))
+	/* (a new pool has nothing to recover, but a new set's keeper starts there) */
+	if (!rc && !(flags & LOAD_NO_CHECK))
 		rc = recover_checksums(m, &recovered);
 	/* a version-1 pool: its next checkpoint is a version-2 one, then the superblock says so */
 	if (upgrade)

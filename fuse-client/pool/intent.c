@@ -163,8 +163,8 @@ static int read_maps(struct remote *r, uint8_t *map)
  * may lie in two regions: once is enough), made to agree: the parity coded
  * anew from the data where it differs, and a stripe with a data fragment
  * down that cannot be checked is said to be possibly torn. *fixed: stripes
- * rewritten. No stripe lock: this runs at claim, under set_lock (a writer
- * takes its stripe locks before set_lock), before any writer is up.
+ * rewritten. No stripe lock: this runs under rb_lock held for writing (which
+ * excludes every stripe writer), before any writer of this client is up.
  */
 static int recover_stripes(struct remote *r, const struct remote_judge *j, uint64_t u,
 			   uint64_t end, uint64_t *next, uint8_t **bufs, unsigned int *fixed)

@@ -731,8 +731,6 @@ int remote_claim(struct remote *r)
 		r->fresh = false;
 		rc = intent_load(r);
 	}
-	if (!rc)
-		rc = rebuild_keeper_start(r);
 	pthread_mutex_unlock(&r->set_lock);
 	if (rc < 0)
 		g_message("writing the membership records: %s", g_strerror(-rc));
@@ -750,7 +748,10 @@ int remote_recover(struct remote *r, const struct remote_judge *j)
 	r->judge = *j;
 	rc = intent_recover(r, j);
 	pthread_rwlock_unlock(&r->rb_lock);
+	/* the keeper (sweeps, returns, rebuilds) starts only now: no copy is taken before */
 	pthread_mutex_lock(&r->set_lock);
+	if (!rc)
+		rc = rebuild_keeper_start(r);
 	if (!rc) {
 		rebuild_stale(r);
 		if (atomic_load(&r->rb_member) >= 0)

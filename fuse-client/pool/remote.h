@@ -111,7 +111,11 @@ int remote_claim(struct remote *r);
  * region the dead client's intent map marked are made to agree (block by
  * block the first copy j calls right, else the majority or first copy;
  * the stripes' parity coded anew from data j does not call wrong), the
- * marks cleared, and a stale member's rebuild started. 0 or -errno.
+ * marks cleared, the keeper thread started (intent map sweeps, lost members
+ * that answer again) and a stale member's rebuild started: none of them
+ * runs before. Every read-write mount of a set calls it once, a new set
+ * too. j is kept: a rebuild takes a block that fails it from another copy
+ * where it passes, until remote_judge_drop. 0 or -errno.
  */
 int remote_recover(struct remote *r, const struct remote_judge *j);
 /* the judge remote_recover was given is going away: a later rebuild copies without it */

@@ -264,8 +264,8 @@ static int check_decode(struct remote *r, struct remote_scrub *s, uint64_t st, u
 	for (b = 0; s->judge && b < r->unit; b += LAYOUT_BLOCK) {
 		if (judge_frag(r, s->judge, st, down, bufs[down], b) != 0)
 			continue;
+		s->differ += !*doubt; /* a stripe once */
 		*doubt = true;
-		s->differ++;
 		say(s, STRIPE_FMT ": the data fragment on %s is down, and its decode fails the "
 		    "checksum of the block at byte %" G_GUINT64_FORMAT " (a torn write): it reads "
 		    "as an error", STRIPE_ARGS(r, st), frag_host(r, st, down),
