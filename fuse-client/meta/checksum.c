@@ -159,6 +159,18 @@ static struct owner *owners_of(struct meta *m, const GArray *pbs)
 	return own;
 }
 
+/* pending block pb settles on its new CRC (new) or its old one, counted */
+static void settle_on(struct meta *m, uint64_t pb, bool new, struct checksum_recovery *out)
+{
+	if (new) {
+		csum_settle(m->csum, pb);
+		out->kept_new++;
+	} else {
+		csum_settle_old(m->csum, pb);
+		out->kept_old++;
+	}
+}
+
 enum held {
 	HELD_NOTHING, /* no copy answered, or none matches */
 	HELD_OLD, /* the bytes from before the write (or, without a CRC then, unverified) */
@@ -209,13 +221,7 @@ static int settle_block(struct meta *m, uint64_t pb, const struct owner *own, ui
 			  (guint64)own->ino, (guint64)own->foff, (guint64)pb, crc, old);
 		return 0;
 	}
-	if (best == HELD_NEW) {
-		csum_settle(m->csum, pb);
-		out->kept_new++;
-	} else {
-		csum_settle_old(m->csum, pb);
-		out->kept_old++;
-	}
+	settle_on(m, pb, best == HELD_NEW, out);
 	for (c = 0; n > 1 && c < n; c++) {
 		if (c == pick || rcs[c] || !memcmp(copy[c], copy[pick], LAYOUT_BLOCK))
 			continue;
@@ -242,13 +248,7 @@ static bool settle_bytes(struct meta *m, uint64_t pb, const void *blk,
 	if (x != crc && had && x != old)
 		return false;
 	out->pending++;
-	if (x == crc) {
-		csum_settle(m->csum, pb);
-		out->kept_new++;
-	} else {
-		csum_settle_old(m->csum, pb);
-		out->kept_old++;
-	}
+	settle_on(m, pb, x == crc, out);
 	return true;
 }
 
