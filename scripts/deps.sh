@@ -26,7 +26,7 @@ set -euo pipefail
 
 declare -A GROUP_PKGS=(
 	[build]="meson ninja-build pkg-config gcc libc6-dev scdoc libglib2.0-dev libibverbs-dev
-		 librdmacm-dev libfuse3-dev libisal-dev"
+		 librdmacm-dev libfuse3-dev libisal-dev liburing-dev"
 	[test]="python3 python3-pytest fio fuse3 ibverbs-providers valgrind man-db bsdextrautils"
 	[package]="debhelper dpkg-dev lintian systemd git"
 	[demo]="fuse3 fio python3"

@@ -22,6 +22,7 @@
 #include <fuse_lowlevel.h>
 
 #include "reqstats.h"
+#include "ring.h"
 
 /* all zero: not attached (the kernel then seems to offer nothing) */
 struct devio {
@@ -30,15 +31,29 @@ struct devio {
 	uint64_t ask; /* flags added to the INIT reply (ops_init, devio_ask) */
 	bool replied; /* the INIT reply went out: nothing more to look at (atomic) */
 	struct reqstats req; /* every request read and replied to here */
+	enum ring_mode ring_mode; /* -o uring=: set before the session loop */
+	struct fuse_session *se; /* devio_attach's */
+	struct ring *ring; /* serving FUSE over io_uring; NULL: /dev/fuse only (atomic) */
 };
 
 /*
  * From now on se reads and writes its /dev/fuse descriptor here, recording
- * in the devio member of its userdata (struct ops_ctx). Call after
+ * in d, the devio member of its userdata (struct ops_ctx). Call after
  * fuse_session_mount and before the session loop. 0, or -ENOSYS when this
  * libfuse has no custom I/O (before 3.13), or -errno.
+ *
+ * INIT decides the channel (d->ring_mode, ring.h): the ring is asked for
+ * where the kernel offers it and started once the INIT reply is written;
+ * one log line says which channel serves and why. With RING_ON and no ring
+ * the session is ended (main.c checked the kernel before mounting).
  */
-int devio_attach(struct fuse_session *se);
+int devio_attach(struct fuse_session *se, struct devio *d);
+
+/* after the session loop (and the last deferred reply): stop the ring, if any */
+void devio_detach(struct devio *d);
+
+/* is the ring serving? */
+bool devio_ring_active(const struct devio *d);
 
 /* in ops_init: did INIT come through devio (devio_attach took)? */
 bool devio_attached(const struct devio *d);

@@ -245,7 +245,25 @@ static void ops_config(const struct options *o, struct ops_ctx *ctx)
 		.writeback_cache = o->writeback_cache,
 		.odirect_uncached = o->odirect_uncached,
 		.default_permissions = o->default_permissions,
+		.devio = { .ring_mode = o->uring },
 	};
+}
+
+/* -o uring=on: refuse before mounting where the ring cannot be had; 0 or -1 after saying why */
+static int check_uring(const struct options *o)
+{
+	const char *why = NULL;
+
+	if (o->uring != RING_ON)
+		return 0;
+#ifdef RMEM_HAVE_FUSE_CUSTOM_IO
+	if (ring_kernel_check(&why) == 0)
+		return 0;
+#else
+	why = "this rmemfs was built with a libfuse older than 3.13 (no custom I/O)";
+#endif
+	fprintf(stderr, "rmemfs: -o uring=on: %s; -o uring=auto falls back to /dev/fuse\n", why);
+	return -1;
 }
 
 /* mount the filesystem in the pool (taking its lease); -errno after saying why */
@@ -345,9 +363,10 @@ static int serve(struct fuse_session *se, const struct options *o, struct ops_ct
 		goto out_signals;
 	}
 	/* before the loop reads INIT: lets ops_init ask for what libfuse cannot (devio.h) */
-	rc = devio_attach(se);
+	rc = devio_attach(se, &ctx->devio);
 	if (rc < 0)
-		g_message("custom /dev/fuse I/O: %s (O_DIRECT opens then take the kernel's path)",
+		g_message("custom /dev/fuse I/O: %s (O_DIRECT opens then take the kernel's path, "
+			  "and requests come over /dev/fuse)",
 			  g_strerror(-rc));
 	g_message("mounted %s (%s, %s) on %s", o->server, remote_transport(remote),
 		  o->read_only ? "read-only" : "read-write", o->mountpoint);
@@ -372,6 +391,7 @@ out_unmount:
 	follow_stop(ctx->meta); /* (it uses the cache, destroyed before the metadata) */
 	inval_stop(ctx->inval); /* the loop has ended: nothing queues any more */
 	ctx->inval = NULL;
+	devio_detach(&ctx->devio); /* after the last deferred reply went into its ring entry */
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -461,7 +481,7 @@ int main(int argc, char **argv)
 		return rc < 0 ? 2 : 0;
 	}
 
-	if (remote_config(&o, &rcfg) < 0) {
+	if (check_uring(&o) < 0 || remote_config(&o, &rcfg) < 0) {
 		options_free(&o);
 		return 1;
 	}

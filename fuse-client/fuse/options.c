@@ -50,6 +50,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("writeback=%s", writeback_str, 0),
 	OPT("writeback_cache=%s", writeback_cache_str, 0),
 	OPT("odirect=%s", odirect_str, 0),
+	OPT("uring=%s", uring_str, 0),
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
@@ -400,6 +401,10 @@ static int validate_tuning(struct options *o)
 		fprintf(stderr, "rmemfs: odirect=%s: expected uncached or kernel\n", o->odirect_str);
 		return -EINVAL;
 	}
+	if (o->uring_str && ring_mode_parse(o->uring_str, &o->uring) < 0) {
+		fprintf(stderr, "rmemfs: uring=%s: expected auto, on or off\n", o->uring_str);
+		return -EINVAL;
+	}
 	if (parse_timeout("entry_timeout", o->entry_timeout_str, false, &o->entry_timeout) < 0 ||
 	    parse_timeout("attr_timeout", o->attr_timeout_str, false, &o->attr_timeout) < 0 ||
 	    parse_timeout("reconnect_timeout", o->reconnect_timeout_str, true, &secs) < 0)
@@ -568,6 +573,7 @@ void options_free(struct options *o)
 	free(o->writeback_str);
 	free(o->writeback_cache_str);
 	free(o->odirect_str);
+	free(o->uring_str);
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
 	free(o->reconnect_timeout_str);
@@ -616,6 +622,10 @@ void options_print_help(const char *prog)
 	       "                           the page cache in FUSE, writers of one file run in\n"
 	       "                           parallel (Linux >= 6.6, else kernel); kernel: the\n"
 	       "                           kernel's O_DIRECT path, writers queue; mmap works\n"
+	       "    -o uring=auto|on|off   the FUSE channel: auto (default) serves requests\n"
+	       "                           over io_uring where the kernel offers it (Linux\n"
+	       "                           >= 6.14, fuse's enable_uring=Y), else /dev/fuse;\n"
+	       "                           on: io_uring or no mount; off: /dev/fuse\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
 	       "    -o size=SIZE           with format: create each named pool (SERVER/NAME)\n"

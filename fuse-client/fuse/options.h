@@ -21,6 +21,7 @@
 #include <fuse_lowlevel.h>
 
 #include "remote.h"
+#include "ring.h"
 #include "xport.h"
 
 /* cache_size default: RAM / OPTIONS_CACHE_RAM_DIV, within these bounds */
@@ -62,6 +63,7 @@ struct options {
 	char *writeback_str;
 	char *writeback_cache_str;
 	char *odirect_str;
+	char *uring_str;
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
@@ -88,6 +90,7 @@ struct options {
 	bool writeback; /* the block cache writes back later (else through) */
 	bool writeback_cache; /* the kernel's writeback cache */
 	bool odirect_uncached; /* O_DIRECT opens may be FOPEN_DIRECT_IO (ops.c) */
+	enum ring_mode uring; /* the FUSE channel (ring.h) */
 	double entry_timeout;
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */

@@ -59,6 +59,11 @@ void reqstats_read(struct reqstats *s, const void *buf, size_t n)
 	cur.t0 = clock_now_ns();
 }
 
+void reqstats_ring(struct reqstats *s)
+{
+	__atomic_add_fetch(&s->ring, 1, __ATOMIC_RELAXED);
+}
+
 void reqstats_reply(struct reqstats *s, const struct iovec *iov, int count)
 {
 	const struct fuse_out_header *h;
@@ -77,6 +82,7 @@ ssize_t reqstats_text(const struct reqstats *s, char *buf, size_t cap)
 {
 	size_t pos = 0;
 	unsigned int op;
+	int k;
 
 	for (op = 0; op < REQSTATS_OPCODES; op++) {
 		uint64_t n = __atomic_load_n(&s->count[op], __ATOMIC_RELAXED);
@@ -84,7 +90,6 @@ ssize_t reqstats_text(const struct reqstats *s, char *buf, size_t cap)
 		uint64_t ns = __atomic_load_n(&s->ns[op], __ATOMIC_RELAXED);
 		char other[16];
 		const char *name = names[op];
-		int k;
 
 		if (!n)
 			continue;
@@ -98,5 +103,9 @@ ssize_t reqstats_text(const struct reqstats *s, char *buf, size_t cap)
 			return -ERANGE;
 		pos += (size_t)k;
 	}
-	return (ssize_t)pos;
+	k = snprintf(buf + pos, cap - pos, "fuse_ring_requests %llu\n",
+		     (unsigned long long)__atomic_load_n(&s->ring, __ATOMIC_RELAXED));
+	if (k < 0 || (size_t)k >= cap - pos)
+		return -ERANGE;
+	return (ssize_t)(pos + (size_t)k);
 }

@@ -27,18 +27,23 @@ struct reqstats {
 	uint64_t count[REQSTATS_OPCODES]; /* requests read (atomic) */
 	uint64_t timed[REQSTATS_OPCODES]; /* of them, replied on the reading thread (atomic) */
 	uint64_t ns[REQSTATS_OPCODES]; /* the sum of their times (atomic) */
+	uint64_t ring; /* of all requests, those that came over the FUSE ring (atomic, ring.h) */
 };
 
 /* a request of n bytes was read into buf on this thread */
 void reqstats_read(struct reqstats *s, const void *buf, size_t n);
+
+/* the request just noted came over the FUSE ring, not /dev/fuse */
+void reqstats_ring(struct reqstats *s);
 
 /* this thread writes the reply iov[0..count) (a notification, unique 0, is ignored) */
 void reqstats_reply(struct reqstats *s, const struct iovec *iov, int count);
 
 /*
  * "fuse_NAME COUNT\nfuse_NAME_us MEAN\n" per kind of request seen (MEAN:
- * the mean time of the timed ones, in us, one decimal) into buf; its length,
- * or -ERANGE when cap is too small
+ * the mean time of the timed ones, in us, one decimal), then
+ * "fuse_ring_requests N\n", into buf; its length, or -ERANGE when cap is too
+ * small
  */
 ssize_t reqstats_text(const struct reqstats *s, char *buf, size_t cap);
 
