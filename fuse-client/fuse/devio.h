@@ -32,6 +32,7 @@ struct devio {
 	bool replied; /* the INIT reply went out: nothing more to look at (atomic) */
 	struct reqstats req; /* every request read and replied to here */
 	enum ring_mode ring_mode; /* -o uring=: set before the session loop */
+	unsigned int ring_poll_us; /* -o uring_poll= */
 	struct fuse_session *se; /* devio_attach's */
 	struct ring *ring; /* serving FUSE over io_uring; NULL: /dev/fuse only (atomic) */
 };

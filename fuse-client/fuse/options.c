@@ -51,6 +51,7 @@ static const struct fuse_opt options_table[] = {
 	OPT("writeback_cache=%s", writeback_cache_str, 0),
 	OPT("odirect=%s", odirect_str, 0),
 	OPT("uring=%s", uring_str, 0),
+	OPT("uring_poll=%s", uring_poll_str, 0),
 	OPT("entry_timeout=%s", entry_timeout_str, 0),
 	OPT("attr_timeout=%s", attr_timeout_str, 0),
 	OPT("reconnect_timeout=%s", reconnect_timeout_str, 0),
@@ -405,6 +406,14 @@ static int validate_tuning(struct options *o)
 		fprintf(stderr, "rmemfs: uring=%s: expected auto, on or off\n", o->uring_str);
 		return -EINVAL;
 	}
+	if (o->uring_poll_str) {
+		if (units_parse_uint(o->uring_poll_str, 0, OPTIONS_MAX_URING_POLL_US, &v) < 0) {
+			fprintf(stderr, "rmemfs: uring_poll=%s: expected microseconds from 0 to %u\n",
+				o->uring_poll_str, OPTIONS_MAX_URING_POLL_US);
+			return -EINVAL;
+		}
+		o->uring_poll_us = (unsigned int)v;
+	}
 	if (parse_timeout("entry_timeout", o->entry_timeout_str, false, &o->entry_timeout) < 0 ||
 	    parse_timeout("attr_timeout", o->attr_timeout_str, false, &o->attr_timeout) < 0 ||
 	    parse_timeout("reconnect_timeout", o->reconnect_timeout_str, true, &secs) < 0)
@@ -487,6 +496,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->writeback = true;
 	o->writeback_cache = true;
 	o->odirect_uncached = true;
+	o->uring_poll_us = RING_DEFAULT_POLL_US;
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
@@ -574,6 +584,7 @@ void options_free(struct options *o)
 	free(o->writeback_cache_str);
 	free(o->odirect_str);
 	free(o->uring_str);
+	free(o->uring_poll_str);
 	free(o->entry_timeout_str);
 	free(o->attr_timeout_str);
 	free(o->reconnect_timeout_str);
@@ -626,6 +637,9 @@ void options_print_help(const char *prog)
 	       "                           over io_uring where the kernel offers it (Linux\n"
 	       "                           >= 6.14, fuse's enable_uring=Y), else /dev/fuse;\n"
 	       "                           on: io_uring or no mount; off: /dev/fuse\n"
+	       "    -o uring_poll=US       a ring thread that answered looks for the next\n"
+	       "                           request this long before it sleeps, while no\n"
+	       "                           other is being served (default %u; 0: never)\n"
 	       "    -o direct_io           bypass the kernel page cache for every file\n"
 	       "    -o format              format a pool that holds no rmemfs (never an rmemfs pool)\n"
 	       "    -o size=SIZE           with format: create each named pool (SERVER/NAME)\n"
@@ -678,7 +692,8 @@ void options_print_help(const char *prog)
 	       "nouser, owner, group, nofail, comment=..., x-systemd.* and other x-* options.\n"
 	       "\n"
 	       "FUSE options:\n",
-	       prog, prog, PROTO_DEFAULT_PORT, cs, bs, ra, OPTIONS_MAX_QPS, OPTIONS_DEFAULT_QPS,
+	       prog, prog, PROTO_DEFAULT_PORT, cs, bs, ra, RING_DEFAULT_POLL_US, OPTIONS_MAX_QPS,
+	       OPTIONS_DEFAULT_QPS,
 	       OPTIONS_DEFAULT_RECONNECT_S);
 	fflush(stdout);
 	fuse_cmdline_help();

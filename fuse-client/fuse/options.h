@@ -32,6 +32,7 @@
 #define OPTIONS_DEFAULT_READAHEAD (4ULL << 20)
 #define OPTIONS_DEFAULT_QPS 4U
 #define OPTIONS_MAX_QPS 64U
+#define OPTIONS_MAX_URING_POLL_US 10000U /* -o uring_poll=: 10 ms */
 #define OPTIONS_DEFAULT_TIMEOUT 1.0 /* entry_timeout / attr_timeout, seconds */
 #define OPTIONS_DEFAULT_RECONNECT_S 60 /* reconnect_timeout, seconds */
 #define OPTIONS_DEFAULT_CACHE_IDLE_S 30 /* cache_idle, seconds */
@@ -64,6 +65,7 @@ struct options {
 	char *writeback_cache_str;
 	char *odirect_str;
 	char *uring_str;
+	char *uring_poll_str;
 	char *entry_timeout_str;
 	char *attr_timeout_str;
 	char *reconnect_timeout_str;
@@ -91,6 +93,7 @@ struct options {
 	bool writeback_cache; /* the kernel's writeback cache */
 	bool odirect_uncached; /* O_DIRECT opens may be FOPEN_DIRECT_IO (ops.c) */
 	enum ring_mode uring; /* the FUSE channel (ring.h) */
+	unsigned int uring_poll_us; /* a ring thread polls this long before it sleeps */
 	double entry_timeout;
 	double attr_timeout;
 	int reconnect_timeout_ms; /* -1: wait forever */

@@ -30,6 +30,8 @@
 
 #include "reqstats.h"
 
+#define RING_DEFAULT_POLL_US 50 /* -o uring_poll= */
+
 /* the INIT flag (flags2 bit 9) that asks for it; <linux/fuse.h> of Debian 12 predates it */
 #define RING_INIT_FLAG (1ULL << 41)
 
@@ -55,13 +57,14 @@ struct ring;
  * The INIT reply went out with RING_INIT_FLAG: register a queue per possible
  * CPU on fd (the session's /dev/fuse), each entry with payload bytes of room
  * (the kernel's max(8 KiB, max_write, max_pages pages)), and serve them
- * through se, counting in stats. *out is set (atomically) before the first
- * request can come. Returns once every entry is registered or one failed:
+ * through se, counting in stats; a thread that answered looks for the next
+ * request for up to poll_us before it sleeps (0: never). *out is set
+ * (atomically) before the first request can come. Returns once every entry is registered or one failed:
  * 0, or -errno with why filled in and *out NULL again; on failure the
  * kernel has been made to fall back to /dev/fuse.
  */
-int ring_start(struct fuse_session *se, int fd, size_t payload, struct reqstats *stats,
-	       struct ring **out, char *why, size_t cap);
+int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int poll_us,
+	       struct reqstats *stats, struct ring **out, char *why, size_t cap);
 
 /*
  * devio's writev of a reply: when it answers a request that came over r, it
