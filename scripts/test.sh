@@ -4,12 +4,16 @@
 # usage: scripts/test.sh [--no-asan] [--no-valgrind] [--no-package] [--no-systemd] [--no-rdma]
 #
 # Runs, in order (each is one "run" in the summary):
-#   main      build/ (-Dwerror=true): `meson test` of every suite except rdma
+#   main      build/ (-Dwerror=true): `meson test` of every suite except rdma and uring-channel
+#   uring     the fs files whose requests the FUSE ring carries differently, again with
+#             every mount served over io_uring (suite uring-channel; as root the session sets
+#             the fuse module's enable_uring and puts it back; skipped where the kernel has
+#             no FUSE ring)
 #   valgrind  the unit suite of build/ again under valgrind (memcheck; errors and definite
 #             leaks fail the test)
 #   asan      build-asan/ (-Db_sanitize=address,undefined -Dwerror=true): the unit and
-#             integration suites and the member-set tests (suite sets; RMEMFS_ASAN_SUITES
-#             overrides the list), with leak detection and UBSan halting on the first error
+#             integration suites, the member-set tests (suite sets) and the ring's own tests
+#             (suite uring; RMEMFS_ASAN_SUITES overrides the list), with leak detection and UBSan halting on the first error
 #   package   scripts/package.sh: the Debian packages built with dpkg-buildpackage, their
 #             contents, lintian (no errors) and systemd-analyze verify of memserver@.service
 #   systemd   scripts/test-systemd.sh build/: memserver@main enabled from the packages and an
@@ -27,7 +31,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 BUILD=$ROOT/build
 ASAN_BUILD=$ROOT/build-asan
-ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration sets}
+ASAN_SUITES=${RMEMFS_ASAN_SUITES:-unit integration sets uring}
 do_asan=1 do_valgrind=1 do_package=1 do_systemd=1 do_rdma=1
 for arg in "$@"; do
 	case $arg in
@@ -162,7 +166,10 @@ groups=(build test)
 banner "build: $BUILD"
 if setup_build "$BUILD" -Dwerror=true; then
 	banner "tests: main (all suites but rdma)"
-	run_meson_test main "$BUILD" --no-suite rdma
+	run_meson_test main "$BUILD" --no-suite rdma --no-suite uring-channel
+
+	banner "tests: uring (the fs files again over the FUSE ring)"
+	run_meson_test uring "$BUILD" --suite uring-channel
 
 	if [ $do_valgrind = 1 ] && suites_of "$BUILD" | grep -qx unit; then
 		banner "tests: valgrind (unit suite under memcheck)"

@@ -9,6 +9,11 @@ Environment:
                        the RDMA VM harness uses 10.77.0.1)
   RMEM_TEST_SCALE      multiplies the sizes and counts of heavy tests
                        (default 1; e.g. 0.1 under emulated RDMA)
+  RMEM_TEST_CHANNEL    dev (default) or uring: the FUSE channel of every mount
+                       the fixtures make (-o uring=off / -o uring=on); with
+                       uring the session sets the fuse module's enable_uring
+                       (root) and puts the old value back at its end, and
+                       every test skips where the kernel has no FUSE ring
 
 What the suite assumes of the machine, each checked where it is used (a
 test skips with the reason when it is absent): /dev/fuse that this process
@@ -50,6 +55,8 @@ BUILD = os.environ.get('RMEM_BUILD_DIR', '')
 TRANSPORT = os.environ.get('RMEM_TEST_TRANSPORT', 'tcp')
 HOST = os.environ.get('RMEM_TEST_HOST', '127.0.0.1')
 SCALE = float(os.environ.get('RMEM_TEST_SCALE', '1'))
+CHANNEL = os.environ.get('RMEM_TEST_CHANNEL', 'dev')
+URING_PARAM = '/sys/module/fuse/parameters/enable_uring'
 
 # A test whose requests are the same over every transport (a set's refusals, capacity,
 # records, a crash's intent map, fsck; the metadata's remount equality): over RDMA (scripts/test-rdma.sh, emulated rxe, about 15 times
@@ -84,11 +91,47 @@ def fuse_unavailable():
     return None
 
 
+def uring_unavailable():
+    """Why the FUSE ring cannot be switched on here, or None."""
+    if not os.path.exists(URING_PARAM):
+        return f'no {URING_PARAM} (a kernel without FUSE over io_uring)'
+    if os.geteuid() != 0:
+        return f'{URING_PARAM} needs root to be set'
+    return None
+
+
+@contextlib.contextmanager
+def enable_uring(value='Y'):
+    """The fuse module's enable_uring set to value for the block, then put back."""
+    with open(URING_PARAM) as f:
+        old = f.read().strip()
+    with open(URING_PARAM, 'w') as f:
+        f.write(value)
+    try:
+        yield
+    finally:
+        with open(URING_PARAM, 'w') as f:
+            f.write(old)
+
+
 def pytest_collection_modifyitems(config, items):
     why = fuse_unavailable()
+    if not why and CHANNEL == 'uring':
+        why = uring_unavailable()
+        why = why and f'the FUSE ring: {why}'
     if why:
         for item in items:
             item.add_marker(pytest.mark.skip(reason=f'FUSE unavailable: {why}'))
+
+
+@pytest.fixture(scope='session', autouse=True)
+def fuse_channel():
+    """RMEM_TEST_CHANNEL=uring: the ring is on for the whole session."""
+    if CHANNEL != 'uring' or uring_unavailable():
+        yield
+        return
+    with enable_uring('Y'):
+        yield
 
 
 class MemServer:
@@ -230,7 +273,8 @@ class Rmemfs:
         self.pump = None
 
     def command(self, foreground=True):
-        opts = [f'transport={TRANSPORT}', f'token_file={self.server.token_file}'] + self.options
+        opts = [f'transport={TRANSPORT}', f'token_file={self.server.token_file}',
+                'uring=on' if CHANNEL == 'uring' else 'uring=off'] + self.options
         cmd = [binary('fuse-client/rmemfs'), self.server.addr, self.mountpoint]
         if foreground:
             cmd.append('-f')
