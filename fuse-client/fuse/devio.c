@@ -29,6 +29,14 @@
 
 #ifdef RMEM_HAVE_FUSE_CUSTOM_IO
 #define DEVIO_DEFAULT_MAX_PAGES 32 /* the kernel's max_pages without FUSE_MAX_PAGES */
+/*
+ * With the ring, background requests (readahead, async direct I/O,
+ * write-back) wait in per-queue lists that a completion flushes only on its
+ * own queue while the connection is at max_background: a direct write whose
+ * reply waits for a READ (inval.h) on the same queue then waits for ever. No
+ * limit of our own: the cache bounds the work (and max_background is 16 bits).
+ */
+#define DEVIO_RING_MAX_BACKGROUND UINT16_MAX
 
 static size_t iov_length(const struct iovec *iov, int count)
 {
@@ -114,7 +122,7 @@ static void start_ring(struct devio *d, int fd, const struct fuse_init_out *out)
 	struct ring *r;
 	int rc;
 
-	rc = ring_start(d->se, fd, ring_payload(out), d->ring_poll_us, &d->req, &d->ring, why, sizeof(why));
+	rc = ring_start(d->se, fd, d->mountpoint, ring_payload(out), d->ring_poll_us, &d->req, &d->ring, why, sizeof(why));
 	if (rc < 0) {
 		g_message("FUSE channel: /dev/fuse (registering the io_uring queues failed: %s)",
 			  why);
@@ -145,6 +153,8 @@ static ssize_t write_init_reply(struct devio *d, int fd, const struct iovec *iov
 		return writev(fd, iov, 2); /* not a reply we know: as it is (mmap then fails) */
 	memcpy(&u, iov[1].iov_base, iov[1].iov_len);
 	ring = want_ring(d);
+	if (ring)
+		u.out.max_background = DEVIO_RING_MAX_BACKGROUND;
 	u.out.flags |= (uint32_t)d->ask;
 	if (d->ask >> 32) {
 		u.out.flags |= FUSE_INIT_EXT;

@@ -33,6 +33,7 @@ struct devio {
 	struct reqstats req; /* every request read and replied to here */
 	enum ring_mode ring_mode; /* -o uring=: set before the session loop */
 	unsigned int ring_poll_us; /* -o uring_poll= */
+	const char *mountpoint; /* where the session is mounted (the ring's kicker stats it) */
 	struct fuse_session *se; /* devio_attach's */
 	struct ring *ring; /* serving FUSE over io_uring; NULL: /dev/fuse only (atomic) */
 };

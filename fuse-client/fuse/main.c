@@ -245,7 +245,9 @@ static void ops_config(const struct options *o, struct ops_ctx *ctx)
 		.writeback_cache = o->writeback_cache,
 		.odirect_uncached = o->odirect_uncached,
 		.default_permissions = o->default_permissions,
-		.devio = { .ring_mode = o->uring, .ring_poll_us = o->uring_poll_us },
+		.devio = { .ring_mode = o->uring,
+			   .ring_poll_us = o->uring_poll_us,
+			   .mountpoint = o->mountpoint },
 	};
 }
 

@@ -28,6 +28,8 @@
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +77,8 @@ struct fuse_uring_cmd_req {
 #endif
 
 #define RING_MAX_THREADS 32 /* all queues together: a machine with many CPUs gets 1 a queue */
-#define RING_PER_QUEUE 4 /* threads (each one entry) a queue, at most */
+#define RING_PER_QUEUE 4 /* threads a queue, at most */
+#define RING_MAX_ENTS 64 /* entries a thread, at most: one, plus one for each reply it awaits */
 #define RING_HEAD_ROOM 4096 /* before the payload: where a request's headers are put back */
 #define RING_SQES 4 /* a commit (or the registration) and the eventfd's read */
 #define RING_START_TIMEOUT_MS 10000
@@ -114,7 +117,9 @@ struct ring_thread {
 	bool have_uring;
 	int efd; /* written by ring_reply (a reply from another thread) and ring_stop */
 	uint64_t efd_value; /* the eventfd read's buffer */
-	struct ring_ent ent;
+	struct ring_ent *ents[RING_MAX_ENTS]; /* added by the thread, read by ring_reply */
+	unsigned int nents; /* ents in use (atomic: release after the pointer is stored) */
+	unsigned int live; /* entries not DEAD (the thread's own) */
 };
 
 struct ring {
@@ -136,6 +141,10 @@ struct ring {
 	unsigned int reported; /* threads that registered or failed (lock) */
 	int error; /* the first failure, -errno (lock) */
 	char why[160]; /* what failed (lock) */
+	const char *mountpoint; /* the kicker stats its root */
+	pthread_t kicker;
+	bool have_kicker;
+	uint64_t kicks; /* queues to kick, one bit each below 64 (lock) */
 };
 
 /* the entry this thread is serving a request of, if any: its replies go there */
@@ -237,8 +246,8 @@ static unsigned int possible_cpus(void)
 }
 
 /* the 128-byte SQE of a FUSE ring command on e */
-static void prep_cmd(struct ring_thread *t, struct io_uring_sqe *sqe, uint32_t op,
-		     uint64_t commit_id)
+static void prep_cmd(struct ring_thread *t, struct ring_ent *e, struct io_uring_sqe *sqe,
+		     uint32_t op, uint64_t commit_id)
 {
 	struct fuse_uring_cmd_req *req = (struct fuse_uring_cmd_req *)sqe->cmd;
 
@@ -246,9 +255,9 @@ static void prep_cmd(struct ring_thread *t, struct io_uring_sqe *sqe, uint32_t o
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->fd = t->ring->fd;
 	sqe->cmd_op = op;
-	sqe->addr = (uintptr_t)t->ent.iov;
+	sqe->addr = (uintptr_t)e->iov;
 	sqe->len = 2;
-	sqe->user_data = (uintptr_t)&t->ent;
+	sqe->user_data = (uintptr_t)e;
 	req->commit_id = commit_id;
 	req->qid = (uint16_t)t->qid;
 }
@@ -283,6 +292,63 @@ static void wake(struct ring_thread *t)
 		g_message("waking ring thread of queue %u: %s", t->qid, g_strerror(errno));
 }
 
+/* ---- entries ---- */
+
+static int ent_map(struct ring *r, struct ring_ent *e)
+{
+	e->map_len = RING_HEAD_ROOM + r->payload;
+	e->base = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+	if (e->base == MAP_FAILED) {
+		e->base = NULL;
+		return -errno;
+	}
+	G_STATIC_ASSERT(sizeof(struct fuse_uring_req_header) + sizeof(struct fuse_in_header) +
+				FUSE_URING_OP_IN_OUT_SZ <=
+			RING_HEAD_ROOM);
+	e->hdr = (struct fuse_uring_req_header *)e->base;
+	e->payload = e->base + RING_HEAD_ROOM;
+	e->iov[0] = (struct iovec){ e->hdr, sizeof(*e->hdr) };
+	e->iov[1] = (struct iovec){ e->payload, r->payload };
+	return 0;
+}
+
+/* one more entry of t, registered with the kernel by the next submission; NULL if none */
+static struct ring_ent *add_ent(struct ring_thread *t)
+{
+	struct ring_ent *e;
+
+	if (t->nents == RING_MAX_ENTS) {
+		g_message("FUSE ring queue %u: a thread holds %u entries, all awaiting replies",
+			  t->qid, RING_MAX_ENTS);
+		return NULL;
+	}
+	e = g_new0(struct ring_ent, 1);
+	e->thread = t;
+	e->state = ENT_FETCHING;
+	if (ent_map(t->ring, e) < 0) {
+		g_message("FUSE ring queue %u: mapping an entry: %s", t->qid, g_strerror(errno));
+		g_free(e);
+		return NULL;
+	}
+	t->ents[t->nents] = e;
+	__atomic_store_n(&t->nents, t->nents + 1, __ATOMIC_RELEASE);
+	t->live++;
+	prep_cmd(t, e, get_sqe(t), FUSE_IO_URING_CMD_REGISTER, 0);
+	return e;
+}
+
+/* can the kernel hand t a request? */
+static bool has_fetching(const struct ring_thread *t)
+{
+	unsigned int k;
+
+	for (k = 0; k < t->nents; k++)
+		if (ent_state(t->ents[k]) == ENT_FETCHING)
+			return true;
+	return false;
+}
+
 /* ---- replies ---- */
 
 /* the reply iov[0..count) into e's buffers, as the kernel reads a commit */
@@ -313,15 +379,20 @@ static void put_reply(struct ring *r, struct ring_ent *e, const struct iovec *io
 /* the entry serving or waiting on request unique, or NULL */
 static struct ring_ent *find_ent(struct ring *r, uint64_t unique)
 {
-	unsigned int i;
+	unsigned int i, k, n;
 
 	for (i = 0; i < r->nthreads; i++) {
-		struct ring_ent *e = &r->threads[i].ent;
-		enum ent_state s = ent_state(e);
+		struct ring_thread *t = &r->threads[i];
 
-		if ((s == ENT_SERVING || s == ENT_WAITING) &&
-		    __atomic_load_n(&e->unique, __ATOMIC_ACQUIRE) == unique)
-			return e;
+		n = __atomic_load_n(&t->nents, __ATOMIC_ACQUIRE);
+		for (k = 0; k < n; k++) {
+			struct ring_ent *e = t->ents[k];
+			enum ent_state s = ent_state(e);
+
+			if ((s == ENT_SERVING || s == ENT_WAITING) &&
+			    __atomic_load_n(&e->unique, __ATOMIC_ACQUIRE) == unique)
+				return e;
+		}
 	}
 	return NULL;
 }
@@ -360,8 +431,30 @@ bool ring_reply(struct ring *r, const struct iovec *iov, int count)
 /* e's reply goes back and the entry fetches the next request (submitted by the loop) */
 static void commit(struct ring_thread *t, struct ring_ent *e)
 {
-	prep_cmd(t, get_sqe(t), FUSE_IO_URING_CMD_COMMIT_AND_FETCH, e->unique);
+	prep_cmd(t, e, get_sqe(t), FUSE_IO_URING_CMD_COMMIT_AND_FETCH, e->unique);
 	ent_move(e, ENT_ANSWERED, ENT_FETCHING);
+}
+
+/*
+ * e's reply is left to another thread. The kernel hands a request that
+ * found no free entry of its queue to an entry only when one commits - not
+ * when one registers - so a request queued while every entry of this queue
+ * was waiting for a reply (the READ filling a page that the invalidation
+ * before those replies waits on) would wait for ever. So: keep an entry of
+ * this thread free (registered now, not with the next submission), and have
+ * the kicker make one request on this queue, whose commit fetches whatever
+ * is queued there.
+ */
+static void defer(struct ring_thread *t)
+{
+	struct ring *r = t->ring;
+
+	if (!has_fetching(t) && add_ent(t))
+		io_uring_submit(&t->uring);
+	pthread_mutex_lock(&r->lock);
+	r->kicks |= 1ULL << MIN(t->qid, 63U);
+	pthread_cond_broadcast(&r->cond); /* (ring_start waits on it too) */
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* a reply that libfuse cannot give: the request's header is not what the kernel sends */
@@ -418,17 +511,21 @@ static void serve(struct ring_thread *t, struct ring_ent *e)
 	/* answered on this thread or another already: commit; else wait for the reply */
 	if (!ent_try_move(e, ENT_SERVING, ENT_WAITING))
 		commit(t, e);
+	else
+		defer(t);
 }
 
 static void on_cqe(struct ring_thread *t, const struct io_uring_cqe *cqe)
 {
-	struct ring_ent *e = &t->ent;
+	struct ring_ent *e = (struct ring_ent *)(uintptr_t)io_uring_cqe_get_data64(cqe);
+	unsigned int k;
 
-	if (io_uring_cqe_get_data64(cqe) == RING_EFD_TAG) {
+	if (!e) { /* the eventfd: replies from other threads, or the stop */
 		if (!__atomic_load_n(&t->ring->stopping, __ATOMIC_ACQUIRE))
 			arm_efd(t);
-		if (ent_state(e) == ENT_ANSWERED)
-			commit(t, e);
+		for (k = 0; k < t->nents; k++)
+			if (ent_state(t->ents[k]) == ENT_ANSWERED)
+				commit(t, t->ents[k]);
 		return;
 	}
 	if (cqe->res < 0) {
@@ -436,6 +533,7 @@ static void on_cqe(struct ring_thread *t, const struct io_uring_cqe *cqe)
 		if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED && cqe->res != -ECANCELED)
 			g_message("FUSE ring queue %u: %s", t->qid, g_strerror(-cqe->res));
 		ent_move(e, ENT_FETCHING, ENT_DEAD);
+		t->live--;
 		return;
 	}
 	serve(t, e);
@@ -456,7 +554,7 @@ static void poll_next(struct ring_thread *t)
 	struct ring *r = t->ring;
 	uint64_t now, until;
 
-	if (!r->poll_ns || ent_state(&t->ent) != ENT_FETCHING)
+	if (!r->poll_ns || !has_fetching(t))
 		return;
 	io_uring_submit(&t->uring);
 	now = clock_now_ns();
@@ -480,8 +578,7 @@ static void serve_loop(struct ring_thread *t)
 	struct io_uring_cqe *cqe;
 	int rc;
 
-	while (!__atomic_load_n(&t->ring->stopping, __ATOMIC_ACQUIRE) &&
-	       ent_state(&t->ent) != ENT_DEAD) {
+	while (!__atomic_load_n(&t->ring->stopping, __ATOMIC_ACQUIRE) && t->live) {
 		poll_next(t);
 		rc = io_uring_submit_and_wait(&t->uring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
@@ -534,7 +631,8 @@ static int register_ent(struct ring_thread *t)
 	int rc;
 
 	arm_efd(t);
-	prep_cmd(t, get_sqe(t), FUSE_IO_URING_CMD_REGISTER, 0);
+	if (!add_ent(t))
+		return -ENOMEM;
 	rc = io_uring_submit_and_get_events(&t->uring);
 	if (rc < 0)
 		return rc;
@@ -567,25 +665,6 @@ static void *thread_main(void *arg)
 
 /* ---- the ring ---- */
 
-static int ent_map(struct ring *r, struct ring_ent *e)
-{
-	e->map_len = RING_HEAD_ROOM + r->payload;
-	e->base = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
-	if (e->base == MAP_FAILED) {
-		e->base = NULL;
-		return -errno;
-	}
-	G_STATIC_ASSERT(sizeof(struct fuse_uring_req_header) + sizeof(struct fuse_in_header) +
-				FUSE_URING_OP_IN_OUT_SZ <=
-			RING_HEAD_ROOM);
-	e->hdr = (struct fuse_uring_req_header *)e->base;
-	e->payload = e->base + RING_HEAD_ROOM;
-	e->iov[0] = (struct iovec){ e->hdr, sizeof(*e->hdr) };
-	e->iov[1] = (struct iovec){ e->payload, r->payload };
-	return 0;
-}
-
 /*
  * The kernel left FUSE over io_uring on but not every queue registered: a
  * refused REGISTER (an empty payload) is what makes it fall back to /dev/fuse
@@ -593,16 +672,15 @@ static int ent_map(struct ring *r, struct ring_ent *e)
 static void force_fallback(struct ring *r)
 {
 	struct ring_thread t = { .ring = r, .efd = -1 };
+	struct ring_ent none = { .thread = &t };
 	struct io_uring_sqe *sqe;
 
 	if (io_uring_queue_init(RING_SQES, &t.uring, IORING_SETUP_SQE128) < 0) {
 		g_critical("cannot make the kernel fall back to /dev/fuse: requests will hang");
 		return;
 	}
-	t.ent.iov[0] = (struct iovec){ NULL, 0 };
-	t.ent.iov[1] = (struct iovec){ NULL, 0 };
 	sqe = get_sqe(&t);
-	prep_cmd(&t, sqe, FUSE_IO_URING_CMD_REGISTER, 0);
+	prep_cmd(&t, &none, sqe, FUSE_IO_URING_CMD_REGISTER, 0);
 	io_uring_submit_and_get_events(&t.uring);
 	io_uring_queue_exit(&t.uring);
 }
@@ -617,14 +695,9 @@ static int start_threads(struct ring *r)
 
 		t->ring = r;
 		t->qid = i / r->per_queue;
-		t->ent.thread = t;
-		t->ent.state = ENT_FETCHING;
 		t->efd = eventfd(0, EFD_CLOEXEC);
 		if (t->efd < 0)
 			return -errno;
-		rc = ent_map(r, &t->ent);
-		if (rc < 0)
-			return rc;
 		rc = pthread_create(&t->tid, NULL, thread_main, t);
 		if (rc)
 			return -rc;
@@ -654,8 +727,58 @@ static int wait_registered(struct ring *r, unsigned int started)
 	return rc;
 }
 
-int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int poll_us,
-	       struct reqstats *stats, struct ring **out, char *why, size_t cap)
+/*
+ * One request (a GETATTR of the root) made from a CPU of queue qid: see
+ * defer(). The root is opened for each kick: a descriptor held open would
+ * make the mount busy.
+ */
+static void kick(struct ring *r, unsigned int qid)
+{
+	struct statx stx;
+	cpu_set_t cpus;
+	int root;
+
+	CPU_ZERO(&cpus);
+	CPU_SET(qid, &cpus);
+	if (sched_setaffinity(0, sizeof(cpus), &cpus) < 0)
+		return; /* a CPU that is not online sends no requests either */
+	root = open(r->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0 ||
+	    (statx(root, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_MODE, &stx) < 0 &&
+	     errno != ENOTCONN && errno != ECONNABORTED))
+		g_message("kicking FUSE ring queue %u: %s: %s", qid, r->mountpoint,
+			  g_strerror(errno));
+	if (root >= 0)
+		close(root);
+}
+
+static void *kicker_main(void *arg)
+{
+	struct ring *r = arg;
+	unsigned int qid;
+	uint64_t kicks;
+
+	pthread_mutex_lock(&r->lock);
+	while (!__atomic_load_n(&r->stopping, __ATOMIC_ACQUIRE)) {
+		if (!r->kicks) {
+			pthread_cond_wait(&r->cond, &r->lock);
+			continue;
+		}
+		kicks = r->kicks;
+		r->kicks = 0;
+		pthread_mutex_unlock(&r->lock);
+		for (qid = 0; qid < 64; qid++)
+			if (kicks & (1ULL << qid))
+				kick(r, qid);
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+int ring_start(struct fuse_session *se, int fd, const char *mountpoint, size_t payload,
+	       unsigned int poll_us, struct reqstats *stats, struct ring **out, char *why,
+	       size_t cap)
 {
 	struct ring *r = g_new0(struct ring, 1);
 	unsigned int started;
@@ -663,6 +786,7 @@ int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int pol
 
 	r->se = se;
 	r->fd = fd;
+	r->mountpoint = mountpoint;
 	r->payload = payload;
 	r->stats = stats;
 	r->poll_ns = poll_us * 1000;
@@ -677,7 +801,10 @@ int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int pol
 
 	/* published first: a request may be served (and answered) before the last registration */
 	__atomic_store_n(out, r, __ATOMIC_RELEASE);
-	rc = start_threads(r);
+	rc = -pthread_create(&r->kicker, NULL, kicker_main, r);
+	r->have_kicker = rc == 0;
+	if (rc == 0)
+		rc = start_threads(r);
 	for (started = 0; started < r->nthreads && r->threads[started].joinable; started++)
 		;
 	if (rc < 0)
@@ -695,17 +822,23 @@ int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int pol
 
 void ring_describe(const struct ring *r, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%u queues x %u entries of %zu KiB, polling %u us", r->nqueues,
-		 r->per_queue, r->payload >> 10, (unsigned int)(r->poll_ns / 1000));
+	snprintf(buf, cap, "%u queues x %u threads, entries of %zu KiB, polling %u us",
+		 r->nqueues, r->per_queue, r->payload >> 10, (unsigned int)(r->poll_ns / 1000));
 }
 
 void ring_stop(struct ring *r)
 {
-	unsigned int i;
+	unsigned int i, k;
 
 	if (!r)
 		return;
 	__atomic_store_n(&r->stopping, true, __ATOMIC_RELEASE);
+	if (r->have_kicker) {
+		pthread_mutex_lock(&r->lock);
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+		pthread_join(r->kicker, NULL);
+	}
 	for (i = 0; i < r->nthreads; i++) {
 		struct ring_thread *t = &r->threads[i];
 
@@ -722,8 +855,10 @@ void ring_stop(struct ring *r)
 			io_uring_queue_exit(&t->uring);
 		if (t->efd >= 0)
 			close(t->efd);
-		if (t->ent.base)
-			munmap(t->ent.base, t->ent.map_len);
+		for (k = 0; k < t->nents; k++) {
+			munmap(t->ents[k]->base, t->ents[k]->map_len);
+			g_free(t->ents[k]);
+		}
 	}
 	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->lock);

@@ -55,7 +55,7 @@ struct ring;
 
 /*
  * The INIT reply went out with RING_INIT_FLAG: register a queue per possible
- * CPU on fd (the session's /dev/fuse), each entry with payload bytes of room
+ * CPU on fd (the session's /dev/fuse, mounted on mountpoint), each entry with payload bytes of room
  * (the kernel's max(8 KiB, max_write, max_pages pages)), and serve them
  * through se, counting in stats; a thread that answered looks for the next
  * request for up to poll_us before it sleeps (0: never). *out is set
@@ -63,8 +63,9 @@ struct ring;
  * 0, or -errno with why filled in and *out NULL again; on failure the
  * kernel has been made to fall back to /dev/fuse.
  */
-int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int poll_us,
-	       struct reqstats *stats, struct ring **out, char *why, size_t cap);
+int ring_start(struct fuse_session *se, int fd, const char *mountpoint, size_t payload,
+	       unsigned int poll_us, struct reqstats *stats, struct ring **out, char *why,
+	       size_t cap);
 
 /*
  * devio's writev of a reply: when it answers a request that came over r, it
@@ -73,7 +74,7 @@ int ring_start(struct fuse_session *se, int fd, size_t payload, unsigned int pol
  */
 bool ring_reply(struct ring *r, const struct iovec *iov, int count);
 
-/* "Q queues x T entries" for the log */
+/* "Q queues x T threads, entries of N KiB, polling U us" for the log */
 void ring_describe(const struct ring *r, char *buf, size_t cap);
 
 /* stop serving, join the threads, free everything; NULL-tolerant */

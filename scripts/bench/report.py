@@ -33,7 +33,10 @@ JOBS = ['seq-write-1m', 'seq-read-1m-cold', 'seq-read-1m-warm', 'randread-4k-qd1
         'randread-4k-qd1-4j', 'randwrite-4k-qd1-4j', 'meta-create', 'meta-stat', 'meta-unlink']
 RAW_JOBS = ['raw-read-4k-qd1', 'raw-write-4k-qd1', 'raw-read-4k-qd32', 'raw-write-4k-qd32',
             'raw-read-1m-qd4', 'raw-write-1m-qd4']
-RMEMFS = ['rmemfs-tcp', 'rmemfs-rdma']
+RMEMFS = ['rmemfs-tcp', 'rmemfs-uring', 'rmemfs-rdma']
+# the FUSE ring against /dev/fuse, the same build in the same run (issue 39): the jobs held to it
+URING, URING_BASE, URING_BAR = 'rmemfs-uring', 'rmemfs-tcp', 1.30
+URING_JOBS = ('randread-4k-qd1-warm', 'randread-4k-qd32', 'meta-stat')
 BASELINES = ['tmpfs', 'passthrough_ll', 'sshfs']
 # the writer with two -o ro readers following it, held against rmemfs-tcp (issue 21)
 READERS, READERS_BASE, READERS_BAR = 'rmemfs-readers', 'rmemfs-tcp', 0.90
@@ -352,9 +355,11 @@ def compute(config, rows, memory, notes):
                             n.startswith('partial') for n in notes.get((b, job), []))):
                         r['notes'] = r['notes'] + ['vs %s: %s did only %d files (its rate over '
                                                    'those)' % (b, b, br['ios'])]
-                raw_t = 'rmem-perf-' + t.split('-')[1]
+                raw_t = 'rmem-perf-' + ('tcp' if t == URING else t.split('-')[1])
                 r['ratio']['raw'] = ratio(row, rows.get((raw_t, RAW_OF.get(job, '')))) \
                     if job in RAW_OF else None
+                if t == URING:
+                    r['ratio'][URING_BASE] = ratio(row, rows.get((URING_BASE, job)))
             elif t == READERS and row:
                 r['ratio'] = {READERS_BASE: ratio(row, rows.get((READERS_BASE, job)))}
             results.append(r)
@@ -367,6 +372,12 @@ def compute(config, rows, memory, notes):
                            'what': 'the writer with two readers following >= %.2fx alone'
                            % READERS_BAR, 'required': READERS_BAR, 'actual': rr,
                            'met': None if rr is None else rr >= READERS_BAR})
+        if (URING, job) in rows:
+            rr = ratio(rows[(URING, job)], rows.get((URING_BASE, job)))
+            bar = URING_BAR if job in URING_JOBS else 1.0
+            checks.append({'target': URING, 'job': job, 'baseline': URING_BASE,
+                           'what': 'the FUSE ring >= %.2fx /dev/fuse' % bar, 'required': bar,
+                           'actual': rr, 'met': None if rr is None else rr >= bar})
     cache = size_bytes(config.get('cache_size', ''))
     pool = size_bytes(config.get('pool', ''))
     for t in RMEMFS:
@@ -463,13 +474,20 @@ def table_text(results, config):
                  '>1 means rmemfs is faster. "vs raw": against the rmem-perf row of the same '
                  'size and direction (1 MiB rows at qd 4, 4 KiB at the job\'s queue depth). '
                  '"vs tcp": %s / %s, the writer with two readers following it against the '
-                 'writer alone (the bar: %.2fx).' % (READERS, READERS_BASE, READERS_BAR))
+                 'writer alone (the bar: %.2fx); and %s / %s, the FUSE ring against '
+                 '/dev/fuse.' % (READERS, READERS_BASE, READERS_BAR, URING, URING_BASE))
     for i, n in enumerate(footnotes):
         lines.append('[%d] %s' % (i + 1, n))
     return '\n'.join(l.rstrip() for l in lines)
 
 
 def memory_text(memory, config):
+        if (URING, job) in rows:
+            rr = ratio(rows[(URING, job)], rows.get((URING_BASE, job)))
+            bar = URING_BAR if job in URING_JOBS else 1.0
+            checks.append({'target': URING, 'job': job, 'baseline': URING_BASE,
+                           'what': 'the FUSE ring >= %.2fx /dev/fuse' % bar, 'required': bar,
+                           'actual': rr, 'met': None if rr is None else rr >= bar})
     cache = size_bytes(config.get('cache_size', ''))
     pool = size_bytes(config.get('pool', ''))
     hdr = '%-26s %14s %14s %22s' % ('process', 'peak RSS(MiB)', 'samples', 'limit(MiB)')

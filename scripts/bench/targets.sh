@@ -189,7 +189,7 @@ drop_caches()
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
-# ---- rmemfs (rmemfs-tcp, rmemfs-readers, rmemfs-rdma) ----
+# ---- rmemfs (rmemfs-tcp, rmemfs-uring, rmemfs-readers, rmemfs-rdma) ----
 
 MS_PID="" MS_PORT="" MS_ADDR="" FS_PID="" RMEMFS_SOURCE=""
 
@@ -224,7 +224,7 @@ memserver_stop()
 }
 
 # rmemfs_transport TARGET: tcp or rdma
-rmemfs_transport() { echo "${1#rmemfs-}"; }
+rmemfs_transport() { case $1 in rmemfs-rdma) echo rdma ;; *) echo tcp ;; esac; }
 
 # rmemfs_mount_opts TARGET [FIRST]: the -o options of TARGET's (read-write) mount; FIRST=1:
 # of the first one, which formats the fresh pool
@@ -232,6 +232,9 @@ rmemfs_mount_opts()
 {
 	local opts="token_file=$WORK/token"
 	[ "$1" = rmemfs-rdma ] && opts="$opts,transport=rdma"
+	# the channel pair: rmemfs-tcp on /dev/fuse, rmemfs-uring on the FUSE ring (both TCP)
+	[ "$1" = rmemfs-tcp ] && opts="$opts,uring=off"
+	[ "$1" = rmemfs-uring ] && opts="$opts,uring=on"
 	[ -n "$RMEMFS_OPTS" ] && opts="$opts,$RMEMFS_OPTS"
 	[ "${2:-}" = 1 ] && opts="$opts,format"
 	echo "$opts"
@@ -271,9 +274,19 @@ rmemfs_unmount()
 	fuse_daemon_unmount FS_PID
 }
 
+URING_PARAM=/sys/module/fuse/parameters/enable_uring URING_OLD=""
+
 rmemfs_start()
 {
 	local target=$1 listen=127.0.0.1 transport=tcp
+	if [ "$target" = rmemfs-uring ]; then
+		[ -w "$URING_PARAM" ] || {
+			echo "bench: no writable $URING_PARAM: this kernel has no FUSE ring" >&2
+			return 1
+		}
+		URING_OLD=$(cat "$URING_PARAM")
+		echo Y >"$URING_PARAM"
+	fi
 	if [ "$target" = rmemfs-rdma ]; then
 		listen=$RDMA_ADDR
 		transport=rdma
@@ -286,6 +299,10 @@ rmemfs_stop()
 {
 	readers_unmount "$1"
 	memserver_stop
+	if [ -n "$URING_OLD" ]; then
+		echo "$URING_OLD" >"$URING_PARAM"
+		URING_OLD=""
+	fi
 }
 
 # ---- rmemfs-readers: the readers beside the writer ----
