@@ -122,7 +122,8 @@ static void start_ring(struct devio *d, int fd, const struct fuse_init_out *out)
 	struct ring *r;
 	int rc;
 
-	rc = ring_start(d->se, fd, d->mountpoint, ring_payload(out), d->ring_poll_us, &d->req, &d->ring, why, sizeof(why));
+	rc = ring_start(d->se, fd, d->mountpoint, ring_payload(out), d->ring_poll_us, &d->req,
+			&d->ring, why, sizeof(why));
 	if (rc < 0) {
 		g_message("FUSE channel: /dev/fuse (registering the io_uring queues failed: %s)",
 			  why);

@@ -50,7 +50,7 @@
 
 struct fuse_uring_ent_in_out {
 	uint64_t flags;
-	uint64_t commit_id; /* the request's unique id */
+	uint64_t commit_id;  /* the request's unique id */
 	uint32_t payload_sz; /* payload bytes: the kernel's on fetch, ours on commit */
 	uint32_t padding;
 	uint64_t reserved;
@@ -58,7 +58,7 @@ struct fuse_uring_ent_in_out {
 
 struct fuse_uring_req_header {
 	char in_out[FUSE_URING_IN_OUT_HEADER_SZ]; /* fuse_in_header / fuse_out_header */
-	char op_in[FUSE_URING_OP_IN_OUT_SZ]; /* the op's own header (in_args[0]) */
+	char op_in[FUSE_URING_OP_IN_OUT_SZ];	  /* the op's own header (in_args[0]) */
 	struct fuse_uring_ent_in_out ring_ent_in_out;
 };
 
@@ -77,10 +77,10 @@ struct fuse_uring_cmd_req {
 #endif
 
 #define RING_MAX_THREADS 32 /* all queues together: a machine with many CPUs gets 1 a queue */
-#define RING_PER_QUEUE 4 /* threads a queue, at most */
-#define RING_MAX_ENTS 64 /* entries a thread, at most: one, plus one for each reply it awaits */
+#define RING_PER_QUEUE 4    /* threads a queue, at most */
+#define RING_MAX_ENTS 64    /* entries a thread, at most: one, plus one for each reply it awaits */
 #define RING_HEAD_ROOM 4096 /* before the payload: where a request's headers are put back */
-#define RING_SQES 4 /* a commit (or the registration) and the eventfd's read */
+#define RING_SQES 4	    /* a commit (or the registration) and the eventfd's read */
 #define RING_START_TIMEOUT_MS 10000
 #define RING_BACKLOG_QUIET_NS 2000000ULL /* no polling this long after a backlog */
 #define RING_EFD_TAG 0 /* user_data of the eventfd read; entries' is their address */
@@ -89,10 +89,10 @@ struct fuse_uring_cmd_req {
 /* the life of a ring entry; only ent_move changes it */
 enum ent_state {
 	ENT_FETCHING, /* with the kernel: registered or committed, waiting for a request */
-	ENT_SERVING, /* a request arrived; its thread is serving it through libfuse */
-	ENT_WAITING, /* served without a reply yet: another thread will answer (inval.h) */
+	ENT_SERVING,  /* a request arrived; its thread is serving it through libfuse */
+	ENT_WAITING,  /* served without a reply yet: another thread will answer (inval.h) */
 	ENT_ANSWERED, /* the reply is in the entry; its thread commits it */
-	ENT_DEAD, /* the kernel ended it (unmount, abort): nothing more comes */
+	ENT_DEAD,     /* the kernel ended it (unmount, abort): nothing more comes */
 };
 
 struct ring_thread;
@@ -100,12 +100,12 @@ struct ring_thread;
 struct ring_ent {
 	struct ring_thread *thread;
 	struct fuse_uring_req_header *hdr; /* at the start of base */
-	char *base; /* the mapping: headers, head room, payload */
-	char *payload; /* base + RING_HEAD_ROOM: ring->payload bytes */
+	char *base;			   /* the mapping: headers, head room, payload */
+	char *payload;			   /* base + RING_HEAD_ROOM: ring->payload bytes */
 	size_t map_len;
 	struct iovec iov[2]; /* what REGISTER hands the kernel: the header, the payload */
-	uint64_t unique; /* the request being served (atomic: other threads' replies read it) */
-	int state; /* enum ent_state (atomic) */
+	uint64_t unique;     /* the request being served (atomic: other threads' replies read it) */
+	int state;	     /* enum ent_state (atomic) */
 };
 
 struct ring_thread {
@@ -115,11 +115,11 @@ struct ring_thread {
 	bool joinable;
 	struct io_uring uring;
 	bool have_uring;
-	int efd; /* written by ring_reply (a reply from another thread) and ring_stop */
+	int efd;	    /* written by ring_reply (a reply from another thread) and ring_stop */
 	uint64_t efd_value; /* the eventfd read's buffer */
 	struct ring_ent *ents[RING_MAX_ENTS]; /* added by the thread, read by ring_reply */
 	unsigned int nents; /* ents in use (atomic: release after the pointer is stored) */
-	unsigned int live; /* entries not DEAD (the thread's own) */
+	unsigned int live;  /* entries not DEAD (the thread's own) */
 };
 
 struct ring {
@@ -132,15 +132,16 @@ struct ring {
 	unsigned int nthreads;
 	struct ring_thread *threads;
 	uint64_t poll_ns; /* how long a thread looks for the next request before it sleeps */
-	struct ring_thread *poller; /* the one thread that may poll: the latest to commit (atomic) */
+	struct ring_thread
+	    *poller;	      /* the one thread that may poll: the latest to commit (atomic) */
 	unsigned int serving; /* requests being served now (atomic) */
-	uint64_t backlog_ns; /* when requests last overlapped or waited in the kernel (atomic) */
-	bool stopping; /* atomic */
+	uint64_t backlog_ns;  /* when requests last overlapped or waited in the kernel (atomic) */
+	bool stopping;	      /* atomic */
 	pthread_mutex_t lock; /* the registration's outcome: */
 	pthread_cond_t cond;
-	unsigned int reported; /* threads that registered or failed (lock) */
-	int error; /* the first failure, -errno (lock) */
-	char why[160]; /* what failed (lock) */
+	unsigned int reported;	/* threads that registered or failed (lock) */
+	int error;		/* the first failure, -errno (lock) */
+	char why[160];		/* what failed (lock) */
 	const char *mountpoint; /* the kicker stats its root */
 	pthread_t kicker;
 	bool have_kicker;
@@ -204,14 +205,16 @@ int ring_kernel_check(const char **why)
 	rc = read(fd, &c, 1);
 	close(fd);
 	if (rc != 1 || c != 'Y') {
-		*why = "FUSE over io_uring is off in this kernel (as root: echo Y > " RING_ENABLE_PARAM
-		       ")";
+		*why =
+		    "FUSE over io_uring is off in this kernel (as root: echo Y > " RING_ENABLE_PARAM
+		    ")";
 		return -EOPNOTSUPP;
 	}
 	rc = io_uring_queue_init(RING_SQES, &probe, IORING_SETUP_SQE128);
 	if (rc < 0) {
-		*why = "io_uring_setup failed (io_uring disabled by kernel.io_uring_disabled, or no "
-		       "memory)";
+		*why =
+		    "io_uring_setup failed (io_uring disabled by kernel.io_uring_disabled, or no "
+		    "memory)";
 		return rc;
 	}
 	io_uring_queue_exit(&probe);
@@ -297,19 +300,19 @@ static void wake(struct ring_thread *t)
 static int ent_map(struct ring *r, struct ring_ent *e)
 {
 	e->map_len = RING_HEAD_ROOM + r->payload;
-	e->base = mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	e->base =
+	    mmap(NULL, e->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (e->base == MAP_FAILED) {
 		e->base = NULL;
 		return -errno;
 	}
 	G_STATIC_ASSERT(sizeof(struct fuse_uring_req_header) + sizeof(struct fuse_in_header) +
-				FUSE_URING_OP_IN_OUT_SZ <=
+			    FUSE_URING_OP_IN_OUT_SZ <=
 			RING_HEAD_ROOM);
 	e->hdr = (struct fuse_uring_req_header *)e->base;
 	e->payload = e->base + RING_HEAD_ROOM;
-	e->iov[0] = (struct iovec){ e->hdr, sizeof(*e->hdr) };
-	e->iov[1] = (struct iovec){ e->payload, r->payload };
+	e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
+	e->iov[1] = (struct iovec){e->payload, r->payload};
 	return 0;
 }
 
@@ -417,10 +420,17 @@ bool ring_reply(struct ring *r, const struct iovec *iov, int count)
 		return false; /* a request read from /dev/fuse */
 	put_reply(r, e, iov, count);
 	for (;;) {
-		if (ent_try_move(e, ENT_SERVING, ENT_ANSWERED))
+		enum ent_state s = ent_state(e);
+
+		if (s == ENT_SERVING && ent_try_move(e, ENT_SERVING, ENT_ANSWERED))
 			return true; /* its thread commits it when the handler returns */
-		if (ent_try_move(e, ENT_WAITING, ENT_ANSWERED)) {
+		if (s == ENT_WAITING && ent_try_move(e, ENT_WAITING, ENT_ANSWERED)) {
 			wake(e->thread);
+			return true;
+		}
+		if (s != ENT_SERVING && s != ENT_WAITING) {
+			g_critical("a second reply to request %" G_GUINT64_FORMAT,
+				   (guint64)oh->unique);
 			return true;
 		}
 	}
@@ -460,8 +470,8 @@ static void defer(struct ring_thread *t)
 /* a reply that libfuse cannot give: the request's header is not what the kernel sends */
 static void answer_error(struct ring_thread *t, struct ring_ent *e, uint64_t unique, int err)
 {
-	struct fuse_out_header oh = { .len = sizeof(oh), .error = -err, .unique = unique };
-	struct iovec v = { &oh, sizeof(oh) };
+	struct fuse_out_header oh = {.len = sizeof(oh), .error = -err, .unique = unique};
+	struct iovec v = {&oh, sizeof(oh)};
 
 	e->unique = unique;
 	ent_move(e, ENT_FETCHING, ENT_SERVING);
@@ -496,7 +506,7 @@ static void serve(struct ring_thread *t, struct ring_ent *e)
 	start = e->payload - sizeof(h) - op_sz;
 	memcpy(start, &h, sizeof(h));
 	memcpy(start + sizeof(h), e->hdr->op_in, op_sz);
-	buf = (struct fuse_buf){ .mem = start, .size = h.len };
+	buf = (struct fuse_buf){.mem = start, .size = h.len};
 
 	__atomic_store_n(&e->unique, h.unique, __ATOMIC_RELEASE);
 	ent_move(e, ENT_FETCHING, ENT_SERVING);
@@ -542,8 +552,9 @@ static void on_cqe(struct ring_thread *t, const struct io_uring_cqe *cqe)
 /*
  * Before sleeping: look for the next request for up to poll_ns while no
  * request is being served anywhere and none has lately been waiting in the
- * kernel or served beside another - a lone requester (QD1) then finds this thread awake, which saves
- * the wakeup of a sleeping one (4-5 us a request here). With a backlog
+ * kernel or served beside another - a lone requester (QD1) then finds this
+ * thread awake, which saves the wakeup of a sleeping one (4-5 us a request
+ * here). With a backlog
  * (a commit fetched a waiting request at once) the requests keep the
  * threads busy anyway and the CPU is theirs and the requesters'. The kernel
  * hands a request to the entry that came back last, so only the latest
@@ -566,7 +577,8 @@ static void poll_next(struct ring_thread *t)
 		return;
 	__atomic_store_n(&r->poller, t, __ATOMIC_RELEASE);
 	until = now + r->poll_ns;
-	while (!io_uring_cq_ready(&t->uring) && __atomic_load_n(&r->poller, __ATOMIC_ACQUIRE) == t &&
+	while (!io_uring_cq_ready(&t->uring) &&
+	       __atomic_load_n(&r->poller, __ATOMIC_ACQUIRE) == t &&
 	       !__atomic_load_n(&r->serving, __ATOMIC_RELAXED) && clock_now_ns() < until) {
 		io_uring_get_events(&t->uring);
 		sched_yield(); /* a runnable requester on this CPU goes first */
@@ -671,8 +683,8 @@ static void *thread_main(void *arg)
  */
 static void force_fallback(struct ring *r)
 {
-	struct ring_thread t = { .ring = r, .efd = -1 };
-	struct ring_ent none = { .thread = &t };
+	struct ring_thread t = {.ring = r, .efd = -1};
+	struct ring_ent none = {.thread = &t};
 	struct io_uring_sqe *sqe;
 
 	if (io_uring_queue_init(RING_SQES, &t.uring, IORING_SETUP_SQE128) < 0) {
@@ -822,8 +834,8 @@ int ring_start(struct fuse_session *se, int fd, const char *mountpoint, size_t p
 
 void ring_describe(const struct ring *r, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%u queues x %u threads, entries of %zu KiB, polling %u us",
-		 r->nqueues, r->per_queue, r->payload >> 10, (unsigned int)(r->poll_ns / 1000));
+	snprintf(buf, cap, "%u queues x %u threads, entries of %zu KiB, polling %u us", r->nqueues,
+		 r->per_queue, r->payload >> 10, (unsigned int)(r->poll_ns / 1000));
 }
 
 void ring_stop(struct ring *r)

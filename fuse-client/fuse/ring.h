@@ -38,8 +38,8 @@
 /* -o uring= */
 enum ring_mode {
 	RING_AUTO, /* the ring where the kernel offers it, else /dev/fuse (the default) */
-	RING_ON, /* the ring or no mount */
-	RING_OFF, /* /dev/fuse only */
+	RING_ON,   /* the ring or no mount */
+	RING_OFF,  /* /dev/fuse only */
 };
 
 /* "auto", "on", "off" -> *mode; -EINVAL for anything else */
@@ -59,9 +59,10 @@ struct ring;
  * (the kernel's max(8 KiB, max_write, max_pages pages)), and serve them
  * through se, counting in stats; a thread that answered looks for the next
  * request for up to poll_us before it sleeps (0: never). *out is set
- * (atomically) before the first request can come. Returns once every entry is registered or one failed:
- * 0, or -errno with why filled in and *out NULL again; on failure the
- * kernel has been made to fall back to /dev/fuse.
+ * (atomically) before the first request can come. Returns once every
+ * entry is registered or one failed: 0, or -errno with why filled in and
+ * *out NULL again; on failure the kernel has been made to fall back to
+ * /dev/fuse.
  */
 int ring_start(struct fuse_session *se, int fd, const char *mountpoint, size_t payload,
 	       unsigned int poll_us, struct reqstats *stats, struct ring **out, char *why,
