@@ -497,6 +497,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	o->writeback_cache = true;
 	o->odirect_uncached = true;
 	o->uring_poll_us = RING_DEFAULT_POLL_US;
+	o->uring = RING_OFF; /* until the known deadlock is gone: ARCHITECTURE, "The FUSE ring" */
 	o->entry_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->attr_timeout = OPTIONS_DEFAULT_TIMEOUT;
 	o->reconnect_timeout_ms = OPTIONS_DEFAULT_RECONNECT_S * 1000;
@@ -633,10 +634,11 @@ void options_print_help(const char *prog)
 	       "                           the page cache in FUSE, writers of one file run in\n"
 	       "                           parallel (Linux >= 6.6, else kernel); kernel: the\n"
 	       "                           kernel's O_DIRECT path, writers queue; mmap works\n"
-	       "    -o uring=auto|on|off   the FUSE channel: auto (default) serves requests\n"
-	       "                           over io_uring where the kernel offers it (Linux\n"
-	       "                           >= 6.14, fuse's enable_uring=Y), else /dev/fuse;\n"
-	       "                           on: io_uring or no mount; off: /dev/fuse\n"
+	       "    -o uring=auto|on|off   the FUSE channel: off (default) /dev/fuse; auto:\n"
+	       "                           io_uring where the kernel offers it (Linux >=\n"
+	       "                           6.14, fuse's enable_uring=Y), else /dev/fuse;\n"
+	       "                           on: io_uring or no mount (see rmemfs(8): a known\n"
+	       "                           deadlock with direct writes beside cached readers)\n"
 	       "    -o uring_poll=US       a ring thread that answered looks for the next\n"
 	       "                           request this long before it sleeps, while no\n"
 	       "                           other is being served (default %u; 0: never)\n"

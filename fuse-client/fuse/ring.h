@@ -37,9 +37,9 @@
 
 /* -o uring= */
 enum ring_mode {
-	RING_AUTO, /* the ring where the kernel offers it, else /dev/fuse (the default) */
+	RING_AUTO, /* the ring where the kernel offers it, else /dev/fuse */
 	RING_ON,   /* the ring or no mount */
-	RING_OFF,  /* /dev/fuse only */
+	RING_OFF,  /* /dev/fuse only (the default for now: ARCHITECTURE, "The FUSE ring") */
 };
 
 /* "auto", "on", "off" -> *mode; -EINVAL for anything else */
