@@ -4,14 +4,16 @@
  *
  * Threads: RING_PER_QUEUE threads for each queue (the kernel has one per
  * possible CPU and picks the queue of the CPU that asks), each with its own
- * io_uring and one ring entry. A thread serves its entry's request to the
- * end before it fetches the next, as a libfuse worker does with /dev/fuse:
- * rmemfs's handlers block on the pool, so a queue serves as many requests at
- * once as it has threads; the kernel queues the rest until an entry comes
- * back. Only the thread that owns an io_uring submits on it (the kernel runs
- * the copy of the next request into the entry in that thread), so a reply
+ * io_uring, starting with one ring entry. A thread serves one request at a
+ * time to the end, as a libfuse worker does with /dev/fuse: rmemfs's
+ * handlers block on the pool, so a queue serves as many requests at once as
+ * it has threads; the kernel queues the rest until an entry comes back.
+ * Only the thread that owns an io_uring submits on it (the kernel runs the
+ * copy of the next request into the entry in that thread), so a reply
  * written by another thread is left in the entry and the owner is woken
- * through its eventfd to commit it.
+ * through its eventfd to commit it. An entry whose reply waits makes its
+ * thread register another and the kicker make one request on the queue
+ * (defer(); not airtight: docs/ARCHITECTURE.md, "The FUSE ring").
  *
  * An entry's buffer is one mapping: RING_HEAD_ROOM bytes, then the payload
  * the kernel fills. The kernel gives the request's in-header and op header
@@ -530,7 +532,7 @@ static void on_cqe(struct ring_thread *t, const struct io_uring_cqe *cqe)
 	struct ring_ent *e = (struct ring_ent *)(uintptr_t)io_uring_cqe_get_data64(cqe);
 	unsigned int k;
 
-	if (!e) { /* the eventfd: replies from other threads, or the stop */
+	if ((uintptr_t)e == RING_EFD_TAG) { /* the eventfd: replies from elsewhere, or the stop */
 		if (!__atomic_load_n(&t->ring->stopping, __ATOMIC_ACQUIRE))
 			arm_efd(t);
 		for (k = 0; k < t->nents; k++)
